@@ -1,0 +1,122 @@
+"""The checkpoint file: self-describing, versioned, written atomically.
+
+A checkpoint holds the resolved config, both SentencePiece models (bytes), the model's
+``state_dict`` and, for resuming, optimizer state, step, epoch position, best score and
+random states. It is written to a temporary file in the same directory, flushed to disk,
+then renamed over the old one, so a crash at any moment leaves the previous complete file.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.config import Config, ConfigError, from_dict
+from nmt.model import Seq2Seq, build_model
+from nmt.vocab import Vocab
+
+FORMAT = "nmt-checkpoint"
+VERSION = 1
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint cannot be read or written; the message names the file."""
+
+
+def save_atomic(payload: dict[str, Any], path: str | Path) -> None:
+    """Write ``payload`` to ``path`` atomically (temp file, fsync, rename).
+
+    Raises:
+        CheckpointError: the disk is full or not writable; the previous file is intact.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(payload, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        why = "disk full" if e.errno == errno.ENOSPC else (e.strerror or str(e))
+        raise CheckpointError(f"{path}: cannot write checkpoint ({why}); "
+                              "the previous checkpoint is kept") from e
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def make_payload(cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab,
+                 train_state: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything needed to translate with, and (with ``train_state``) resume, a run."""
+    module = getattr(model, "module", model)  # unwrap DistributedDataParallel
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "config": cfg.to_dict(),
+        "src_spm": src_vocab.model_bytes,
+        "tgt_spm": tgt_vocab.model_bytes,
+        "model": module.state_dict(),
+        "train_state": train_state,
+    }
+
+
+def read_payload(path: str | Path) -> dict[str, Any]:
+    """Load and check a checkpoint file.
+
+    Raises:
+        CheckpointError: missing file, not a checkpoint, or an unsupported version.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint not found")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:
+        raise CheckpointError(f"{path}: not a readable nmt checkpoint ({type(e).__name__}: {e})") from e
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not an nmt checkpoint (no '{FORMAT}' marker)")
+    if payload.get("version") != VERSION:
+        raise CheckpointError(f"{path}: checkpoint format version {payload.get('version')} is "
+                              f"not supported by this nmt (expects {VERSION})")
+    return payload
+
+
+@dataclass
+class Loaded:
+    """A checkpoint ready for translation."""
+
+    cfg: Config
+    model: Seq2Seq
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    payload: dict[str, Any]
+
+
+def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Loaded:
+    """Rebuild config, vocabularies and model (in eval mode) from a checkpoint.
+
+    Raises:
+        CheckpointError: see :func:`read_payload`, or the stored config/weights are invalid.
+    """
+    payload = read_payload(path)
+    try:
+        cfg = from_dict(payload["config"])
+    except ConfigError as e:
+        raise CheckpointError(f"{path}: stored config is invalid: {e}") from e
+    src_vocab, tgt_vocab = Vocab(payload["src_spm"]), Vocab(payload["tgt_spm"])
+    model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
+    try:
+        model.load_state_dict(payload["model"])
+    except RuntimeError as e:
+        raise CheckpointError(f"{path}: weights do not match the stored config: {e}") from e
+    model.to(device).eval()
+    return Loaded(cfg, model, src_vocab, tgt_vocab, payload)

@@ -1,0 +1,105 @@
+"""The ``nmt`` command: ``train``, ``evaluate``, ``translate`` (typer wiring only)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from nmt.checkpoint import CheckpointError
+from nmt.config import ConfigError, load_config
+from nmt.corpus import DataError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="RNN encoder-decoder translation with selectable attention.")
+
+USER_ERRORS = (ConfigError, DataError, CheckpointError, ValueError, OSError)
+
+
+def _fail(e: Exception) -> None:
+    typer.secho(f"error: {e}", err=True, fg=typer.colors.RED)
+    raise typer.Exit(2)
+
+
+@app.command()
+def train(
+    config: Path = typer.Argument(..., help="YAML config file."),
+    overrides: Optional[list[str]] = typer.Argument(
+        None, help="key=value overrides with dotted keys, e.g. model.attention=dot"),
+    resume: bool = typer.Option(False, "--resume", help="Continue {out_dir}/last.pt."),
+) -> None:
+    """Train a model; checkpoints, config and a JSONL validation log go to train.out_dir."""
+    from nmt.recipe import run_training
+    from nmt.train import TrainingError
+
+    try:
+        cfg = load_config(config, overrides or [])
+        state = run_training(cfg, resume=resume, log=lambda m: typer.echo(m, err=True))
+    except (*USER_ERRORS, TrainingError) as e:
+        _fail(e)
+    typer.echo(f"best val BLEU {state.best_bleu:.2f} after {state.epoch} epochs; "
+               f"checkpoint {cfg.out_dir() / 'best.pt'}")
+
+
+@app.command()
+def evaluate(
+    checkpoints: list[Path] = typer.Argument(..., help="One or more checkpoints."),
+    split: Optional[str] = typer.Option(None, help="Named split (default: first test split)."),
+    src: Optional[Path] = typer.Option(None, help="Source file (instead of --split)."),
+    ref: Optional[Path] = typer.Option(None, help="Reference file (with --src)."),
+    buckets: str = typer.Option("1-10,11-20,21-30,31-", help="Source-length buckets in words."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write scores as JSON."),
+    batch_size: int = typer.Option(64, min=1, help="Sentences per decoding batch."),
+    examples: int = typer.Option(0, min=0, help="Print this many example translations."),
+    data_path: Optional[str] = typer.Option(None, help="Override data.path of the checkpoint."),
+) -> None:
+    """Decode a test set and report sacreBLEU, chrF and BLEU by source length."""
+    from nmt.scoring import evaluate_checkpoints
+
+    try:
+        report = evaluate_checkpoints(checkpoints, split=split, src=src, ref=ref,
+                                      buckets=buckets, batch_size=batch_size,
+                                      n_examples=examples, data_path=data_path)
+    except USER_ERRORS as e:
+        _fail(e)
+    typer.echo(report.table)
+    if json_out is not None:
+        json_out.write_text(json.dumps(report.json, indent=2) + "\n", encoding="utf-8")
+        typer.echo(f"wrote {json_out}")
+
+
+@app.command()
+def translate(
+    checkpoint: Path = typer.Argument(..., help="Checkpoint file."),
+    input: Optional[Path] = typer.Option(None, "--input", "-i", help="Input file (default stdin)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Output file (default stdout)."),
+    attention: bool = typer.Option(False, "--attention",
+                                   help="Show the most-attended source piece per target piece."),
+    batch_size: int = typer.Option(64, min=1, help="Sentences per batch in filter mode."),
+) -> None:
+    """Translate interactively (terminal) or as a filter (one line out per line in)."""
+    from nmt.interactive import run_filter, run_interactive
+    from nmt.checkpoint import load_checkpoint
+
+    try:
+        loaded = load_checkpoint(checkpoint)
+    except USER_ERRORS as e:
+        _fail(e)
+    if input is None and output is None and sys.stdin.isatty():
+        run_interactive(loaded, attention)
+        return
+    try:
+        run_filter(loaded, input, output, attention, batch_size)
+    except USER_ERRORS as e:
+        _fail(e)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

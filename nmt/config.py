@@ -1,0 +1,328 @@
+"""Configuration: frozen dataclasses hold every default; YAML files and ``key=value``
+overrides are checked against them.
+
+An unknown key, a value of the wrong type or an impossible value raises
+:class:`ConfigError` naming the dotted key (``model.atention: unknown key``) before any
+work starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+ATTENTION_TYPES = ("additive", "dot", "general", "scaled_dot", "none")
+
+
+class ConfigError(ValueError):
+    """A configuration file or override is invalid; the message names the dotted key."""
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the parallel corpus comes from and which side is source and target."""
+
+    # auto: a directory of {split}.{lang}[.gz] files at `path` when it exists, else the hub
+    source: Literal["auto", "dir", "hf", "tsv"] = "auto"
+    # directory of {split}.{lang}[.gz] files, or for tsv a path containing "{split}"
+    path: str | None = "../shared/data/multi30k"
+    hf_name: str = "bentrevett/multi30k"
+    hf_config: str | None = None
+    # our split name -> the hub's split name (the hub calls "val" "validation")
+    hf_splits: dict[str, str] = field(
+        default_factory=lambda: {
+            "train": "train",
+            "val": "validation",
+            "test_2016_flickr": "test",
+        }
+    )
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    train_split: str = "train"
+    valid_split: str = "val"
+    test_splits: tuple[str, ...] = ("test_2016_flickr", "test_2017_flickr")
+    # training pairs with more words than this on either side are dropped (never eval)
+    max_train_words: int | None = 80
+    # take only the first N pairs of a split (quick experiments, tests)
+    train_limit: int | None = None
+    valid_limit: int | None = None
+
+
+@dataclass(frozen=True)
+class SubwordConfig:
+    """SentencePiece settings; models are trained on the training split only."""
+
+    model_type: Literal["unigram", "bpe"] = "unigram"
+    vocab_size: int = 8000
+    # one model shared by source and target, or one per language
+    joint: bool = False
+    character_coverage: float = 1.0
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Encoder-decoder sizes; identical for every attention type unless changed here."""
+
+    emb_dim: int = 256
+    enc_hidden: int = 256  # per direction: encoder memory size is 2 * enc_hidden
+    dec_hidden: int = 512
+    enc_layers: int = 1
+    dec_layers: int = 1
+    dropout: float = 0.3
+    attention: Literal["additive", "dot", "general", "scaled_dot", "none"] = "additive"
+    # bahdanau: attend with s_{t-1}, then GRU([y; c]); luong: GRU first, then attend
+    step_order: Literal["bahdanau", "luong"] = "bahdanau"
+    attn_dim: int = 256  # additive attention's hidden size A
+    output_dim: int = 256  # pre-output / attentional vector size
+    tie_embeddings: bool = False  # needs output_dim == emb_dim
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation, budgets and bookkeeping."""
+
+    seed: int = 1
+    batch_size: int = 64  # sentences per batch
+    max_tokens: int | None = None  # if set, batches hold at most this many target tokens
+    lr: float = 1e-3
+    clip_norm: float = 1.0
+    label_smoothing: float = 0.0
+    max_epochs: int = 30
+    max_minutes: float | None = None  # wall-clock budget, validation included
+    patience: int | None = 5  # epochs without val BLEU gain before stopping
+    max_output_ratio: float = 2.0  # decode at most ratio * src_len + 10 pieces
+    valid_max_sentences: int | None = None
+    out_dir: str = "runs/{name}"
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    threads: int | None = None  # torch CPU threads; None keeps torch's default
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole run: ``name`` plus one section per stage."""
+
+    name: str = "nmt"
+    data: DataConfig = field(default_factory=DataConfig)
+    subwords: SubwordConfig = field(default_factory=SubwordConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def out_dir(self) -> Path:
+        """Run directory, with ``{name}`` filled in."""
+        return Path(self.train.out_dir.format(name=self.name))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (tuples become lists) suitable for YAML and checkpoints."""
+        return _plain(dataclasses.asdict(self))
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check ``value`` against annotation ``tp``; return it converted (lists to tuples)."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, key)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[0] if errors else f"{key}: must not be null")
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        if value not in allowed:
+            raise ConfigError(f"{key}: {value!r} is not one of {', '.join(map(str, allowed))}")
+        return value
+    if origin is tuple:
+        (item_tp, _ellipsis) = typing.get_args(tp)
+        if isinstance(value, str) or not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        return tuple(_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        return {str(k): str(v) for k, v in value.items()}
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return value
+    raise ConfigError(f"{key}: unsupported type {tp}")  # pragma: no cover
+
+
+def _build(cls: type, raw: Any, prefix: str) -> Any:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{prefix or 'config'}: expected a mapping, got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    for key in raw:
+        if key not in names:
+            raise ConfigError(f"{prefix}{key}: unknown key (known: {', '.join(sorted(names))})")
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in raw:
+            continue
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            kwargs[f.name] = _build(tp, raw[f.name], f"{prefix}{f.name}.")
+        else:
+            kwargs[f.name] = _coerce(raw[f.name], tp, f"{prefix}{f.name}")
+    return cls(**kwargs)
+
+
+def _validate(cfg: Config) -> None:
+    """Reject impossible values, naming the dotted key."""
+    m, t, s, d = cfg.model, cfg.train, cfg.subwords, cfg.data
+    positive = {
+        "model.emb_dim": m.emb_dim,
+        "model.enc_hidden": m.enc_hidden,
+        "model.dec_hidden": m.dec_hidden,
+        "model.enc_layers": m.enc_layers,
+        "model.dec_layers": m.dec_layers,
+        "model.attn_dim": m.attn_dim,
+        "model.output_dim": m.output_dim,
+        "subwords.vocab_size": s.vocab_size,
+        "train.batch_size": t.batch_size,
+        "train.max_tokens": t.max_tokens,
+        "train.max_epochs": t.max_epochs,
+        "train.patience": t.patience,
+        "train.threads": t.threads,
+        "train.valid_max_sentences": t.valid_max_sentences,
+        "data.max_train_words": d.max_train_words,
+        "data.train_limit": d.train_limit,
+        "data.valid_limit": d.valid_limit,
+    }
+    for key, value in positive.items():
+        if value is not None and value <= 0:
+            raise ConfigError(f"{key}: must be positive, got {value}")
+    if not 0.0 <= m.dropout < 1.0:
+        raise ConfigError(f"model.dropout: must be in [0, 1), got {m.dropout}")
+    if not 0.0 <= t.label_smoothing < 1.0:
+        raise ConfigError(f"train.label_smoothing: must be in [0, 1), got {t.label_smoothing}")
+    for key, value in {"train.lr": t.lr, "train.clip_norm": t.clip_norm,
+                       "train.max_output_ratio": t.max_output_ratio,
+                       "train.max_minutes": t.max_minutes}.items():
+        if value is not None and value <= 0:
+            raise ConfigError(f"{key}: must be positive, got {value}")
+    if s.vocab_size < 8:
+        raise ConfigError(f"subwords.vocab_size: must be at least 8, got {s.vocab_size}")
+    if not 0.0 < s.character_coverage <= 1.0:
+        raise ConfigError("subwords.character_coverage: must be in (0, 1]")
+    if m.attention in ("dot", "scaled_dot") and m.dec_hidden != 2 * m.enc_hidden:
+        raise ConfigError(
+            f"model.attention: {m.attention!r} scores s.h_i and needs model.dec_hidden "
+            f"({m.dec_hidden}) == 2 * model.enc_hidden ({2 * m.enc_hidden})"
+        )
+    if m.tie_embeddings and m.output_dim != m.emb_dim:
+        raise ConfigError(
+            f"model.tie_embeddings: needs model.output_dim ({m.output_dim}) == "
+            f"model.emb_dim ({m.emb_dim})"
+        )
+    if d.src_lang == d.tgt_lang:
+        raise ConfigError(f"data.tgt_lang: same as data.src_lang ({d.src_lang!r})")
+    if t.device != "auto" and not (t.device == "cpu" or t.device.startswith("cuda")):
+        raise ConfigError(f"train.device: expected auto, cpu, cuda or cuda:N, got {t.device!r}")
+
+
+def from_dict(raw: dict[str, Any]) -> Config:
+    """Build and validate a :class:`Config` from a nested dict.
+
+    Raises:
+        ConfigError: unknown key, wrong type or impossible value (message names the key).
+    """
+    cfg = _build(Config, raw, "")
+    _validate(cfg)
+    return cfg
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Split ``"model.attention=dot"`` into (["model", "attention"], "dot").
+
+    The value is parsed as YAML, so ``3`` is an int, ``null`` is None, ``[a, b]`` a list.
+
+    Raises:
+        ConfigError: no ``=`` or an empty key.
+    """
+    if "=" not in text:
+        raise ConfigError(f"override {text!r}: expected key=value, e.g. model.attention=dot")
+    key, value = text.split("=", 1)
+    if not key.strip():
+        raise ConfigError(f"override {text!r}: empty key")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else ""
+    except yaml.YAMLError:
+        parsed = value
+    return key.strip().split("."), parsed
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Return a copy of ``raw`` with dotted ``key=value`` overrides applied."""
+    raw = _plain(raw)
+    for text in overrides:
+        path, value = parse_override(text)
+        node = raw
+        for i, part in enumerate(path[:-1]):
+            nxt = node.get(part)
+            if nxt is None:
+                nxt = node[part] = {}
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"{'.'.join(path[: i + 1])}: is not a section")
+            node = nxt
+        node[path[-1]] = value
+    return raw
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
+    """Read a YAML config, apply ``key=value`` overrides and validate.
+
+    Raises:
+        ConfigError: missing or unreadable file, YAML syntax error, or invalid keys/values.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read config ({e.strerror or e})") from e
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: invalid YAML: {e}") from e
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    raw = apply_overrides(raw, overrides or [])
+    try:
+        return from_dict(raw)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from e

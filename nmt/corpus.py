@@ -1,0 +1,195 @@
+"""Reading parallel corpora: a directory of ``{split}.{lang}`` files (plain or ``.gz``),
+a TSV file, or a Hugging Face dataset. Strings in, strings out; no tokenization here.
+
+Every defect names the file and line: different line counts are an error (never silently
+truncated), invalid UTF-8 and truncated gzip files are errors. A UTF-8 byte-order mark and
+Windows line endings are removed. Empty lines are kept here and counted by the caller.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from nmt.config import DataConfig
+
+
+class DataError(ValueError):
+    """A corpus file or dataset is missing or malformed; the message says where."""
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One source/target sentence pair with the place it came from."""
+
+    src: str
+    tgt: str
+    origin: str  # "file:line" or "dataset[split][index]"
+
+
+def _clean(line: str) -> str:
+    # '\r' from Windows files; NUL and other C0 controls confuse SentencePiece and terminals
+    line = line.rstrip("\r\n").replace("\ufeff", "")
+    if any(ord(c) < 32 and c != "\t" for c in line):
+        line = "".join(" " if (ord(c) < 32) else c for c in line)
+    return line.replace("\t", " ").strip()
+
+
+def read_lines(path: Path) -> list[str]:
+    """All lines of a plain or gzip text file, cleaned (see module docstring).
+
+    Raises:
+        DataError: the file is missing, not UTF-8 (names the line), or a cut-short gzip.
+    """
+    if not path.exists():
+        raise DataError(f"{path}: file not found")
+    opener = gzip.open if path.suffix == ".gz" else open
+    lines: list[str] = []
+    try:
+        with opener(path, "rb") as f:
+            for lineno, raw in enumerate(f, 1):
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise DataError(
+                        f"{path}:{lineno}: invalid UTF-8 at byte {e.start} of the line"
+                    ) from e
+                lines.append(_clean(text))
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise DataError(f"{path}: gzip file is cut short or corrupt ({e})") from e
+    return lines
+
+
+def _find_split_file(directory: Path, split: str, lang: str) -> Path:
+    for name in (f"{split}.{lang}", f"{split}.{lang}.gz"):
+        if (directory / name).exists():
+            return directory / name
+    available = sorted(p.name for p in directory.iterdir()) if directory.is_dir() else []
+    raise DataError(
+        f"{directory}: no file {split}.{lang} or {split}.{lang}.gz "
+        f"(found: {', '.join(available[:12]) or 'nothing'})"
+    )
+
+
+def read_dir_split(directory: Path, split: str, src_lang: str, tgt_lang: str) -> list[Pair]:
+    """Pairs from ``{directory}/{split}.{src_lang}`` and ``.{tgt_lang}`` (plain or .gz).
+
+    Raises:
+        DataError: missing directory/file, different line counts, bad encoding.
+    """
+    if not directory.is_dir():
+        raise DataError(f"{directory}: corpus directory not found")
+    src_path = _find_split_file(directory, split, src_lang)
+    tgt_path = _find_split_file(directory, split, tgt_lang)
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise DataError(
+            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: "
+            "source and target files must be line-aligned"
+        )
+    return [Pair(s, t, f"{src_path}:{i}") for i, (s, t) in enumerate(zip(src, tgt), 1)]
+
+
+def read_tsv_split(path: Path) -> list[Pair]:
+    """Pairs from a ``source<TAB>target`` file, one pair per line.
+
+    Raises:
+        DataError: missing file, a line without exactly one tab (names the line).
+    """
+    if not path.exists():
+        raise DataError(f"{path}: file not found")
+    opener = gzip.open if path.suffix == ".gz" else open
+    pairs = []
+    try:
+        with opener(path, "rb") as f:
+            for lineno, raw in enumerate(f, 1):
+                try:
+                    text = raw.decode("utf-8").rstrip("\r\n").replace("\ufeff", "")
+                except UnicodeDecodeError as e:
+                    raise DataError(f"{path}:{lineno}: invalid UTF-8") from e
+                fields = text.split("\t")
+                if len(fields) != 2:
+                    raise DataError(
+                        f"{path}:{lineno}: expected 2 tab-separated fields "
+                        f"(source, target), found {len(fields)}"
+                    )
+                pairs.append(Pair(_clean(fields[0]), _clean(fields[1]), f"{path}:{lineno}"))
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise DataError(f"{path}: gzip file is cut short or corrupt ({e})") from e
+    return pairs
+
+
+OFFLINE_HINT = (
+    "To use local files instead, set data.source=dir and data.path=DIR with "
+    "{split}.{lang}[.gz] files (see data/README.md), or data.source=tsv."
+)
+
+
+def read_hf_split(cfg: DataConfig, split: str) -> list[Pair]:
+    """Pairs from a Hugging Face dataset with a ``translation`` column of
+    ``{lang: text}`` dicts, or with one column per language (``bentrevett/multi30k``).
+
+    Raises:
+        DataError: the hub is unreachable (with how to use local files), the split does
+            not exist, or the rows lack the configured language keys.
+    """
+    try:
+        import datasets
+    except ImportError as e:  # pragma: no cover - datasets is a dependency
+        raise DataError(f"the `datasets` package is not installed. {OFFLINE_HINT}") from e
+    hub_split = cfg.hf_splits.get(split, split)
+    name = f"{cfg.hf_name}" + (f" ({cfg.hf_config})" if cfg.hf_config else "")
+    try:
+        ds = datasets.load_dataset(cfg.hf_name, cfg.hf_config, split=hub_split)
+    except (ConnectionError, OSError) as e:
+        offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("HF_DATASETS_OFFLINE")
+        why = "offline mode is set" if offline else "the Hugging Face hub is unreachable"
+        raise DataError(f"cannot load {name} split {hub_split!r}: {why} ({e}). {OFFLINE_HINT}") from e
+    except Exception as e:  # datasets raises many types for bad names/splits
+        raise DataError(f"cannot load {name} split {hub_split!r}: {e}. {OFFLINE_HINT}") from e
+    pairs = []
+    for i, row in enumerate(ds):
+        record = row.get("translation", row)
+        if not isinstance(record, dict) or cfg.src_lang not in record or cfg.tgt_lang not in record:
+            keys = sorted(record) if isinstance(record, dict) else type(record).__name__
+            raise DataError(
+                f"{name}[{hub_split}][{i}]: no {cfg.src_lang!r}/{cfg.tgt_lang!r} keys "
+                f"(found {keys}); set data.src_lang and data.tgt_lang"
+            )
+        pairs.append(
+            Pair(_clean(str(record[cfg.src_lang])), _clean(str(record[cfg.tgt_lang])),
+                 f"{name}[{hub_split}][{i}]")
+        )
+    return pairs
+
+
+def resolve_source(cfg: DataConfig) -> str:
+    """The reader to use: ``auto`` means the local directory when it exists, else the hub."""
+    if cfg.source != "auto":
+        return cfg.source
+    if cfg.path and Path(cfg.path).expanduser().is_dir():
+        return "dir"
+    return "hf"
+
+
+def read_split(cfg: DataConfig, split: str, limit: int | None = None) -> list[Pair]:
+    """All pairs of ``split`` (or the first ``limit``) from the configured source.
+
+    Raises:
+        DataError: see the reader functions.
+    """
+    source = resolve_source(cfg)
+    if source == "dir":
+        if not cfg.path:
+            raise DataError("data.path: must name a directory when data.source is dir")
+        pairs = read_dir_split(Path(cfg.path).expanduser(), split, cfg.src_lang, cfg.tgt_lang)
+    elif source == "tsv":
+        if not cfg.path or "{split}" not in cfg.path:
+            raise DataError("data.path: for tsv it must contain {split}, e.g. corpus/{split}.tsv")
+        pairs = read_tsv_split(Path(cfg.path.format(split=split)).expanduser())
+    else:
+        pairs = read_hf_split(cfg, split)
+    return pairs[:limit] if limit is not None else pairs

@@ -1,0 +1,143 @@
+"""From sentence pairs to padded, length-bucketed batches of piece ids.
+
+Conventions: ``src = x1..xn EOS``, ``tgt_in = BOS y1..ym``, ``tgt_out = y1..ym EOS``;
+PAD is 0 and masks are True on real tokens.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+
+from nmt.corpus import Pair
+from nmt.vocab import BOS, EOS, PAD, Vocab
+
+
+@dataclass(frozen=True)
+class Example:
+    """One encoded pair; ``index`` is its position in the split (to restore order)."""
+
+    src: list[int]
+    tgt: list[int]
+    index: int
+
+
+@dataclass
+class Batch:
+    """Padded tensors for one batch.
+
+    Attributes:
+        src: (B, S) source ids ending in EOS, PAD-padded.
+        src_len: (B,) true source lengths (int64, on CPU for packing).
+        tgt_in: (B, T) BOS y1..ym, PAD-padded.
+        tgt_out: (B, T) y1..ym EOS, PAD-padded.
+        index: (B,) positions of the examples in their split.
+    """
+
+    src: torch.Tensor
+    src_len: torch.Tensor
+    tgt_in: torch.Tensor
+    tgt_out: torch.Tensor
+    index: torch.Tensor
+
+    def to(self, device: torch.device) -> "Batch":
+        return Batch(self.src.to(device), self.src_len, self.tgt_in.to(device),
+                     self.tgt_out.to(device), self.index)
+
+    @property
+    def n_tokens(self) -> int:
+        """Number of real target tokens (loss denominator)."""
+        return int((self.tgt_out != PAD).sum())
+
+
+@dataclass(frozen=True)
+class FilterStats:
+    """What :func:`filter_training_pairs` dropped, for the log."""
+
+    kept: int
+    empty: int
+    too_long: int
+
+
+def filter_training_pairs(pairs: list[Pair], max_words: int | None) -> tuple[list[Pair], FilterStats]:
+    """Drop pairs with an empty side or more than ``max_words`` words on a side.
+
+    Training data only: evaluation splits are never filtered.
+    """
+    kept, empty, too_long = [], 0, 0
+    for p in pairs:
+        if not p.src or not p.tgt:
+            empty += 1
+        elif max_words is not None and (
+            len(p.src.split()) > max_words or len(p.tgt.split()) > max_words
+        ):
+            too_long += 1
+        else:
+            kept.append(p)
+    return kept, FilterStats(len(kept), empty, too_long)
+
+
+def encode_pairs(pairs: list[Pair], src_vocab: Vocab, tgt_vocab: Vocab,
+                 max_src_pieces: int | None = None) -> list[Example]:
+    """Encode pairs to piece ids; sources longer than ``max_src_pieces`` are cut."""
+    examples = []
+    for i, p in enumerate(pairs):
+        src = src_vocab.encode(p.src)
+        if max_src_pieces is not None:
+            src = src[:max_src_pieces]
+        examples.append(Example(src + [EOS], tgt_vocab.encode(p.tgt), i))
+    return examples
+
+
+def collate(examples: list[Example]) -> Batch:
+    """Pad a list of examples into a :class:`Batch`."""
+    B = len(examples)
+    S = max(len(e.src) for e in examples)
+    T = max(len(e.tgt) for e in examples) + 1
+    src = torch.full((B, S), PAD, dtype=torch.long)
+    tgt_in = torch.full((B, T), PAD, dtype=torch.long)
+    tgt_out = torch.full((B, T), PAD, dtype=torch.long)
+    for b, e in enumerate(examples):
+        src[b, : len(e.src)] = torch.tensor(e.src)
+        tgt_in[b, : len(e.tgt) + 1] = torch.tensor([BOS] + e.tgt)
+        tgt_out[b, : len(e.tgt) + 1] = torch.tensor(e.tgt + [EOS])
+    src_len = torch.tensor([len(e.src) for e in examples], dtype=torch.long)
+    index = torch.tensor([e.index for e in examples], dtype=torch.long)
+    return Batch(src, src_len, tgt_in, tgt_out, index)
+
+
+def make_batches(
+    examples: list[Example],
+    batch_size: int,
+    max_tokens: int | None = None,
+    shuffle_seed: int | None = None,
+) -> list[list[Example]]:
+    """Group examples of similar length into batches.
+
+    Examples are sorted by (source, target) length, so each batch wastes little padding;
+    with ``shuffle_seed`` the sort breaks ties randomly and the batch order is shuffled,
+    deterministically for a given seed. A batch holds at most ``batch_size`` sentences
+    and, if ``max_tokens`` is set, at most that many padded source or target tokens.
+    """
+    rng = random.Random(shuffle_seed)
+    keyed = [(len(e.src), len(e.tgt), rng.random() if shuffle_seed is not None else 0.0, e)
+             for e in examples]
+    keyed.sort(key=lambda k: k[:3])
+    batches: list[list[Example]] = []
+    current: list[Example] = []
+    longest = 0
+    for _s, _t, _r, e in keyed:
+        longest_next = max(longest, len(e.src), len(e.tgt) + 1)
+        over_tokens = max_tokens is not None and longest_next * (len(current) + 1) > max_tokens
+        if current and (len(current) >= batch_size or over_tokens):
+            batches.append(current)
+            current, longest_next = [], max(len(e.src), len(e.tgt) + 1)
+        current.append(e)
+        longest = longest_next
+    if current:
+        batches.append(current)
+    if shuffle_seed is not None:
+        rng.shuffle(batches)
+    return batches

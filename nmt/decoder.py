@@ -1,0 +1,167 @@
+"""GRU decoder with a selectable attention and either published step order.
+
+One method, :meth:`Decoder.step`, advances every sentence of a batch by one target token;
+teacher forcing (:meth:`Decoder.unroll`) and search both call it, so training and
+inference compute the same thing.
+
+Step orders (everything else is equal across attention types, for fair comparisons):
+
+* ``bahdanau`` (Bahdanau et al. 2015, appendix A.2): attend with s_{t-1}, then
+  ``s_t = GRU([E y_{t-1}; c_t], s_{t-1})``, pre-output ``tanh(W_o [s_t; c_t; E y_{t-1}])``.
+* ``luong`` (Luong et al. 2015, sec. 3 and 3.3): ``s_t = GRU([E y_{t-1}; h~_{t-1}], s_{t-1})``
+  (input feeding), attend with s_t, attentional vector ``h~_t = tanh(W_c [c_t; s_t])``.
+
+With attention ``none`` (Cho et al. 2014, eq. 3-4) the context ``c = tanh(V [h_fwd_n; h_bwd_1])``
+is computed once from the encoder's final states and given to every step unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from nmt.attention import attend, build_scorer
+from nmt.encoder import EncoderOutput
+from nmt.vocab import PAD
+
+
+@dataclass
+class Memory:
+    """Per-sentence encoder results the decoder reads at every step.
+
+    Attributes:
+        memory: (B, S, M). keys: (B, S, *) precomputed scorer keys, or None for ``none``.
+        mask: (B, S). fixed_context: (B, M) for ``none``, else None.
+    """
+
+    memory: torch.Tensor
+    keys: torch.Tensor | None
+    mask: torch.Tensor
+    fixed_context: torch.Tensor | None
+
+    def index_select(self, idx: torch.Tensor) -> "Memory":
+        """Rows ``idx`` (K,) of every tensor (for beam search reordering)."""
+        pick = lambda t: None if t is None else t.index_select(0, idx)  # noqa: E731
+        return Memory(pick(self.memory), pick(self.keys), pick(self.mask), pick(self.fixed_context))
+
+
+@dataclass
+class DecoderState:
+    """Recurrent state. hidden: (L, B, D). feed: (B, O) last attentional vector (luong)."""
+
+    hidden: torch.Tensor
+    feed: torch.Tensor | None
+
+    def index_select(self, idx: torch.Tensor) -> "DecoderState":
+        return DecoderState(self.hidden.index_select(1, idx),
+                            None if self.feed is None else self.feed.index_select(0, idx))
+
+
+@dataclass
+class StepOutput:
+    """pre_output: (B, O) input to the generator. attention: (B, S) weights, or None."""
+
+    pre_output: torch.Tensor
+    state: DecoderState
+    attention: torch.Tensor | None
+
+
+class Decoder(nn.Module):
+    """Conditional GRU decoder.
+
+    Args:
+        vocab_size: V_tgt. emb_dim: E. hidden: D. layers: L. memory_dim: M.
+        attention: additive | dot | general | scaled_dot | none.
+        step_order: bahdanau | luong. attn_dim: A. output_dim: O. dropout: probability.
+    """
+
+    def __init__(self, vocab_size: int, emb_dim: int, hidden: int, layers: int,
+                 memory_dim: int, attention: str, step_order: str, attn_dim: int,
+                 output_dim: int, dropout: float):
+        super().__init__()
+        self.attention_type, self.step_order = attention, step_order
+        self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD)
+        self.dropout = nn.Dropout(dropout)
+        self.scorer = build_scorer(attention, hidden, memory_dim, attn_dim)
+        # the fixed-vector model's c; unused parameters otherwise are not created
+        self.fixed = nn.Linear(memory_dim, memory_dim) if attention == "none" else None
+        self.init = nn.Linear(memory_dim, layers * hidden)
+        feed_dim = memory_dim if step_order == "bahdanau" else output_dim
+        self.cells = nn.ModuleList(
+            nn.GRUCell(emb_dim + feed_dim if i == 0 else hidden, hidden) for i in range(layers)
+        )
+        if step_order == "bahdanau":
+            self.pre_output = nn.Linear(hidden + memory_dim + emb_dim, output_dim)
+        else:
+            self.pre_output = nn.Linear(memory_dim + hidden, output_dim)
+        self.layers, self.hidden, self.output_dim = layers, hidden, output_dim
+
+    def start(self, enc: EncoderOutput) -> tuple[Memory, DecoderState]:
+        """Prepare memory and the initial state ``s_0 = tanh(W_init [h_fwd_n; h_bwd_1])``."""
+        B = enc.final.size(0)
+        keys = None if self.scorer is None else self.scorer.precompute(enc.memory)
+        fixed = None if self.fixed is None else torch.tanh(self.fixed(enc.final))  # (B, M)
+        mem = Memory(enc.memory, keys, enc.mask, fixed)
+        h0 = torch.tanh(self.init(enc.final)).view(B, self.layers, self.hidden)
+        h0 = h0.transpose(0, 1).contiguous()  # (L, B, D)
+        feed = None
+        if self.step_order == "luong":
+            feed = enc.memory.new_zeros(B, self.output_dim)
+        return mem, DecoderState(h0, feed)
+
+    def _read(self, query: torch.Tensor, mem: Memory) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if self.scorer is None:
+            return mem.fixed_context, None
+        return attend(self.scorer, query, mem.keys, mem.memory, mem.mask)
+
+    def _rnn(self, x: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        new = []
+        for i, cell in enumerate(self.cells):
+            h = cell(x, hidden[i])  # (B, D)
+            new.append(h)
+            x = self.dropout(h)
+        return torch.stack(new)  # (L, B, D)
+
+    def step(self, prev: torch.Tensor, state: DecoderState, mem: Memory) -> StepOutput:
+        """Advance one target position.
+
+        Args:
+            prev: (B,) previous target ids (BOS at the first step).
+            state: hidden (L, B, D). mem: :class:`Memory` for the same B sentences.
+
+        Returns:
+            :class:`StepOutput` with pre_output (B, O) and attention weights (B, S).
+        """
+        y = self.dropout(self.embed(prev))  # (B, E)
+        if self.step_order == "bahdanau":
+            context, weights = self._read(state.hidden[-1], mem)  # (B, M), (B, S)
+            hidden = self._rnn(torch.cat([y, context], dim=-1), state.hidden)
+            out = torch.tanh(self.pre_output(torch.cat([hidden[-1], context, y], dim=-1)))
+            return StepOutput(self.dropout(out), DecoderState(hidden, None), weights)
+        hidden = self._rnn(torch.cat([y, state.feed], dim=-1), state.hidden)
+        context, weights = self._read(hidden[-1], mem)
+        out = torch.tanh(self.pre_output(torch.cat([context, hidden[-1]], dim=-1)))  # h~_t
+        return StepOutput(self.dropout(out), DecoderState(hidden, out), weights)
+
+    def unroll(self, tgt_in: torch.Tensor, state: DecoderState, mem: Memory
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Teacher forcing over a whole target.
+
+        Args:
+            tgt_in: (B, T) BOS y1..y_{T-1}.
+
+        Returns:
+            pre-outputs (B, T, O) and attention weights (B, T, S) (None for ``none``).
+        """
+        B, T = tgt_in.shape
+        outs, weights = [], []
+        for t in range(T):
+            step = self.step(tgt_in[:, t], state, mem)
+            state = step.state
+            outs.append(step.pre_output)
+            if step.attention is not None:
+                weights.append(step.attention)
+        attn = torch.stack(weights, dim=1) if weights else None  # (B, T, S)
+        return torch.stack(outs, dim=1), attn  # (B, T, O)

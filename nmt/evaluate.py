@@ -1,0 +1,118 @@
+"""Scoring translations: detokenized sacreBLEU corpus BLEU and chrF with signatures, and
+BLEU bucketed by source length in words. No torch here."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from sacrebleu.metrics import BLEU, CHRF
+
+DEFAULT_BUCKETS: tuple[tuple[int, int | None], ...] = ((1, 10), (11, 20), (21, 30), (31, None))
+
+
+@dataclass
+class BucketScore:
+    """BLEU (0-100) of the sentences whose source has ``min_len``..``max_len`` words."""
+
+    min_len: int
+    max_len: int | None  # None: no upper bound
+    n: int
+    bleu: float | None  # None when the bucket is empty
+
+
+@dataclass
+class Scores:
+    """Corpus scores of one system on one test set (BLEU and chrF are 0-100)."""
+
+    bleu: float
+    chrf: float
+    signature: str
+    chrf_signature: str
+    buckets: list[BucketScore]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def parse_buckets(text: str) -> tuple[tuple[int, int | None], ...]:
+    """Parse ``"1-10,11-20,21-30,31-"`` (a trailing ``-`` or ``+`` means no upper bound).
+
+    Raises:
+        ValueError: malformed, empty, overlapping or unordered ranges.
+    """
+    buckets: list[tuple[int, int | None]] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part.endswith("+") or part.endswith("-"):
+            lo, hi = part[:-1], None
+        elif "-" in part:
+            lo, hi_s = part.split("-", 1)
+            hi = int(hi_s) if hi_s.strip().isdigit() else None
+            if hi is None:
+                raise ValueError(f"--buckets: bad range {part!r}; use e.g. 1-10,11-20,21-")
+        else:
+            raise ValueError(f"--buckets: bad range {part!r}; use e.g. 1-10,11-20,21-")
+        if not lo.strip().isdigit():
+            raise ValueError(f"--buckets: bad range {part!r}; use e.g. 1-10,11-20,21-")
+        lo_i = int(lo)
+        if hi is not None and hi < lo_i:
+            raise ValueError(f"--buckets: range {part!r} ends before it starts")
+        if buckets and (buckets[-1][1] is None or lo_i <= buckets[-1][1]):
+            raise ValueError(f"--buckets: range {part!r} overlaps or precedes the one before")
+        buckets.append((lo_i, hi))
+    if not buckets:
+        raise ValueError("--buckets: no range given")
+    return tuple(buckets)
+
+
+def bucket_label(lo: int, hi: int | None) -> str:
+    return f"{lo}+" if hi is None else f"{lo}-{hi}"
+
+
+def score(hypotheses: list[str], references: list[str], sources: list[str],
+          buckets: tuple[tuple[int, int | None], ...] = DEFAULT_BUCKETS) -> Scores:
+    """Corpus BLEU and chrF of detokenized ``hypotheses`` against ``references``, and
+    BLEU per bucket of source length (whitespace words of the source sentence).
+
+    Raises:
+        ValueError: the three lists differ in length.
+    """
+    if not len(hypotheses) == len(references) == len(sources):
+        raise ValueError(f"{len(hypotheses)} hypotheses, {len(references)} references and "
+                         f"{len(sources)} sources: counts must match")
+    bleu, chrf = BLEU(), CHRF()
+    b = bleu.corpus_score(hypotheses, [references])
+    c = chrf.corpus_score(hypotheses, [references])
+    lengths = [len(s.split()) for s in sources]
+    per_bucket = []
+    for lo, hi in buckets:
+        idx = [i for i, n in enumerate(lengths) if n >= lo and (hi is None or n <= hi)]
+        value = None
+        if idx:
+            value = BLEU().corpus_score([hypotheses[i] for i in idx],
+                                        [[references[i] for i in idx]]).score
+        per_bucket.append(BucketScore(lo, hi, len(idx), value))
+    return Scores(b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()),
+                  per_bucket)
+
+
+def format_table(names: list[str], results: list[Scores]) -> str:
+    """Side-by-side table: one column per system, rows BLEU, chrF and each bucket."""
+    width = max([14] + [len(n) + 2 for n in names])
+    head = f"{'':<24}" + "".join(f"{n:>{width}}" for n in names)
+    rows = [head, "-" * len(head)]
+    rows.append(f"{'BLEU':<24}" + "".join(f"{r.bleu:>{width}.2f}" for r in results))
+    rows.append(f"{'chrF':<24}" + "".join(f"{r.chrf:>{width}.2f}" for r in results))
+    for k, bucket in enumerate(results[0].buckets):
+        label = f"BLEU {bucket_label(bucket.min_len, bucket.max_len)} (n={bucket.n})"
+        cells = []
+        for r in results:
+            v = r.buckets[k].bleu
+            cells.append(f"{'-' if v is None else format(v, '.2f'):>{width}}")
+        rows.append(f"{label:<24}" + "".join(cells))
+    rows.append("")
+    rows.append(f"BLEU signature: {results[0].signature}")
+    rows.append(f"chrF signature: {results[0].chrf_signature}")
+    return "\n".join(rows)

@@ -1,0 +1,80 @@
+"""The encoder-decoder: composition of encoder, decoder and generator, and the one factory
+where configuration becomes modules."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from nmt.config import ModelConfig
+from nmt.decoder import Decoder, DecoderState, Memory
+from nmt.encoder import Encoder
+from nmt.vocab import PAD
+
+
+class Seq2Seq(nn.Module):
+    """RNN encoder-decoder with attention (Bahdanau et al. 2015; Luong et al. 2015).
+
+    Use :meth:`loss` for training (teacher forcing), :meth:`encode` and :meth:`step` for
+    search, :meth:`attention_weights` to inspect alignments.
+    """
+
+    def __init__(self, encoder: Encoder, decoder: Decoder, generator: nn.Linear):
+        super().__init__()
+        self.encoder, self.decoder, self.generator = encoder, decoder, generator
+
+    def encode(self, src: torch.Tensor, src_len: torch.Tensor) -> tuple[Memory, DecoderState]:
+        """(B, S) source ids and (B,) lengths -> decoder memory and initial state."""
+        return self.decoder.start(self.encoder(src, src_len))
+
+    def step(self, prev: torch.Tensor, state: DecoderState, mem: Memory
+             ) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None]:
+        """One search step: (B,) previous ids -> log-probabilities (B, V), new state,
+        attention weights (B, S) or None for the fixed-vector model."""
+        out = self.decoder.step(prev, state, mem)
+        return F.log_softmax(self.generator(out.pre_output), dim=-1), out.state, out.attention
+
+    def logits(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Teacher-forced logits (B, T, V) and attention weights (B, T, S) or None."""
+        mem, state = self.encode(src, src_len)
+        pre, attn = self.decoder.unroll(tgt_in, state, mem)
+        return self.generator(pre), attn
+
+    def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor,
+                tgt_out: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
+        """Summed cross-entropy in nats over real target tokens (PAD ignored).
+
+        Args:
+            src: (B, S). src_len: (B,). tgt_in, tgt_out: (B, T).
+
+        Returns:
+            scalar: total loss; divide by the number of target tokens for nats/token.
+        """
+        logits, _ = self.logits(src, src_len, tgt_in)
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1),
+                               ignore_index=PAD, reduction="sum",
+                               label_smoothing=label_smoothing)
+
+    def attention_weights(self, src: torch.Tensor, src_len: torch.Tensor,
+                          tgt_in: torch.Tensor) -> torch.Tensor | None:
+        """Teacher-forced attention weights (B, T, S); None for the fixed-vector model."""
+        return self.logits(src, src_len, tgt_in)[1]
+
+
+def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
+    """The only place a :class:`ModelConfig` becomes modules."""
+    encoder = Encoder(src_vocab_size, cfg.emb_dim, cfg.enc_hidden, cfg.enc_layers, cfg.dropout)
+    decoder = Decoder(tgt_vocab_size, cfg.emb_dim, cfg.dec_hidden, cfg.dec_layers,
+                      2 * cfg.enc_hidden, cfg.attention, cfg.step_order, cfg.attn_dim,
+                      cfg.output_dim, cfg.dropout)
+    generator = nn.Linear(cfg.output_dim, tgt_vocab_size)
+    if cfg.tie_embeddings:
+        generator.weight = decoder.embed.weight
+    return Seq2Seq(encoder, decoder, generator)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable parameters (tied weights counted once)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

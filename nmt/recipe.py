@@ -1,0 +1,94 @@
+"""Wiring a training run: config -> corpus -> SentencePiece -> examples -> model -> train,
+with validation BLEU computed by greedy translation of the validation split."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import torch
+import yaml
+
+from nmt.checkpoint import CheckpointError, read_payload
+from nmt.config import Config, from_dict
+from nmt.corpus import DataError, Pair, read_split
+from nmt.data import encode_pairs, filter_training_pairs
+from nmt.evaluate import score
+from nmt.model import build_model, count_parameters
+from nmt.train import TrainState, train
+from nmt.translate import translate_lines
+from nmt.vocab import Vocab, train_vocab
+
+
+def build_vocabs(cfg: Config, pairs: list[Pair]) -> tuple[Vocab, Vocab]:
+    """Train SentencePiece on the training pairs only (joint or one per side)."""
+    s = cfg.subwords
+    if s.joint:
+        joint = train_vocab([p.src for p in pairs] + [p.tgt for p in pairs], s.vocab_size,
+                            s.model_type, s.character_coverage)
+        return joint, joint
+    src = train_vocab([p.src for p in pairs], s.vocab_size, s.model_type, s.character_coverage)
+    tgt = train_vocab([p.tgt for p in pairs], s.vocab_size, s.model_type, s.character_coverage)
+    return src, tgt
+
+
+def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] = print
+                 ) -> TrainState:
+    """Train a model as configured; with ``resume`` continue ``{out_dir}/last.pt``.
+
+    Raises:
+        DataError, CheckpointError, ConfigError, TrainingError.
+    """
+    out = cfg.out_dir()
+    payload = None
+    if resume:
+        payload = read_payload(out / "last.pt")
+        stored = from_dict(payload["config"])
+        if stored != cfg:
+            log("note: resuming with the configuration stored in the checkpoint")
+        cfg = stored
+        if payload.get("train_state") is None:
+            raise CheckpointError(f"{out / 'last.pt'}: has no training state to resume")
+    elif (out / "last.pt").exists():
+        raise CheckpointError(f"{out / 'last.pt'} exists: pass --resume to continue that run, "
+                              f"or choose another train.out_dir / name")
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    d = cfg.data
+    train_pairs, stats = filter_training_pairs(read_split(d, d.train_split, d.train_limit),
+                                               d.max_train_words)
+    log(f"train {d.src_lang}->{d.tgt_lang}: kept {stats.kept} pairs, skipped {stats.empty} "
+        f"with an empty side and {stats.too_long} longer than {d.max_train_words} words")
+    if not train_pairs:
+        raise DataError(f"no training pairs left in split {d.train_split!r}")
+    valid_pairs = read_split(d, d.valid_split, d.valid_limit)
+    if payload is not None:
+        src_vocab, tgt_vocab = Vocab(payload["src_spm"]), Vocab(payload["tgt_spm"])
+    else:
+        src_vocab, tgt_vocab = build_vocabs(cfg, train_pairs)
+    log(f"vocabulary: {len(src_vocab)} source / {len(tgt_vocab)} target pieces")
+    train_ex = encode_pairs(train_pairs, src_vocab, tgt_vocab)
+    valid_ex = encode_pairs([p for p in valid_pairs if p.src and p.tgt], src_vocab, tgt_vocab)
+    model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
+    log(f"model: {cfg.model.attention} attention, {cfg.model.step_order} step order, "
+        f"{count_parameters(model):,} parameters")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    val_src = [p.src for p in valid_pairs][: cfg.train.valid_max_sentences]
+    val_ref = [p.tgt for p in valid_pairs][: cfg.train.valid_max_sentences]
+
+    def validate(model) -> dict:
+        hyps = [t.text for t in translate_lines(model, src_vocab, tgt_vocab, val_src,
+                                                batch_size=128,
+                                                max_ratio=cfg.train.max_output_ratio)]
+        s = score(hyps, val_ref, val_src, buckets=((1, None),))
+        return {"bleu": round(s.bleu, 2), "chrf": round(s.chrf, 2)}
+
+    state = train(cfg, model, src_vocab, tgt_vocab, train_ex, valid_ex, validate,
+                  resume=payload, log=log)
+    (out / "summary.json").write_text(json.dumps(
+        {"name": cfg.name, "best_val_bleu": state.best_bleu, "epochs": state.epoch,
+         "steps": state.step, "elapsed_min": round(state.elapsed_s / 60, 2),
+         "parameters": count_parameters(model)}, indent=2))
+    return state
+

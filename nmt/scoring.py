@@ -1,0 +1,82 @@
+"""``nmt evaluate``: decode a test set with one or more checkpoints and put the scores side
+by side (corpus BLEU, chrF, BLEU by source length, sacreBLEU signatures)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.checkpoint import load_checkpoint
+from nmt.corpus import DataError, read_lines, read_split
+from nmt.evaluate import Scores, format_table, parse_buckets, score
+from nmt.train import pick_device
+from nmt.translate import translate_lines
+
+
+@dataclass
+class Report:
+    """What ``nmt evaluate`` prints (``table``) and writes with ``--json`` (``json``)."""
+
+    table: str
+    json: list[dict[str, Any]]
+
+
+def _test_set(loaded, split: str | None, src: Path | None, ref: Path | None,
+              data_path: str | None) -> tuple[str, list[str], list[str]]:
+    """(label, sources, references) from files or a named split of the checkpoint's corpus."""
+    if src is not None or ref is not None:
+        if src is None or ref is None:
+            raise DataError("--src and --ref must be given together")
+        sources, references = read_lines(src), read_lines(ref)
+        if len(sources) != len(references):
+            raise DataError(f"{src} has {len(sources)} lines but {ref} has {len(references)}")
+        return src.name, sources, references
+    data = loaded.cfg.data
+    if data_path is not None:
+        data = dataclasses.replace(data, path=data_path)
+    name = split or (data.test_splits[0] if data.test_splits else None)
+    if name is None:
+        raise DataError("no --split given and the checkpoint's data.test_splits is empty")
+    pairs = read_split(data, name)
+    return name, [p.src for p in pairs], [p.tgt for p in pairs]
+
+
+def evaluate_checkpoints(checkpoints: list[Path], split: str | None = None,
+                         src: Path | None = None, ref: Path | None = None,
+                         buckets: str = "1-10,11-20,21-30,31-", batch_size: int = 64,
+                         n_examples: int = 0, data_path: str | None = None) -> Report:
+    """Translate the test set with each checkpoint (greedy) and score it.
+
+    Raises:
+        CheckpointError, DataError, ValueError (bad ``buckets``).
+    """
+    ranges = parse_buckets(buckets)
+    device = pick_device("auto")
+    names, results, records, example_lines = [], [], [], []
+    for path in checkpoints:
+        loaded = load_checkpoint(path, device)
+        label, sources, references = _test_set(loaded, split, src, ref, data_path)
+        with torch.inference_mode():
+            translations = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab,
+                                           sources, batch_size=batch_size,
+                                           max_ratio=loaded.cfg.train.max_output_ratio)
+        hyps = [t.text for t in translations]
+        s: Scores = score(hyps, references, sources, ranges)
+        name = loaded.cfg.name if loaded.cfg.name not in names else str(path)
+        names.append(name)
+        results.append(s)
+        records.append({"checkpoint": str(path), "name": loaded.cfg.name, "test_set": label,
+                        "attention": loaded.cfg.model.attention, **s.to_json()})
+        for i in range(min(n_examples, len(sources))):
+            k = i * max(len(sources) // max(n_examples, 1), 1)
+            example_lines += [f"[{name}] SRC: {sources[k]}", f"[{name}] REF: {references[k]}",
+                              f"[{name}] HYP: {hyps[k]}", ""]
+    table = f"test set: {records[0]['test_set']} ({len(references)} sentences)\n"
+    table += format_table(names, results)
+    if example_lines:
+        table += "\n\nexample translations:\n" + "\n".join(example_lines)
+    return Report(table, records)

@@ -1,0 +1,80 @@
+"""SentencePiece subword vocabularies, trained on the training split only and carried in
+checkpoints as serialized model bytes."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+
+import sentencepiece as spm
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+
+
+class Vocab:
+    """A SentencePiece model with fixed special ids (PAD 0, UNK 1, BOS 2, EOS 3).
+
+    Args:
+        model_bytes: a serialized SentencePiece ``ModelProto``.
+    """
+
+    def __init__(self, model_bytes: bytes):
+        self.model_bytes = bytes(model_bytes)
+        self.sp = spm.SentencePieceProcessor(model_proto=self.model_bytes)
+
+    def __len__(self) -> int:
+        return self.sp.get_piece_size()
+
+    def encode(self, text: str) -> list[int]:
+        """Piece ids of ``text`` (no BOS/EOS)."""
+        return self.sp.encode(text, out_type=int)
+
+    def pieces(self, text: str) -> list[str]:
+        """Pieces of ``text`` as strings (for showing alignments)."""
+        return self.sp.encode(text, out_type=str)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Detokenized text of ``ids``; specials are dropped."""
+        return self.sp.decode([i for i in ids if i > EOS])
+
+    def id_to_piece(self, i: int) -> str:
+        return self.sp.id_to_piece(int(i))
+
+
+def train_vocab(
+    sentences: Iterable[str],
+    vocab_size: int,
+    model_type: str = "unigram",
+    character_coverage: float = 1.0,
+    seed_sentencepiece_size: int = 200_000,
+) -> Vocab:
+    """Train a SentencePiece model in memory.
+
+    ``vocab_size`` is an upper bound: on a tiny corpus the model is smaller rather than
+    failing (``hard_vocab_limit=False``).
+
+    Raises:
+        ValueError: no non-empty sentence to train on.
+    """
+    data = [s for s in sentences if s.strip()]
+    if not data:
+        raise ValueError("cannot train SentencePiece: no non-empty training sentence")
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(data),
+        model_writer=buf,
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        pad_id=PAD,
+        unk_id=UNK,
+        bos_id=BOS,
+        eos_id=EOS,
+        hard_vocab_limit=False,
+        seed_sentencepiece_size=seed_sentencepiece_size,
+        input_sentence_size=2_000_000,
+        shuffle_input_sentence=True,
+        num_threads=1,
+        minloglevel=2,
+    )
+    return Vocab(buf.getvalue())
