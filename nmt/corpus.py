@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import gzip
 import os
+import socket
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 from nmt.config import DataConfig
 
@@ -128,6 +130,18 @@ OFFLINE_HINT = (
 )
 
 
+def _hub_reachable(timeout_s: float = 5.0) -> bool:
+    """True when the hub's host accepts a TCP connection (datasets itself retries ~30 s)."""
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    parsed = urlparse(endpoint)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        socket.create_connection((parsed.hostname or "huggingface.co", port), timeout_s).close()
+    except OSError:
+        return False
+    return True
+
+
 def read_hf_split(cfg: DataConfig, split: str) -> list[Pair]:
     """Pairs from a Hugging Face dataset with a ``translation`` column of
     ``{lang: text}`` dicts, or with one column per language (``bentrevett/multi30k``).
@@ -142,10 +156,14 @@ def read_hf_split(cfg: DataConfig, split: str) -> list[Pair]:
         raise DataError(f"the `datasets` package is not installed. {OFFLINE_HINT}") from e
     hub_split = cfg.hf_splits.get(split, split)
     name = f"{cfg.hf_name}" + (f" ({cfg.hf_config})" if cfg.hf_config else "")
+    offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("HF_DATASETS_OFFLINE")
+    if not offline and not _hub_reachable():
+        raise DataError(f"cannot load {name}: the Hugging Face hub is unreachable (no network?). "
+                        f"{OFFLINE_HINT} A copy already in the datasets cache is used with "
+                        "HF_HUB_OFFLINE=1.")
     try:
         ds = datasets.load_dataset(cfg.hf_name, cfg.hf_config, split=hub_split)
     except (ConnectionError, OSError) as e:
-        offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("HF_DATASETS_OFFLINE")
         why = "offline mode is set" if offline else "the Hugging Face hub is unreachable"
         raise DataError(f"cannot load {name} split {hub_split!r}: {why} ({e}). {OFFLINE_HINT}") from e
     except Exception as e:  # datasets raises many types for bad names/splits

@@ -1,0 +1,5 @@
+"""``python -m nmt`` runs the ``nmt`` command."""
+
+from nmt.cli import main
+
+main()

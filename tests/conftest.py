@@ -1,0 +1,65 @@
+"""Shared fixtures: a tiny in-memory vocabulary and model, and the local Multi30k slice."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+# Tiny test models run fastest on one thread, and several threads spin badly when the
+# machine is busy; subprocesses started by the tests inherit this.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from nmt.config import ModelConfig  # noqa: E402
+from nmt.model import build_model  # noqa: E402
+from nmt.vocab import train_vocab  # noqa: E402
+
+torch.set_num_threads(1)
+
+REPO = Path(__file__).resolve().parents[1]
+MULTI30K = Path(os.environ.get("NMT_MULTI30K", REPO.parent / "shared" / "data" / "multi30k"))
+
+TOY_PAIRS = [
+    ("ein mann läuft .", "a man runs ."),
+    ("eine frau singt .", "a woman sings ."),
+    ("zwei hunde spielen im schnee .", "two dogs play in the snow ."),
+    ("ein kind isst einen apfel .", "a child eats an apple ."),
+    ("der mann liest ein buch .", "the man reads a book ."),
+    ("eine katze schläft .", "a cat sleeps ."),
+]
+
+
+@pytest.fixture(scope="session")
+def toy_vocabs():
+    """Character-level-ish SentencePiece models trained on the toy pairs."""
+    src = train_vocab([s for s, _ in TOY_PAIRS] * 5, vocab_size=40, model_type="bpe")
+    tgt = train_vocab([t for _, t in TOY_PAIRS] * 5, vocab_size=40, model_type="bpe")
+    return src, tgt
+
+
+def tiny_model(src_vocab, tgt_vocab, **overrides):
+    """A small model for fast tests; ``overrides`` are ModelConfig fields."""
+    fields = dict(emb_dim=16, enc_hidden=16, dec_hidden=32, attn_dim=16, output_dim=16,
+                  dropout=0.0)
+    fields.update(overrides)
+    torch.manual_seed(0)
+    return build_model(ModelConfig(**fields), len(src_vocab), len(tgt_vocab))
+
+
+def write_split(directory: Path, split: str, lang: str, lines: list[str], gz: bool = False):
+    """Write ``lines`` as ``{directory}/{split}.{lang}[.gz]``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    data = "".join(line + "\n" for line in lines).encode("utf-8")
+    path = directory / f"{split}.{lang}{'.gz' if gz else ''}"
+    path.write_bytes(gzip.compress(data) if gz else data)
+    return path
+
+
+@pytest.fixture
+def multi30k() -> Path:
+    if not (MULTI30K / "train.de.gz").exists():
+        pytest.skip(f"Multi30k not found at {MULTI30K} (set NMT_MULTI30K)")
+    return MULTI30K

@@ -1,0 +1,70 @@
+"""Alignment scorers and masked softmax of the recurrent decoder."""
+
+import pytest
+import torch
+
+from nmt.attention import attend, build_scorer, masked_softmax
+
+KINDS = ["additive", "dot", "general", "scaled_dot"]
+
+
+def _inputs(B=3, S=7, D=8):
+    torch.manual_seed(0)
+    memory = torch.randn(B, S, D)
+    query = torch.randn(B, D)
+    lengths = torch.tensor([S, 4, 1])
+    mask = torch.arange(S)[None, :] < lengths[:, None]
+    return query, memory, mask
+
+
+def test_masked_softmax_textbook_example():
+    scores = torch.tensor([[1.8, 2.6, -1.0, 0.4]])
+    w = masked_softmax(scores, torch.ones(1, 4, dtype=torch.bool))
+    assert torch.allclose(w, torch.tensor([[0.283, 0.630, 0.017, 0.070]]), atol=1e-3)
+
+
+def test_masked_softmax_padding_is_exactly_zero_and_empty_row_is_zero():
+    scores = torch.randn(2, 5)
+    mask = torch.tensor([[True, True, False, False, False], [False] * 5])
+    w = masked_softmax(scores, mask)
+    assert torch.equal(w[0, 2:], torch.zeros(3))
+    assert torch.allclose(w[0].sum(), torch.tensor(1.0))
+    assert torch.equal(w[1], torch.zeros(5))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_weights_are_a_distribution_and_context_is_inside_value_range(kind):
+    query, memory, mask = _inputs()
+    scorer = build_scorer(kind, 8, 8, 6)
+    context, weights = attend(scorer, query, scorer.precompute(memory), memory, mask)
+    assert weights.shape == (3, 7) and context.shape == (3, 8)
+    assert (weights >= 0).all()
+    assert torch.allclose(weights.sum(-1), torch.ones(3), atol=1e-6)
+    assert (weights[~mask] == 0).all()
+    for b in range(3):
+        real = memory[b][mask[b]]
+        assert (context[b] >= real.min(0).values - 1e-6).all()
+        assert (context[b] <= real.max(0).values + 1e-6).all()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_values_under_padding_do_not_change_the_context(kind):
+    query, memory, mask = _inputs()
+    scorer = build_scorer(kind, 8, 8, 6)
+    context, _ = attend(scorer, query, scorer.precompute(memory), memory, mask)
+    noisy = memory.clone()
+    noisy[~mask] = 1e4 * torch.randn(int((~mask).sum()), 8)
+    context2, _ = attend(scorer, query, scorer.precompute(noisy), noisy, mask)
+    assert torch.equal(context, context2)
+
+
+def test_scaled_dot_divides_by_sqrt_dk():
+    query, memory, mask = _inputs()
+    dot, scaled = build_scorer("dot", 8, 8, 1), build_scorer("scaled_dot", 8, 8, 1)
+    assert torch.allclose(dot(query, memory) / 8 ** 0.5, scaled(query, memory))
+
+
+def test_dot_with_mismatched_sizes_is_an_error():
+    with pytest.raises(ValueError, match="dot"):
+        build_scorer("dot", 8, 16, 4)
+    assert build_scorer("none", 8, 16, 4) is None

@@ -1,0 +1,57 @@
+"""Checkpoint format: self-describing, atomic, clear errors on foreign files."""
+
+import errno
+
+import pytest
+import torch
+
+from conftest import tiny_model
+from nmt.checkpoint import (CheckpointError, load_checkpoint, make_payload, read_payload,
+                            save_atomic)
+from nmt.config import from_dict
+
+
+def _cfg():
+    return from_dict({"model": {"emb_dim": 16, "enc_hidden": 16, "dec_hidden": 32,
+                                "attn_dim": 16, "output_dim": 16}})
+
+
+def test_roundtrip_rebuilds_model_and_vocabs(tmp_path, toy_vocabs):
+    src, tgt = toy_vocabs
+    model = tiny_model(src, tgt)
+    save_atomic(make_payload(_cfg(), model, src, tgt), tmp_path / "m.pt")
+    loaded = load_checkpoint(tmp_path / "m.pt")
+    assert loaded.cfg == _cfg()
+    assert loaded.src_vocab.encode("ein mann") == src.encode("ein mann")
+    for a, b in zip(model.state_dict().values(), loaded.model.state_dict().values()):
+        assert torch.equal(a, b)
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_foreign_and_old_files_are_rejected(tmp_path):
+    with pytest.raises(CheckpointError, match="checkpoint not found"):
+        read_payload(tmp_path / "none.pt")
+    (tmp_path / "text.pt").write_text("hello")
+    with pytest.raises(CheckpointError, match="not a readable nmt checkpoint"):
+        read_payload(tmp_path / "text.pt")
+    torch.save({"weights": 1}, tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="not an nmt checkpoint"):
+        read_payload(tmp_path / "other.pt")
+    torch.save({"format": "nmt-checkpoint", "version": 0}, tmp_path / "old.pt")
+    with pytest.raises(CheckpointError, match="version 0 is not supported"):
+        read_payload(tmp_path / "old.pt")
+
+
+def test_failed_write_keeps_previous_file(tmp_path, monkeypatch):
+    path = tmp_path / "last.pt"
+    save_atomic({"format": "nmt-checkpoint", "version": 1, "n": 1}, path)
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", disk_full)
+    with pytest.raises(CheckpointError, match="disk full.*previous checkpoint is kept"):
+        save_atomic({"format": "nmt-checkpoint", "version": 1, "n": 2}, path)
+    monkeypatch.undo()
+    assert read_payload(path)["n"] == 1
+    assert not list(tmp_path.glob(".*.tmp"))

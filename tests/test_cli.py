@@ -1,0 +1,97 @@
+"""End to end through the ``nmt`` command on a 200-pair slice of Multi30k."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = ["data.train_limit=200", "data.valid_limit=40", "subwords.vocab_size=300",
+        "model.emb_dim=32", "model.enc_hidden=32", "model.dec_hidden=64", "model.attn_dim=32",
+        "model.output_dim=32", "train.max_epochs=2", "train.batch_size=32",
+        "train.progress=false"]
+
+
+def nmt(*args, input=None, timeout=600):
+    return subprocess.run([sys.executable, "-m", "nmt", *map(str, args)], capture_output=True,
+                          text=True, input=input, cwd=REPO, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    from conftest import MULTI30K
+
+    if not (MULTI30K / "train.de.gz").exists():
+        pytest.skip(f"Multi30k not found at {MULTI30K}")
+    out = tmp_path_factory.mktemp("runs")
+    runs = {}
+    for attention in ["additive", "none"]:
+        r = nmt("train", "configs/multi30k_deen_additive.yaml", *TINY, f"data.path={MULTI30K}",
+                f"model.attention={attention}", f"name=tiny_{attention}",
+                f"train.out_dir={out}/{{name}}")
+        assert r.returncode == 0, r.stderr
+        runs[attention] = out / f"tiny_{attention}"
+    return runs
+
+
+def test_train_writes_checkpoints_config_and_log(trained):
+    run = trained["additive"]
+    for name in ["best.pt", "last.pt", "config.yaml", "valid_log.jsonl", "summary.json"]:
+        assert (run / name).exists(), name
+    records = [json.loads(line) for line in (run / "valid_log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == [1, 2]
+    assert all({"val_loss", "val_ppl", "val_bleu", "train_loss"} <= r.keys() for r in records)
+
+
+def test_evaluate_side_by_side_with_json(trained, tmp_path):
+    out = tmp_path / "scores.json"
+    r = nmt("evaluate", trained["additive"] / "best.pt", trained["none"] / "best.pt",
+            "--split", "val", "--buckets", "1-10,11-", "--json", out)
+    assert r.returncode == 0, r.stderr
+    assert "tiny_additive" in r.stdout and "tiny_none" in r.stdout
+    assert "BLEU 1-10" in r.stdout and "BLEU signature: nrefs:1" in r.stdout
+    data = json.loads(out.read_text())
+    assert len(data) == 2
+    assert {"bleu", "chrf", "signature", "buckets"} <= data[0].keys()
+    assert sum(b["n"] for b in data[0]["buckets"]) == 1014
+    assert [(b["min_len"], b["max_len"]) for b in data[0]["buckets"]] == [(1, 10), (11, None)]
+
+
+def test_evaluate_on_given_files_and_errors(trained, tmp_path):
+    src, ref = tmp_path / "s.de", tmp_path / "r.en"
+    src.write_text("Ein Hund rennt.\nZwei Männer.\n")
+    ref.write_text("A dog runs.\nTwo men.\n")
+    r = nmt("evaluate", trained["additive"] / "best.pt", "--src", src, "--ref", ref)
+    assert r.returncode == 0, r.stderr
+    assert "(2 sentences)" in r.stdout
+    ref.write_text("A dog runs.\n")
+    r = nmt("evaluate", trained["additive"] / "best.pt", "--src", src, "--ref", ref)
+    assert r.returncode == 2 and "has 2 lines but" in r.stderr
+    r = nmt("evaluate", tmp_path / "missing.pt")
+    assert r.returncode == 2 and "checkpoint not found" in r.stderr
+
+
+def test_translate_filter_keeps_one_line_per_input(trained, tmp_path):
+    lines = ["Ein Mann fährt Fahrrad.", "", "   ", "Zwei Hunde 🐕 spielen \x07 im Schnee.",
+             "Hund " * 600]
+    r = nmt("translate", trained["additive"] / "best.pt", input="\n".join(lines) + "\n")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.split("\n")
+    assert out[-1] == "" and len(out) - 1 == len(lines)
+    assert out[1] == "" and out[2] == ""
+    assert "cut to the first 400 pieces" in r.stderr
+    src = tmp_path / "in.txt"
+    src.write_text("Ein Mann.\nEine Frau.\n")
+    r = nmt("translate", trained["additive"] / "best.pt", "--input", src, "--output",
+            tmp_path / "out.txt", "--attention")
+    assert r.returncode == 0, r.stderr
+    assert len((tmp_path / "out.txt").read_text().splitlines()) == 2
+    assert "<-" in r.stderr  # the most-attended source piece per target piece
+
+
+def test_train_rejects_unknown_key_before_work():
+    r = nmt("train", "configs/multi30k_deen_additive.yaml", "model.atention=dot")
+    assert r.returncode == 2
+    assert "model.atention: unknown key" in r.stderr

@@ -1,0 +1,68 @@
+"""Config loading, dotted overrides and validation errors that name the key."""
+
+import pytest
+
+from nmt.config import Config, ConfigError, apply_overrides, from_dict, load_config
+
+
+def test_defaults_and_roundtrip():
+    cfg = from_dict({})
+    assert cfg == Config()
+    assert from_dict(cfg.to_dict()) == cfg
+
+
+def test_overrides_are_typed(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("name: x\nmodel:\n  attention: additive\n")
+    cfg = load_config(path, ["model.attention=general", "train.max_minutes=1.5",
+                             "data.test_splits=[a, b]", "train.patience=null"])
+    assert cfg.model.attention == "general"
+    assert cfg.train.max_minutes == 1.5
+    assert cfg.data.test_splits == ("a", "b")
+    assert cfg.train.patience is None
+
+
+@pytest.mark.parametrize("raw,message", [
+    ({"model": {"atention": "dot"}}, "model.atention: unknown key"),
+    ({"model": {"attention": "cosine"}}, "model.attention: 'cosine' is not one of"),
+    ({"model": {"emb_dim": "big"}}, "model.emb_dim: expected an integer"),
+    ({"model": {"emb_dim": -3}}, "model.emb_dim: must be positive"),
+    ({"train": {"batch_size": 0}}, "train.batch_size: must be positive"),
+    ({"model": {"dropout": 1.5}}, "model.dropout"),
+    ({"model": {"attention": "dot", "dec_hidden": 100}}, "model.attention: 'dot'"),
+    ({"data": {"src_lang": "en", "tgt_lang": "en"}}, "data.tgt_lang"),
+    ({"train": {"progress": "yes"}}, "train.progress: expected true or false"),
+    ({"train": 3}, "train: expected a mapping"),
+])
+def test_invalid_values_name_the_dotted_key(raw, message):
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("(", r"\(")):
+        from_dict(raw)
+
+
+def test_override_errors(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("name: x\n")
+    with pytest.raises(ConfigError, match="expected key=value"):
+        load_config(path, ["model.attention"])
+    with pytest.raises(ConfigError, match="model.nope: unknown key"):
+        load_config(path, ["model.nope=1"])
+    with pytest.raises(ConfigError, match="name: is not a section"):
+        apply_overrides({"name": "x"}, ["name.sub=1"])
+
+
+def test_bad_files(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: [unclosed\n")
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_config(bad)
+
+
+def test_every_shipped_config_loads():
+    from pathlib import Path
+
+    configs = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+    assert configs
+    for path in configs:
+        load_config(path)

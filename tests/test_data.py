@@ -1,0 +1,148 @@
+"""Corpus readers, their error messages, filtering and length-bucketed batching."""
+
+import gzip
+import subprocess
+import sys
+
+import pytest
+
+from conftest import write_split
+from nmt.config import DataConfig
+from nmt.corpus import DataError, Pair, read_dir_split, read_split, read_tsv_split
+from nmt.data import Example, filter_training_pairs, make_batches
+
+
+def test_reads_plain_and_gzip_with_bom_and_crlf(tmp_path):
+    write_split(tmp_path, "train", "de", ["\ufeffHallo Welt\r", "Guten Tag\r"], gz=True)
+    write_split(tmp_path, "train", "en", ["Hello world", "Good day"])
+    pairs = read_dir_split(tmp_path, "train", "de", "en")
+    assert [(p.src, p.tgt) for p in pairs] == [("Hallo Welt", "Hello world"), ("Guten Tag", "Good day")]
+    assert pairs[1].origin.endswith("train.de.gz:2")
+
+
+def test_different_line_counts_are_an_error_naming_both_files(tmp_path):
+    write_split(tmp_path, "train", "de", ["a", "b", "c"])
+    write_split(tmp_path, "train", "en", ["a", "b"])
+    with pytest.raises(DataError, match=r"train\.de has 3 lines but .*train\.en has 2"):
+        read_dir_split(tmp_path, "train", "de", "en")
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    write_split(tmp_path, "train", "en", ["ok", "fine"])
+    (tmp_path / "train.de").write_bytes(b"gut\nschlecht \xff\xfe\n")
+    with pytest.raises(DataError, match=r"train\.de:2: invalid UTF-8"):
+        read_dir_split(tmp_path, "train", "de", "en")
+
+
+def test_truncated_gzip_is_an_error(tmp_path):
+    write_split(tmp_path, "train", "en", ["x"] * 1000)
+    blob = gzip.compress(("ein satz\n" * 1000).encode())
+    (tmp_path / "train.de.gz").write_bytes(blob[: len(blob) // 2])
+    with pytest.raises(DataError, match="cut short or corrupt"):
+        read_dir_split(tmp_path, "train", "de", "en")
+
+
+def test_missing_split_and_directory(tmp_path):
+    write_split(tmp_path, "train", "de", ["a"])
+    with pytest.raises(DataError, match=r"no file train\.en or train\.en\.gz"):
+        read_dir_split(tmp_path, "train", "de", "en")
+    with pytest.raises(DataError, match="corpus directory not found"):
+        read_dir_split(tmp_path / "nope", "train", "de", "en")
+
+
+def test_control_characters_are_replaced(tmp_path):
+    write_split(tmp_path, "val", "de", ["a\x00b\x07c"])
+    write_split(tmp_path, "val", "en", ["x"])
+    assert read_dir_split(tmp_path, "val", "de", "en")[0].src == "a b c"
+
+
+def test_tsv_reader_and_bad_line(tmp_path):
+    good = tmp_path / "train.tsv"
+    good.write_text("Hallo\tHello\nTschüss\tBye\n", encoding="utf-8")
+    cfg = DataConfig(source="tsv", path=str(tmp_path / "{split}.tsv"), src_lang="de", tgt_lang="en")
+    assert [(p.src, p.tgt) for p in read_split(cfg, "train")] == [("Hallo", "Hello"), ("Tschüss", "Bye")]
+    (tmp_path / "bad.tsv").write_text("a\tb\nno tab here\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"bad\.tsv:2: expected 2 tab-separated fields"):
+        read_tsv_split(tmp_path / "bad.tsv")
+
+
+def test_limit_and_auto_source(tmp_path):
+    write_split(tmp_path, "train", "de", ["a", "b", "c"])
+    write_split(tmp_path, "train", "en", ["x", "y", "z"])
+    cfg = DataConfig(path=str(tmp_path), src_lang="de", tgt_lang="en")
+    assert len(read_split(cfg, "train", limit=2)) == 2
+
+
+def test_length_filter_applies_to_training_only():
+    pairs = [Pair("a b c", "x y z", ""), Pair("", "x", ""), Pair("a " * 100, "x", ""),
+             Pair("a", "y " * 10_000, "")]
+    kept, stats = filter_training_pairs(pairs, max_words=50)
+    assert [p.src for p in kept] == ["a b c"]
+    assert (stats.kept, stats.empty, stats.too_long) == (1, 1, 2)
+
+
+def test_batches_group_similar_lengths_and_are_deterministic():
+    examples = [Example([5] * n + [3], [5] * n, i) for i, n in enumerate(range(1, 101))]
+    batches = make_batches(examples, batch_size=10, shuffle_seed=7)
+    assert sorted(e.index for b in batches for e in b) == list(range(100))
+    assert all(max(len(e.src) for e in b) - min(len(e.src) for e in b) <= 10 for b in batches)
+    again = make_batches(examples, batch_size=10, shuffle_seed=7)
+    assert [[e.index for e in b] for b in batches] == [[e.index for e in b] for b in again]
+    other = make_batches(examples, batch_size=10, shuffle_seed=8)
+    assert [[e.index for e in b] for b in batches] != [[e.index for e in b] for b in other]
+
+
+def test_token_budget_caps_batch_size():
+    examples = [Example([5] * 19 + [3], [5] * 19, i) for i in range(100)]
+    batches = make_batches(examples, batch_size=64, max_tokens=200)
+    assert all(len(b) * 20 <= 200 for b in batches)
+    assert sum(len(b) for b in batches) == 100
+
+
+def test_hub_offline_fails_at_once_with_local_files_hint(tmp_path):
+    code = (
+        "from nmt.config import DataConfig\n"
+        "from nmt.corpus import read_split, DataError\n"
+        "try:\n"
+        "    read_split(DataConfig(source='hf', hf_name='bentrevett/multi30k'), 'train')\n"
+        "except DataError as e:\n"
+        "    print('DataError:', e)\n"
+    )
+    env = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path),
+           "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert "DataError:" in out.stdout, out.stderr
+    assert "data.source=dir" in out.stdout
+
+
+def _fake_hub(monkeypatch, rows):
+    import datasets
+
+    import nmt.corpus
+
+    monkeypatch.setattr(nmt.corpus, "_hub_reachable", lambda timeout_s=5.0: True)
+    calls = []
+
+    def load_dataset(name, config=None, split=None):
+        calls.append((name, config, split))
+        return rows
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    return calls
+
+
+def test_hub_translation_column_and_split_mapping(monkeypatch):
+    calls = _fake_hub(monkeypatch, [{"translation": {"fr": "Bonjour", "en": "Hello"}}])
+    cfg = DataConfig(source="hf", hf_name="wmt14", hf_config="fr-en", src_lang="en", tgt_lang="fr")
+    pairs = read_split(cfg, "val")
+    assert (pairs[0].src, pairs[0].tgt) == ("Hello", "Bonjour")
+    assert calls == [("wmt14", "fr-en", "validation")]
+
+
+def test_hub_language_columns_and_missing_keys(monkeypatch):
+    _fake_hub(monkeypatch, [{"de": "Hallo", "en": "Hello"}])
+    assert read_split(DataConfig(source="hf"), "train")[0].src == "Hallo"
+    _fake_hub(monkeypatch, [{"translation": {"de": "Hallo", "en": "Hello"}}])
+    with pytest.raises(DataError, match=r"no 'fr'/'en' keys \(found \['de', 'en'\]\)"):
+        read_split(DataConfig(source="hf", src_lang="fr"), "train")

@@ -1,0 +1,44 @@
+"""sacreBLEU scoring, length buckets and the side-by-side table."""
+
+import pytest
+
+from nmt.evaluate import format_table, parse_buckets, score
+
+
+def test_parse_buckets():
+    assert parse_buckets("1-10,11-20,21-30,31-") == ((1, 10), (11, 20), (21, 30), (31, None))
+    assert parse_buckets("1-5, 6+") == ((1, 5), (6, None))
+    for bad in ["", "a-b", "10-1", "1-10,5-20", "1-,5-9", "7"]:
+        with pytest.raises(ValueError, match="--buckets"):
+            parse_buckets(bad)
+
+
+def test_perfect_hypotheses_score_100_and_buckets_count_source_words():
+    sources = ["ein kurzer satz", " ".join(["wort"] * 15), " ".join(["wort"] * 40)]
+    refs = ["a short sentence here", "a somewhat longer sentence with more words in it",
+            "the longest sentence of all of them, with many many words"]
+    s = score(refs, refs, sources)
+    assert s.bleu == pytest.approx(100.0)
+    assert s.chrf == pytest.approx(100.0)
+    assert [(b.min_len, b.max_len, b.n) for b in s.buckets] == [(1, 10, 1), (11, 20, 1), (21, 30, 0),
+                                                                  (31, None, 1)]
+    assert s.buckets[2].bleu is None
+    assert all(b.bleu == pytest.approx(100.0) for b in s.buckets if b.n)
+    assert s.signature.startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+
+
+def test_wrong_hypotheses_score_lower_and_counts_must_match():
+    refs = ["a man is walking down the street", "two dogs play in the snow together"]
+    s = score(["a cat", "one bird"], refs, ["x", "y"])
+    assert s.bleu < 10
+    with pytest.raises(ValueError, match="counts must match"):
+        score(["a"], refs, ["x", "y"])
+
+
+def test_table_has_one_column_per_system():
+    refs = ["a b c d e", "f g h i j"]
+    table = format_table(["good", "bad"], [score(refs, refs, ["x", "y"]),
+                                           score(["z", "z"], refs, ["x", "y"])])
+    header = table.splitlines()[0]
+    assert "good" in header and "bad" in header
+    assert "BLEU 1-10 (n=2)" in table and "signature" in table

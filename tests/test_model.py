@@ -1,0 +1,86 @@
+"""The encoder-decoder: shapes, padding invariance, and that it can learn."""
+
+import pytest
+import torch
+
+from conftest import TOY_PAIRS, tiny_model
+from nmt.corpus import Pair
+from nmt.data import collate, encode_pairs
+from nmt.search import greedy
+
+ATTENTIONS = ["additive", "dot", "general", "scaled_dot", "none"]
+
+
+def _batch(src_vocab, tgt_vocab, pairs=TOY_PAIRS):
+    examples = encode_pairs([Pair(s, t, "") for s, t in pairs], src_vocab, tgt_vocab)
+    return collate(examples)
+
+
+@pytest.mark.parametrize("attention", ATTENTIONS)
+@pytest.mark.parametrize("order", ["bahdanau", "luong"])
+def test_attention_weights_shape_and_padding(toy_vocabs, attention, order):
+    model = tiny_model(*toy_vocabs, attention=attention, step_order=order).eval()
+    batch = _batch(*toy_vocabs)
+    B, T = batch.tgt_in.shape
+    S = batch.src.size(1)
+    weights = model.attention_weights(batch.src, batch.src_len, batch.tgt_in)
+    if attention == "none":
+        assert weights is None
+        return
+    assert weights.shape == (B, T, S)
+    pad = (batch.src == 0)[:, None, :].expand(B, T, S)
+    assert (weights[pad] == 0).all()
+    assert torch.allclose(weights.sum(-1), torch.ones(B, T), atol=1e-5)
+
+
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_sentence_alone_equals_sentence_in_padded_batch(toy_vocabs, attention):
+    model = tiny_model(*toy_vocabs, attention=attention).eval()
+    batch = _batch(*toy_vocabs)
+    with torch.no_grad():
+        batched, _ = model.logits(batch.src, batch.src_len, batch.tgt_in)
+        shortest = int(batch.src_len.argmin())
+        n, m = int(batch.src_len[shortest]), int((batch.tgt_in[shortest] != 0).sum())
+        alone, _ = model.logits(batch.src[shortest:shortest + 1, :n], batch.src_len[shortest:shortest + 1],
+                                batch.tgt_in[shortest:shortest + 1, :m])
+    assert n < batch.src.size(1)  # the sentence really was padded in the batch
+    assert torch.allclose(alone[0], batched[shortest, :m], atol=1e-5)
+    hyp_batch = greedy(model, batch.src, batch.src_len)[shortest]
+    hyp_alone = greedy(model, batch.src[shortest:shortest + 1, :n], batch.src_len[shortest:shortest + 1])[0]
+    assert hyp_batch.tokens == hyp_alone.tokens
+
+
+@pytest.mark.parametrize("attention,order", [("additive", "bahdanau"), ("dot", "luong"),
+                                             ("none", "bahdanau")])
+def test_model_overfits_a_handful_of_pairs(toy_vocabs, attention, order):
+    src_vocab, tgt_vocab = toy_vocabs
+    model = tiny_model(src_vocab, tgt_vocab, attention=attention, step_order=order,
+                       emb_dim=32, enc_hidden=32, dec_hidden=64, output_dim=32)
+    batch = _batch(src_vocab, tgt_vocab)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    model.train()
+    for _ in range(150):
+        loss = model(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out) / batch.n_tokens
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    hyps = greedy(model, batch.src, batch.src_len)
+    assert [tgt_vocab.decode(h.tokens) for h in hyps] == [t for _, t in TOY_PAIRS]
+
+
+def test_fixed_vector_model_has_no_scorer_and_same_size_as_additive(toy_vocabs):
+    from nmt.model import count_parameters
+
+    none = tiny_model(*toy_vocabs, attention="none", attn_dim=16, enc_hidden=16)
+    additive = tiny_model(*toy_vocabs, attention="additive", attn_dim=16, enc_hidden=16)
+    assert none.decoder.scorer is None
+    # the fixed-vector model's c = tanh(V h) replaces the scorer; counts stay comparable
+    assert abs(count_parameters(none) - count_parameters(additive)) < 0.05 * count_parameters(additive)
+
+
+def test_greedy_stops_at_length_limit(toy_vocabs):
+    model = tiny_model(*toy_vocabs).eval()
+    batch = _batch(*toy_vocabs)
+    hyps = greedy(model, batch.src, batch.src_len, max_ratio=0.0)
+    assert all(len(h.tokens) <= 10 for h in hyps)
