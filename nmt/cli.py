@@ -40,6 +40,9 @@ def train(
         state = run_training(cfg, resume=resume, log=lambda m: typer.echo(m, err=True))
     except (*USER_ERRORS, TrainingError) as e:
         _fail(e)
+    if state.interrupted is not None:
+        # conventional shell codes, so `nmt train ... && nmt evaluate ...` stops here
+        raise typer.Exit(130 if state.interrupted == "SIGINT" else 143)
     typer.echo(f"best val BLEU {state.best_bleu:.2f} after {state.epoch} epochs; "
                f"checkpoint {cfg.out_dir() / 'best.pt'}")
 

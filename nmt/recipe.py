@@ -69,6 +69,7 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     log(f"vocabulary: {len(src_vocab)} source / {len(tgt_vocab)} target pieces")
     train_ex = encode_pairs(train_pairs, src_vocab, tgt_vocab)
     valid_ex = encode_pairs([p for p in valid_pairs if p.src and p.tgt], src_vocab, tgt_vocab)
+    torch.manual_seed(cfg.train.seed)  # the initial weights depend on the seed only
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
     log(f"model: {cfg.model.attention} attention, {cfg.model.step_order} step order, "
         f"{count_parameters(model):,} parameters")

@@ -45,6 +45,10 @@ class TrainState:
     best_bleu: float = -1.0
     bad_epochs: int = 0
     elapsed_s: float = 0.0
+    epoch_loss_sum: float = 0.0  # nats summed over the current epoch's batches so far
+    epoch_tokens: int = 0
+    skipped_batches: int = 0  # batches with a non-finite loss, when configured to skip
+    interrupted: str | None = None  # SIGINT / SIGTERM when the run was stopped by a signal
     done: bool = False
     history: list[dict[str, Any]] = field(default_factory=list)
 
@@ -158,6 +162,7 @@ def train(
         optimizer.load_state_dict(ts["optimizer"])
         _set_rng_state(ts["rng"])
         state = TrainState(**ts["counters"])
+        state.interrupted = None
         log(f"resumed at epoch {state.epoch + 1}, batch {state.batch_in_epoch}, step {state.step}")
     else:
         torch.manual_seed(t.seed)
@@ -187,31 +192,44 @@ def train(
             bar = tqdm(total=len(batches), initial=state.batch_in_epoch,
                        desc=f"epoch {state.epoch + 1}", disable=None if t.progress and rank == 0 else True,
                        dynamic_ncols=True, leave=False)
-            sum_loss, sum_tok, tick = 0.0, 0, time.monotonic()
+            text_progress = t.progress and rank == 0 and bar.disable
+            tick, tick_tok = time.monotonic(), 0
             for chunk in batches[state.batch_in_epoch:]:
                 batch = collate(chunk).to(device)
                 loss_sum = net(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out,
                                label_smoothing=t.label_smoothing)
                 n_tok = batch.n_tokens
                 loss = loss_sum / n_tok
-                if not torch.isfinite(loss):
-                    raise TrainingError(
-                        f"loss is {float(loss)} at step {state.step + 1} (epoch "
-                        f"{state.epoch + 1}); last good checkpoint: {out / 'last.pt'}. "
-                        "Try a lower train.lr or train.clip_norm.")
                 optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm)
-                optimizer.step()
+                if not torch.isfinite(loss):
+                    if t.on_nonfinite_loss == "stop":
+                        raise TrainingError(
+                            f"loss is {float(loss)} at step {state.step + 1} (epoch "
+                            f"{state.epoch + 1}, batch {state.batch_in_epoch + 1}); nothing was "
+                            f"saved over {out / 'last.pt'}. Try a lower train.lr, or "
+                            "train.on_nonfinite_loss=skip.")
+                    state.skipped_batches += 1
+                    log(f"warning: skipped batch {state.batch_in_epoch + 1} of epoch "
+                        f"{state.epoch + 1}: loss is {float(loss)}")
+                else:
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm)
+                    optimizer.step()
+                    state.epoch_loss_sum += loss_sum.item()
+                    state.epoch_tokens += n_tok
                 state.step += 1
                 state.batch_in_epoch += 1
-                sum_loss += loss_sum.item()
-                sum_tok += n_tok
+                tick_tok += n_tok
+                tok_s = tick_tok / max(time.monotonic() - tick, 1e-9)
+                mean_loss = state.epoch_loss_sum / max(state.epoch_tokens, 1)
                 bar.update(1)
-                bar.set_postfix(loss=f"{sum_loss / sum_tok:.3f}",
-                                tok_s=f"{sum_tok / max(time.monotonic() - tick, 1e-9):.0f}")
+                bar.set_postfix(loss=f"{mean_loss:.3f}", tok_s=f"{tok_s:.0f}")
+                if text_progress and state.batch_in_epoch % 200 == 0:
+                    log(f"epoch {state.epoch + 1} batch {state.batch_in_epoch}/{len(batches)}: "
+                        f"loss {mean_loss:.3f} nats/token, {tok_s:.0f} target tokens/s")
                 if stop.signal is not None:
                     bar.close()
+                    state.interrupted = stop.signal
                     save("last.pt")
                     log(f"{stop.signal} received at step {state.step}: saved {out / 'last.pt'}; "
                         "continue with --resume")
@@ -219,12 +237,12 @@ def train(
                 if out_of_time():
                     break
             bar.close()
-            epoch_complete = state.batch_in_epoch >= len(batches)
-            if epoch_complete:
+            train_loss = state.epoch_loss_sum / max(state.epoch_tokens, 1)
+            if state.batch_in_epoch >= len(batches):
                 state.epoch += 1
-                state.batch_in_epoch = 0
+                state.batch_in_epoch, state.epoch_loss_sum, state.epoch_tokens = 0, 0.0, 0
             record = _validate_and_log(cfg, model, net, valid_examples, validate, device, state,
-                                       sum_loss / max(sum_tok, 1), started, rank, log)
+                                       train_loss, started, rank, log)
             if rank == 0:
                 with open(log_path, "a", encoding="utf-8") as f:
                     f.write(json.dumps(record) + "\n")
@@ -252,12 +270,12 @@ def _validate_and_log(cfg: Config, model: Seq2Seq, net: torch.nn.Module,
                       started: float, rank: int, log: Callable[[str], None]) -> dict[str, Any]:
     """Validation loss, perplexity and BLEU; updates best score and patience counters."""
     record: dict[str, Any] = {"epoch": state.epoch, "step": state.step,
-                              "train_loss": round(train_loss, 4)}
+                              "train_loss": round(train_loss, 6)}
     if rank == 0:
         val_loss = validation_loss(model, valid_examples, cfg.train.batch_size, device)
         model.eval()
         scores = validate(model)
-        record.update(val_loss=round(val_loss, 4), val_ppl=round(math.exp(min(val_loss, 50)), 3),
+        record.update(val_loss=round(val_loss, 6), val_ppl=round(math.exp(min(val_loss, 50)), 3),
                       **{f"val_{k}": v for k, v in scores.items()})
     bleu = float(record.get("val_bleu", -1.0))
     improved = rank == 0 and bleu > state.best_bleu

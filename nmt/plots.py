@@ -1,0 +1,151 @@
+"""Figures for the attention study, after Bahdanau et al. (2015): BLEU against source
+sentence length with one line per model (their Fig. 2), and an attention heatmap for one
+sentence, source pieces across the top and target pieces down the side, in grey scale
+(their Fig. 3). PNG files, small enough to commit beside a Markdown report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+# Headless: the study runs on servers without a display, and the default backend may try
+# to open one. The backend must be chosen before pyplot is imported.
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+from nmt.bootstrap import BucketRow  # noqa: E402
+
+DPI = 120
+FIGSIZE_IN = (6.4, 4.0)
+
+
+@dataclass
+class LengthPoint:
+    """BLEU of one system on one source-length bucket.
+
+    Attributes:
+        label: bucket label shown as the x tick, e.g. ``"11-20"`` or ``"31+"``.
+        x: position on the x axis in source words (the bucket's mean length or midpoint).
+        n: sentences in the bucket; 0 means empty and the point is skipped.
+        bleu: BLEU (0-100), or None when the bucket is empty.
+        low, high: its 95% interval (None: no band at this point).
+        too_few: drawn with a hollow marker (the bucket is too small to trust).
+    """
+
+    label: str
+    x: float
+    n: int
+    bleu: float | None
+    low: float | None = None
+    high: float | None = None
+    too_few: bool = False
+
+
+def curves_from_rows(rows: list[BucketRow]) -> dict[str, list[LengthPoint]]:
+    """The curves of :func:`plot_bleu_by_length` from :func:`nmt.bootstrap.study_table`
+    rows; x is the mean source length of the bucket, or its midpoint when empty."""
+    curves: dict[str, list[LengthPoint]] = {}
+    for r in rows:
+        mid = r.min_len if r.max_len is None else (r.min_len + r.max_len) / 2
+        x = r.mean_src_words if r.mean_src_words is not None else mid
+        iv = r.bleu
+        curves.setdefault(r.system, []).append(LengthPoint(
+            r.label, x, r.n, None if iv is None else iv.score, None if iv is None else iv.low,
+            None if iv is None else iv.high, r.too_few))
+    return curves
+
+
+def _save(fig, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI, format="png")
+    return path
+
+
+def plot_bleu_by_length(curves: dict[str, list[LengthPoint]], path: str | Path,
+                        title: str) -> Path:
+    """One line per system of BLEU against source length, with a shaded 95% band.
+
+    Empty buckets (``n == 0`` or ``bleu`` None) are skipped; ``too_few`` buckets get a
+    hollow marker. Writes a PNG (about 770x480 pixels) at ``path``, creating its parent
+    directories, and returns the path.
+    """
+    fig, ax = plt.subplots(figsize=FIGSIZE_IN)
+    ticks: dict[float, str] = {}
+    try:
+        for i, (name, points) in enumerate(curves.items()):
+            pts = sorted((p for p in points if p.n > 0 and p.bleu is not None),
+                         key=lambda p: p.x)
+            if not pts:
+                continue
+            color = f"C{i % 10}"
+            x = np.array([p.x for p in pts], dtype=float)
+            ax.plot(x, [p.bleu for p in pts], color=color, label=name, linewidth=1.5)
+            # NaN leaves a gap in the band where a point has no interval.
+            low = [np.nan if p.low is None else p.low for p in pts]
+            high = [np.nan if p.high is None else p.high for p in pts]
+            ax.fill_between(x, low, high, color=color, alpha=0.15, linewidth=0)
+            for p in pts:
+                ax.plot([p.x], [p.bleu], marker="o", markersize=5, color=color,
+                        markerfacecolor="white" if p.too_few else color)
+                ticks.setdefault(round(p.x, 6), p.label)
+        if ticks:
+            ax.set_xticks(list(ticks), list(ticks.values()), fontsize=8)
+        handles, _ = ax.get_legend_handles_labels()
+        if any(p.too_few and p.n > 0 for pts in curves.values() for p in pts):
+            handles.append(Line2D([], [], marker="o", color="grey", markerfacecolor="white",
+                                  linestyle="none", label="too few sentences"))
+        if handles:
+            ax.legend(handles=handles, fontsize=8, loc="best")
+        ax.set_xlabel("Sentence length (source words)")
+        ax.set_ylabel("BLEU")
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, alpha=0.3)
+        fig.tight_layout()
+        return _save(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def _as_array(weights) -> np.ndarray:
+    # Accept a torch tensor without importing torch here.
+    if hasattr(weights, "detach"):
+        weights = weights.detach().float().cpu().numpy()
+    return np.asarray(weights, dtype=float)
+
+
+def plot_attention(src_pieces: list[str], tgt_pieces: list[str], weights, path: str | Path,
+                   title: str) -> Path:
+    """Heatmap of attention ``weights`` (T, S): row t is the distribution over the source
+    pieces when producing target piece t. White is weight 1, black 0 (fixed scale, so
+    heatmaps of different models compare). Source pieces label the top axis, target pieces
+    the left axis. Writes a PNG at ``path``, creating its parent directories.
+
+    Raises:
+        ValueError: ``weights`` is not 2-D with shape (len(tgt_pieces), len(src_pieces)).
+    """
+    w = _as_array(weights)  # (T, S)
+    if w.ndim != 2 or w.shape != (len(tgt_pieces), len(src_pieces)):
+        raise ValueError(f"attention weights have shape {tuple(w.shape)} but there are "
+                         f"{len(tgt_pieces)} target and {len(src_pieces)} source pieces; "
+                         "expected (T, S) = (len(tgt_pieces), len(src_pieces))")
+    T, S = w.shape
+    # About a quarter inch per piece, clamped so long sentences stay readable and small.
+    size = (min(max(1.5 + 0.22 * S, 4.0), 14.0), min(max(1.5 + 0.22 * T, 3.0), 14.0))
+    fontsize = 8 if max(S, T) <= 40 else 6
+    fig, ax = plt.subplots(figsize=size)
+    try:
+        ax.imshow(w, cmap="gray", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+        ax.xaxis.tick_top()
+        ax.set_xticks(range(S), src_pieces, rotation=90, fontsize=fontsize)
+        ax.set_yticks(range(T), tgt_pieces, fontsize=fontsize)
+        ax.set_title(title, fontsize=10, pad=12)
+        fig.tight_layout()
+        return _save(fig, path)
+    finally:
+        plt.close(fig)

@@ -1,0 +1,120 @@
+"""Bootstrap intervals, the paired test and the per-bucket study table."""
+
+import random
+
+import pytest
+
+from nmt.bootstrap import (bootstrap_ci, bucket_indices, format_markdown, paired_bootstrap,
+                           study_table)
+from nmt.evaluate import score
+
+WORDS = ("a man woman dog child runs sings plays in the snow park street with red ball "
+         "green big small near water jumps over").split()
+
+
+def corpus(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 14))) + " ." for _ in range(n)]
+
+
+def degrade(refs: list[str], rate: float, seed: int = 1) -> list[str]:
+    """Replace each word with a random one with probability ``rate``."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) if rng.random() < rate else w for w in r.split())
+            for r in refs]
+
+
+def test_bucket_indices_count_source_words():
+    sources = ["a b", "a b c d e", "", "x " * 12, "y " * 40]
+    assert bucket_indices(sources, ((1, 2), (3, 10), (11, None))) == [[0], [1], [3, 4]]
+    assert bucket_indices(sources, ((50, None),)) == [[]]
+
+
+def test_identical_hypotheses_give_100_with_zero_width_interval():
+    refs = corpus(40)
+    for metric in ("bleu", "chrf"):
+        iv = bootstrap_ci(refs, refs, n_samples=200, metric=metric)
+        assert iv.score == pytest.approx(100.0)
+        assert iv.low == iv.high == iv.score
+
+
+def test_interval_contains_the_estimate_matches_sacrebleu_and_narrows_with_more_data():
+    refs = corpus(800)
+    hyps = degrade(refs, 0.3)
+    small = bootstrap_ci(hyps[:50], refs[:50], n_samples=200)
+    large = bootstrap_ci(hyps, refs, n_samples=200)
+    for iv in (small, large):
+        assert iv.low < iv.score < iv.high
+    assert large.score == pytest.approx(score(hyps, refs, refs).bleu)
+    assert large.high - large.low < 0.6 * (small.high - small.low)
+    chrf = bootstrap_ci(hyps, refs, n_samples=200, metric="chrf")
+    assert chrf.score == pytest.approx(score(hyps, refs, refs).chrf)
+    assert chrf.low < chrf.score < chrf.high
+
+
+def test_results_are_deterministic_for_a_seed():
+    refs = corpus(100)
+    hyps = degrade(refs, 0.3)
+    assert bootstrap_ci(hyps, refs, n_samples=200) == bootstrap_ci(hyps, refs, n_samples=200)
+    assert bootstrap_ci(hyps, refs, n_samples=200, seed=1) != bootstrap_ci(hyps, refs,
+                                                                            n_samples=200)
+    base = degrade(refs, 0.4, seed=2)
+    assert (paired_bootstrap(base, hyps, refs, n_samples=200)
+            == paired_bootstrap(base, hyps, refs, n_samples=200))
+
+
+def test_paired_bootstrap_same_system_ties_and_better_system_wins():
+    refs = corpus(200)
+    base = degrade(refs, 0.5, seed=3)
+    same = paired_bootstrap(base, list(base), refs, n_samples=200)
+    assert (same.delta, same.low, same.high, same.p_value) == (0.0, 0.0, 0.0, 1.0)
+    better = paired_bootstrap(base, degrade(refs, 0.2, seed=4), refs, n_samples=200)
+    assert better.delta > 5 and better.low > 0 and better.p_value < 0.05
+    worse = paired_bootstrap(degrade(refs, 0.2, seed=4), base, refs, n_samples=200)
+    assert worse.delta < 0 and worse.p_value > 0.95
+
+
+def test_bad_inputs_raise():
+    refs = corpus(5)
+    with pytest.raises(ValueError, match="counts must match"):
+        bootstrap_ci(refs[:4], refs)
+    with pytest.raises(ValueError, match="empty"):
+        bootstrap_ci([], [])
+    with pytest.raises(ValueError, match="metric"):
+        bootstrap_ci(refs, refs, metric="ter")
+    with pytest.raises(ValueError, match="baseline"):
+        study_table({"dot": refs}, refs, refs, ((1, None),), baseline="none")
+
+
+def test_study_table_flags_small_buckets_and_formats_markdown():
+    refs = corpus(120, seed=5)
+    sources = refs  # source length = reference length here; only the bucketing matters
+    systems = {"additive": degrade(refs, 0.2, seed=6), "none": degrade(refs, 0.5, seed=7)}
+    buckets = ((1, 8), (9, 13), (14, None), (40, None))
+    rows = study_table(systems, refs, sources, buckets, min_bucket=30, n_samples=200)
+    assert [(r.label, r.system) for r in rows[:2]] == [("1-8", "none"), ("1-8", "additive")]
+    assert len(rows) == len(buckets) * 2
+    counts = [len(i) for i in bucket_indices(sources, buckets)]
+    assert [r.n for r in rows[::2]] == counts
+    assert counts[3] == 0 and 0 < counts[2] < 30 and counts[0] >= 30
+    for r in rows:
+        assert r.too_few == (0 < r.n < 30)
+        assert (r.bleu is None) == (r.chrf is None) == (r.n == 0)
+        assert (r.vs_baseline is None) == (r.system == "none" or r.n == 0)
+    small = [r for r in rows if r.too_few]
+    assert small and all(r.bleu is not None for r in small)  # flagged, still computed
+    idx = bucket_indices(sources, buckets)[0]
+    assert rows[1].bleu.score == pytest.approx(
+        bootstrap_ci([systems["additive"][i] for i in idx], [refs[i] for i in idx]).score)
+    assert rows[1].vs_baseline.delta > 0 and rows[1].vs_baseline.p_value < 0.05
+
+    text = format_markdown(rows)
+    lines = text.splitlines()
+    assert len(lines) == 2 + len(rows)
+    assert lines[0].startswith("| Source words | System | n |") and "vs none" in lines[0]
+    assert f"| {counts[2]} (n<30) |" in lines[2 + 4]
+    assert "(baseline)" in lines[2]
+    b = rows[1].bleu
+    assert f"{b.score:.1f} [{b.low:.1f}, {b.high:.1f}]" in lines[3]
+    assert f"{rows[1].vs_baseline.delta:+.1f} (p" in lines[3]
+    assert lines[-1].startswith("| 40+ | additive | 0 | – | – | – |")

@@ -1,0 +1,86 @@
+"""Interrupted training: SIGINT/SIGTERM save and exit, SIGKILL loses nothing complete, and
+--resume reproduces the uninterrupted loss curve exactly (CPU)."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nmt.checkpoint import read_payload
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = ["data.train_limit=240", "data.valid_limit=30", "subwords.vocab_size=200",
+         "model.emb_dim=24", "model.enc_hidden=24", "model.dec_hidden=48", "model.attn_dim=24",
+         "model.output_dim=24", "train.max_epochs=3", "train.batch_size=4", "train.patience=null",
+         "train.progress=false", "train.seed=7"]
+
+
+def _cmd(multi30k, out, *extra):
+    return [sys.executable, "-m", "nmt", "train", "configs/multi30k_deen_additive.yaml", *SMALL,
+            f"data.path={multi30k}", f"train.out_dir={out}", *extra]
+
+
+def _curve(out: Path) -> dict[int, tuple[float, float]]:
+    """epoch -> (train loss, val loss), the last record of each epoch."""
+    records = [json.loads(x) for x in (out / "valid_log.jsonl").read_text().splitlines()]
+    return {r["epoch"]: (r["train_loss"], r["val_loss"]) for r in records}
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def reference_curve(tmp_path_factory, multi30k_dir):
+    out = tmp_path_factory.mktemp("uninterrupted")
+    r = subprocess.run(_cmd(multi30k_dir, out), cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return _curve(out)
+
+
+@pytest.fixture(scope="module")
+def multi30k_dir():
+    from conftest import MULTI30K
+
+    if not (MULTI30K / "train.de.gz").exists():
+        pytest.skip(f"Multi30k not found at {MULTI30K}")
+    return MULTI30K
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_interrupt_then_resume_gives_the_same_loss_curve(tmp_path, multi30k_dir, reference_curve, sig):
+    proc = subprocess.Popen(_cmd(multi30k_dir, tmp_path), cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    _wait_for(tmp_path / "last.pt", proc)  # epoch 1 is done; now stop it inside epoch 2
+    time.sleep(0.7)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    if sig == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+    else:
+        assert proc.returncode == (130 if sig == signal.SIGINT else 143), err
+        assert "continue with --resume" in err
+    state = read_payload(tmp_path / "last.pt")["train_state"]["counters"]
+    assert not state["done"]
+    if sig != signal.SIGKILL:
+        assert state["batch_in_epoch"] > 0  # saved in the middle of an epoch
+    assert not list(tmp_path.glob(".*.tmp"))  # never a half-written file left behind
+    r = subprocess.run(_cmd(multi30k_dir, tmp_path) + ["--resume"], cwd=REPO,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert _curve(tmp_path)[3] == reference_curve[3]
+    assert _curve(tmp_path) == reference_curve
+
+
+def test_second_run_without_resume_refuses_to_overwrite(tmp_path, multi30k_dir):
+    (tmp_path / "last.pt").write_bytes(b"x")
+    r = subprocess.run(_cmd(multi30k_dir, tmp_path), cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 2 and "pass --resume" in r.stderr
