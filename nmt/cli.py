@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -43,6 +44,8 @@ def train(
     if state.interrupted is not None:
         # conventional shell codes, so `nmt train ... && nmt evaluate ...` stops here
         raise typer.Exit(130 if state.interrupted == "SIGINT" else 143)
+    if os.environ.get("RANK", "0") != "0":
+        return
     typer.echo(f"best val BLEU {state.best_bleu:.2f} after {state.epoch} epochs; "
                f"checkpoint {cfg.out_dir() / 'best.pt'}")
 
@@ -98,6 +101,25 @@ def translate(
         run_filter(loaded, input, output, attention, batch_size)
     except USER_ERRORS as e:
         _fail(e)
+
+
+@app.command()
+def study(
+    config: Path = typer.Argument(..., help="Study YAML file (see configs/study_deen.yaml)."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
+    report_only: bool = typer.Option(False, "--report-only",
+                                     help="Do not train; report on finished runs."),
+) -> None:
+    """Train models differing only in attention and compare them by source length."""
+    from nmt.config import load_study_config
+    from nmt.study import StudyError, run_study
+
+    try:
+        cfg = load_study_config(config, overrides or [])
+        path = run_study(cfg, report_only=report_only, log=lambda m: typer.echo(m, err=True))
+    except (*USER_ERRORS, StudyError) as e:
+        _fail(e)
+    typer.echo(f"report: {path}")
 
 
 def main() -> None:

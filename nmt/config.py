@@ -125,6 +125,32 @@ class Config:
         return _plain(dataclasses.asdict(self))
 
 
+@dataclass(frozen=True)
+class StudyConfig:
+    """``nmt study``: models that differ only in attention, trained with one budget and
+    compared by source length (see nmt/study.py)."""
+
+    name: str = "study"
+    base_config: str = "configs/multi30k_deen_additive.yaml"
+    run_prefix: str = "study"  # model runs are named {run_prefix}_{attention}
+    attentions: tuple[str, ...] = ("none", "additive", "dot")
+    # key=value overrides applied to every model (budget, threads, seed ...)
+    overrides: tuple[str, ...] = ()
+    parallel: int = 1  # models trained at the same time (give each train.threads=1)
+    baseline: str = "none"  # the model every other one is compared with
+    test_splits: tuple[str, ...] = ("test_2016_flickr", "test_2017_flickr")
+    # the joined long-sentence set is built from this split by joining k consecutive pairs
+    long_set_split: str | None = "test_2016_flickr"
+    join_ks: tuple[int, ...] = (1, 2, 3, 4)
+    buckets: str = "1-10,11-20,21-30,31-40,41-50,51-60,61-"
+    min_bucket: int = 30  # smaller buckets are reported but marked too few
+    n_samples: int = 1000  # bootstrap resamples
+    bootstrap_seed: int = 12345
+    heatmap_sentences: tuple[str, ...] = ()  # source sentences to draw attention for
+    sampled_heatmaps: int = 2  # plus this many test sentences, chosen by a fixed seed
+    report_dir: str = "reports/{name}"
+
+
 def _plain(x: Any) -> Any:
     if isinstance(x, dict):
         return {k: _plain(v) for k, v in x.items()}
@@ -306,13 +332,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return raw
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
-    """Read a YAML config, apply ``key=value`` overrides and validate.
-
-    Raises:
-        ConfigError: missing or unreadable file, YAML syntax error, or invalid keys/values.
-    """
-    path = Path(path)
+def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
@@ -323,7 +343,42 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
         raise ConfigError(f"{path}: invalid YAML: {e}") from e
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
-    raw = apply_overrides(raw, overrides or [])
+    return raw
+
+
+def load_study_config(path: str | Path, overrides: list[str] | None = None) -> StudyConfig:
+    """Read a study YAML file (keys of :class:`StudyConfig`) with ``key=value`` overrides.
+
+    Raises:
+        ConfigError: unreadable file, unknown key, wrong type, impossible value.
+    """
+    path = Path(path)
+    raw = apply_overrides(_read_yaml(path), overrides or [])
+    try:
+        cfg = _build(StudyConfig, raw, "")
+        for a in cfg.attentions:
+            if a not in ATTENTION_TYPES:
+                raise ConfigError(f"attentions: {a!r} is not one of {', '.join(ATTENTION_TYPES)}")
+        if cfg.baseline not in cfg.attentions:
+            raise ConfigError(f"baseline: {cfg.baseline!r} is not in attentions")
+        for key in ("parallel", "min_bucket", "n_samples"):
+            if getattr(cfg, key) <= 0:
+                raise ConfigError(f"{key}: must be positive")
+        if any(k < 1 for k in cfg.join_ks):
+            raise ConfigError("join_ks: every k must be at least 1")
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from e
+    return cfg
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
+    """Read a YAML config, apply ``key=value`` overrides and validate.
+
+    Raises:
+        ConfigError: missing or unreadable file, YAML syntax error, or invalid keys/values.
+    """
+    path = Path(path)
+    raw = apply_overrides(_read_yaml(path), overrides or [])
     try:
         return from_dict(raw)
     except ConfigError as e:

@@ -4,6 +4,7 @@ with validation BLEU computed by greedy translation of the validation split."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 
 import torch
@@ -39,6 +40,9 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     Raises:
         DataError, CheckpointError, ConfigError, TrainingError.
     """
+    rank = int(os.environ.get("RANK", "0"))  # under torchrun only rank 0 talks and writes
+    if rank != 0:
+        log = lambda _msg: None  # noqa: E731
     out = cfg.out_dir()
     payload = None
     if resume:
@@ -74,7 +78,8 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     log(f"model: {cfg.model.attention} attention, {cfg.model.step_order} step order, "
         f"{count_parameters(model):,} parameters")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    if rank == 0:
+        (out / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     val_src = [p.src for p in valid_pairs][: cfg.train.valid_max_sentences]
     val_ref = [p.tgt for p in valid_pairs][: cfg.train.valid_max_sentences]
 
@@ -87,6 +92,8 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
 
     state = train(cfg, model, src_vocab, tgt_vocab, train_ex, valid_ex, validate,
                   resume=payload, log=log)
+    if rank != 0:
+        return state
     (out / "summary.json").write_text(json.dumps(
         {"name": cfg.name, "best_val_bleu": state.best_bleu, "epochs": state.epoch,
          "steps": state.step, "elapsed_min": round(state.elapsed_s / 60, 2),

@@ -1,5 +1,10 @@
-"""Decoding: greedy search over ``model.encode`` / ``model.step``; the search knows
-nothing about what the decoder state holds."""
+"""Decoding: greedy and beam search over ``model.encode`` / ``model.step``.
+
+Both searches know nothing about what the model state holds: they only call
+``model.encode(src, src_len) -> (mem, state)``, ``model.step(prev, state, mem) ->
+(log_probs (B, V), state, attention (B, S) or None)`` and ``index_select(idx)`` on the
+memory and state. Beam size 1 gives exactly the greedy tokens.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ import torch
 
 from nmt.vocab import BOS, EOS
 
+LENGTH_PENALTIES = ("gnmt", "average", "none")
+
 
 @dataclass
 class Hypothesis:
@@ -16,14 +23,17 @@ class Hypothesis:
 
     Attributes:
         tokens: target ids without BOS/EOS.
-        score: total log-probability (nats) including EOS when it was produced.
+        score: the score used for ranking: ``log_prob`` normalised by the length penalty
+            (beam search); equal to ``log_prob`` for greedy.
         attention: (len(tokens) + 1, S_real) attention weights per output step (EOS row
-            included when produced), or None for the fixed-vector model.
+            included when produced, else len(tokens) rows), or None for the fixed-vector model.
+        log_prob: total log-probability (nats) including EOS when it was produced.
     """
 
     tokens: list[int]
     score: float
     attention: torch.Tensor | None
+    log_prob: float | None = None
 
 
 def max_output_length(src_len: torch.Tensor, ratio: float, extra: int = 10) -> torch.Tensor:
@@ -66,9 +76,201 @@ def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = 2
     attn_all = torch.stack(attns, dim=1).cpu() if attns else None  # (B, T, S)
     hyps = []
     for b in range(B):
-        seq = out[b]
-        n = seq.index(EOS) if EOS in seq else min(len(seq), int(limits[b]))
-        rows = min(n + 1, len(seq))
+        seq, limit = out[b], int(limits[b])
+        n = seq.index(EOS) if EOS in seq else min(len(seq), limit)
+        rows = n + 1 if n < limit else n  # the EOS row only when EOS was produced
         a = None if attn_all is None else attn_all[b, :rows, : int(src_len[b])]
-        hyps.append(Hypothesis(seq[:n], float(scores[b]), a))
+        hyps.append(Hypothesis(seq[:n], float(scores[b]), a, float(scores[b])))
     return hyps
+
+
+def length_penalty_divisor(length, kind: str, alpha: float = 0.6):
+    """Divisor lp(Y) of the total log-probability; works on numbers or (B,) tensors.
+
+    ``length`` = |Y|, the generated pieces including EOS when produced.
+
+    * ``gnmt``: Wu et al. 2016 ("Google's NMT system"), eq. 14:
+      lp(Y) = (5 + |Y|)^alpha / (5 + 1)^alpha.
+    * ``average``: lp(Y) = |Y| (plain length normalisation).
+    * ``none``: lp(Y) = 1 (raw log-probability).
+
+    Raises:
+        ValueError: unknown ``kind``.
+    """
+    match kind:
+        case "gnmt":
+            return (5 + length) ** alpha / (5 + 1) ** alpha
+        case "average":
+            return length
+        case "none":
+            return 1.0
+    raise ValueError(f"length_penalty: unknown option {kind!r}; expected one of {LENGTH_PENALTIES}")
+
+
+def normalised_score(log_prob, length, kind: str, alpha: float = 0.6):
+    """Ranking score ``log P(Y) / lp(Y)`` (see :func:`length_penalty_divisor`)."""
+    return log_prob / length_penalty_divisor(length, kind, alpha)
+
+
+def _check_beam_options(beam_size: int, n_best: int, length_penalty: str, alpha: float):
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    if n_best < 1 or n_best > beam_size:
+        raise ValueError(f"n_best must be in 1..beam_size ({beam_size}), got {n_best}")
+    if length_penalty not in LENGTH_PENALTIES:
+        raise ValueError(f"length_penalty: unknown option {length_penalty!r}; "
+                         f"expected one of {LENGTH_PENALTIES}")
+    if alpha < 0:
+        raise ValueError(f"alpha must be >= 0 (the length penalty must not shrink), got {alpha}")
+
+
+@dataclass
+class _Open:
+    """Open hypotheses as N flat rows (N = B*K, or B*2K for candidates).
+
+    log_prob: (N,) totals. tokens: (N, t) pieces so far. attention: (N, t, S) or None.
+    """
+
+    log_prob: torch.Tensor
+    tokens: torch.Tensor
+    attention: torch.Tensor | None
+
+    def extend(self, rows: torch.Tensor, log_prob: torch.Tensor, tokens: torch.Tensor,
+               step_attn: torch.Tensor | None) -> "_Open":
+        """Children: parents ``rows`` (N',) followed by ``tokens`` (N',) with totals
+        ``log_prob`` (N',); ``step_attn`` (N, S) is this step's attention of every parent."""
+        toks = torch.cat([self.tokens.index_select(0, rows), tokens[:, None]], dim=1)  # (N', t+1)
+        if step_attn is None:
+            return _Open(log_prob, toks, None)
+        old = self.attention
+        if old is None:
+            old = step_attn.new_empty(self.tokens.size(0), 0, step_attn.size(1))
+        att = torch.cat([old.index_select(0, rows), step_attn.index_select(0, rows)[:, None]], 1)
+        return _Open(log_prob, toks, att)  # att: (N', t+1, S)
+
+    def select(self, rows: torch.Tensor) -> "_Open":
+        pick = lambda x: None if x is None else x.index_select(0, rows)  # noqa: E731
+        return _Open(pick(self.log_prob), pick(self.tokens), pick(self.attention))
+
+
+def _candidates(logp: torch.Tensor, open_lp: torch.Tensor, K: int
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The 2K best one-piece extensions of each sentence's K beams, best first.
+
+    Args:
+        logp: (B*K, V) step log-probabilities. open_lp: (B*K,) totals so far.
+
+    Returns:
+        totals (B, 2K), parent rows in 0..B*K-1 (B, 2K), pieces (B, 2K). Every beam's 2K
+        best pieces are taken first (exact: a global top-2K piece is in its beam's top 2K);
+        the stable sort keeps beam order, then per-beam order, on equal totals.
+    """
+    BK, V = logp.shape
+    B, n1 = BK // K, min(2 * K, V)
+    lp1, tok1 = logp.float().topk(n1, dim=-1)  # (B*K, n1)
+    total = (open_lp[:, None] + lp1).view(B, K * n1)  # (B, K*n1)
+    order = total.sort(dim=1, descending=True, stable=True).indices[:, : 2 * K]  # (B, 2K)
+    rows = torch.arange(B, device=logp.device)[:, None] * K + order // n1  # (B, 2K)
+    return total.gather(1, order), rows, tok1.view(B, K * n1).gather(1, order)
+
+
+def _collect(finished: list[list[Hypothesis]], cands: _Open, final: torch.Tensor,
+             length: int, src_len: list[int], kind: str, alpha: float):
+    """Append the candidates marked in ``final`` (B, 2K) to ``finished`` (EOS stripped)."""
+    B, C = final.shape
+    idx = final.view(-1).nonzero().squeeze(1)  # flat candidate rows
+    if idx.numel() == 0:
+        return
+    toks, lps = cands.tokens[idx].tolist(), cands.log_prob[idx].tolist()
+    atts = None if cands.attention is None else cands.attention[idx].cpu()
+    for j, i in enumerate(idx.tolist()):
+        b, seq = i // C, toks[j]
+        seq = seq[:-1] if seq[-1] == EOS else seq
+        att = None if atts is None else atts[j, :, : src_len[b]]
+        score = normalised_score(lps[j], length, kind, alpha)
+        finished[b].append(Hypothesis(seq, float(score), att, lps[j]))
+
+
+def _is_done(hyps: list[Hypothesis], K: int, n_best: int, bound: float) -> bool:
+    """K finished (OpenNMT-py / fairseq rule), or the n_best-th finished score reaches
+    ``bound``, the best score any open hypothesis could still reach."""
+    if len(hyps) >= K:
+        return True
+    if len(hyps) < n_best:
+        return False
+    return sorted((h.score for h in hyps), reverse=True)[n_best - 1] >= bound
+
+
+@torch.no_grad()
+def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int = 5,
+                alpha: float = 0.6, length_penalty: str = "gnmt", max_ratio: float = 2.0,
+                n_best: int = 1) -> list[list[Hypothesis]]:
+    """Batched beam search over sentences and beams (one ``model.step`` on B*K rows a step).
+
+    Each step every sentence takes the 2K best extensions of its K beams (ranked by total
+    log-probability, all of one length); those ending in EOS among the first K are finished,
+    the first K not ending in EOS stay open (fairseq). An open hypothesis reaching the
+    length limit ``max_output_length(src_len, max_ratio)`` is finished as it is. Finished
+    hypotheses are ranked by ``log P / lp`` (:func:`length_penalty_divisor`: ``gnmt`` is
+    Wu et al. 2016 eq. 14, ``average`` divides by |Y|, ``none`` is raw log P).
+
+    Early stopping: a sentence is done when it has K finished hypotheses (OpenNMT-py and
+    fairseq rule), or at its length limit, or as soon as its n_best-th finished score is
+    >= ``max(open log P) / lp(limit)``, a bound no open hypothesis can beat (log P only
+    falls, lp only grows); the last rule only saves steps, it never changes the result.
+    The loop stops when every sentence is done. Beam size 1 gives exactly greedy's tokens.
+
+    Args:
+        model: has ``encode(src, src_len) -> (mem, state)`` and ``step(prev (N,), state,
+            mem) -> (log_probs (N, V), state, attention (N, S) or None)``; mem and state
+            have ``index_select(idx)``.
+        src: (B, S) source ids. src_len: (B,) lengths.
+        beam_size: K. alpha: the gnmt exponent. length_penalty: gnmt | average | none.
+        max_ratio: output length limit is ``max_ratio * src_len + 10``.
+        n_best: hypotheses returned per sentence, 1..K.
+
+    Returns:
+        per sentence (input order) its n_best hypotheses, best score first.
+
+    Raises:
+        ValueError: beam_size < 1, n_best outside 1..beam_size, unknown length_penalty,
+            alpha < 0.
+    """
+    _check_beam_options(beam_size, n_best, length_penalty, alpha)
+    B, S = src.shape
+    assert src_len.shape == (B,), "src_len must be (B,)"
+    K, dev = beam_size, src.device
+    mem, state = model.encode(src, src_len)
+    expand = torch.arange(B, device=dev).repeat_interleave(K)  # (B*K,) sentence of each row
+    mem, state = mem.index_select(expand), state.index_select(expand)
+    start_lp = torch.full((B, K), float("-inf"), device=dev)
+    start_lp[:, 0] = 0.0  # K copies of one start: only the first may be extended
+    beams = _Open(start_lp.view(-1), torch.empty(B * K, 0, dtype=torch.long, device=dev), None)
+    limits, lens = max_output_length(src_len, max_ratio).cpu(), src_len.tolist()
+    lp_limit = length_penalty_divisor(limits.to(dev).float(), length_penalty, alpha)  # (B,)
+    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
+    done = [False] * B
+    prev = torch.full((B * K,), BOS, dtype=torch.long, device=dev)
+    for t in range(int(limits.max())):
+        logp, state, attn = model.step(prev, state, mem)  # (B*K, V), (B*K, S) or None
+        cand_lp, rows, toks = _candidates(logp, beams.log_prob, K)  # (B, 2K) each
+        cands = beams.extend(rows.view(-1), cand_lp.view(-1), toks.view(-1), attn)  # B*2K
+        is_eos = toks == EOS
+        keep = is_eos.int().sort(dim=1, stable=True).indices[:, :K]  # (B, K) open
+        at_limit = t + 1 >= limits  # (B,) on the CPU
+        final = torch.zeros_like(is_eos)
+        final[:, :K] = is_eos[:, :K]
+        final.scatter_(1, keep, at_limit.to(dev)[:, None].expand(B, K))
+        still_open = torch.tensor([not d for d in done], device=dev)
+        final &= still_open[:, None] & cand_lp.isfinite()
+        _collect(finished, cands, final, t + 1, lens, length_penalty, alpha)
+        pick = (torch.arange(B, device=dev)[:, None] * 2 * K + keep).view(-1)  # (B*K,)
+        beams = cands.select(pick)
+        state = state.index_select(rows.view(-1).index_select(0, pick))
+        prev = beams.tokens[:, -1]
+        bound = (beams.log_prob.view(B, K).max(dim=1).values / lp_limit).tolist()  # (B,)
+        for b, last in enumerate(at_limit.tolist()):
+            done[b] = done[b] or last or _is_done(finished[b], K, n_best, bound[b])
+        if all(done):
+            break
+    return [sorted(f, key=lambda h: -h.score)[:n_best] for f in finished]

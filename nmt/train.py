@@ -261,6 +261,8 @@ def train(
                 dist.broadcast(flag, 0)
                 state.done = bool(flag.item())
             save("last.pt")
+    if world > 1 and dist.is_initialized():
+        dist.destroy_process_group()
     return state
 
 

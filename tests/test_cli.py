@@ -95,3 +95,21 @@ def test_train_rejects_unknown_key_before_work():
     r = nmt("train", "configs/multi30k_deen_additive.yaml", "model.atention=dot")
     assert r.returncode == 2
     assert "model.atention: unknown key" in r.stderr
+
+
+def test_torchrun_two_processes_train_with_ddp(tmp_path):
+    from conftest import MULTI30K
+
+    if not (MULTI30K / "train.de.gz").exists():
+        pytest.skip(f"Multi30k not found at {MULTI30K}")
+    r = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "-m", "nmt",
+         "train", "configs/multi30k_deen_additive.yaml", *TINY, f"data.path={MULTI30K}",
+         "name=ddp", f"train.out_dir={tmp_path}/{{name}}"],
+        capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("best val BLEU") == 1  # only rank 0 reports
+    records = (tmp_path / "ddp" / "valid_log.jsonl").read_text().splitlines()
+    assert len(records) == 2
+    # 200 pairs / 32 per batch = 7 batches, 3 per rank per epoch
+    assert json.loads(records[-1])["step"] == 6

@@ -1,0 +1,146 @@
+"""``nmt study``: train models that differ only in attention, then compare them by source
+length on every test split and on a joined long-sentence set (see nmt/longsets.py).
+
+Each model is an ordinary ``nmt train`` run (``runs/{run_prefix}_{attention}``), started as a
+subprocess so several can train at once. A finished run whose stored config equals the
+expected one is reused, an unfinished one is resumed, a run with a different config is an
+error. Evaluation and the report are in nmt/report.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from nmt.checkpoint import read_payload
+from nmt.config import Config, ConfigError, StudyConfig, from_dict, load_config
+
+
+class StudyError(RuntimeError):
+    """A study run failed or conflicts with an existing run; the message names it."""
+
+
+@dataclass
+class PlannedRun:
+    """One model of the study: its attention, full config and what must be done."""
+
+    attention: str
+    cfg: Config
+    action: str  # "reuse" | "resume" | "train"
+
+    @property
+    def out_dir(self) -> Path:
+        return self.cfg.out_dir()
+
+    def overrides(self, study: StudyConfig) -> list[str]:
+        return [*study.overrides, f"model.attention={self.attention}",
+                f"name={study.run_prefix}_{self.attention}"]
+
+
+def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
+    keys = []
+    for k in sorted(set(a) | set(b)):
+        va, vb = a.get(k), b.get(k)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            keys += _differences(va, vb, f"{prefix}{k}.")
+        elif va != vb:
+            keys.append(f"{prefix}{k}: {va!r} (run) vs {vb!r} (study)")
+    return keys
+
+
+def plan(study: StudyConfig) -> list[PlannedRun]:
+    """Decide for each attention type whether to reuse, resume or train its run.
+
+    Raises:
+        StudyError: an existing run was trained with a different config.
+        ConfigError: the base config or an override is invalid.
+    """
+    runs = []
+    for attention in study.attentions:
+        cfg = load_config(study.base_config,
+                          [*study.overrides, f"model.attention={attention}",
+                           f"name={study.run_prefix}_{attention}"])
+        last = cfg.out_dir() / "last.pt"
+        action = "train"
+        if last.exists():
+            payload = read_payload(last)
+            try:
+                stored = from_dict(payload["config"])
+            except ConfigError as e:
+                raise StudyError(f"{last}: stored config is invalid: {e}") from e
+            if stored != cfg:
+                diff = "; ".join(_differences(stored.to_dict(), cfg.to_dict()))
+                raise StudyError(f"{last} was trained with a different config ({diff}); "
+                                 "delete the run or change run_prefix")
+            counters = (payload.get("train_state") or {}).get("counters", {})
+            action = "reuse" if counters.get("done") else "resume"
+        runs.append(PlannedRun(attention, cfg, action))
+    return runs
+
+
+def _start(run: PlannedRun, study: StudyConfig) -> subprocess.Popen:
+    run.out_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "nmt", "train", study.base_config, *run.overrides(study)]
+    if run.action == "resume":
+        cmd.append("--resume")
+    log = open(run.out_dir / "train.log", "a", encoding="utf-8")
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+
+
+def train_all(study: StudyConfig, runs: list[PlannedRun],
+              log: Callable[[str], None] = print) -> None:
+    """Train or resume every run that needs it, ``study.parallel`` at a time.
+
+    Raises:
+        StudyError: a training subprocess failed (names its log file).
+    """
+    pending = [r for r in runs if r.action != "reuse"]
+    for r in runs:
+        if r.action == "reuse":
+            log(f"{r.cfg.name}: finished run found in {r.out_dir}, reused")
+    active: list[tuple[PlannedRun, subprocess.Popen]] = []
+    try:
+        while pending or active:
+            while pending and len(active) < study.parallel:
+                run = pending.pop(0)
+                log(f"{run.cfg.name}: {run.action} ({run.out_dir / 'train.log'})")
+                active.append((run, _start(run, study)))
+            time.sleep(2.0)
+            for run, proc in list(active):
+                if proc.poll() is None:
+                    continue
+                active.remove((run, proc))
+                if proc.returncode != 0:
+                    tail = (run.out_dir / "train.log").read_text(errors="replace")[-800:]
+                    raise StudyError(f"{run.cfg.name}: training failed (exit {proc.returncode});"
+                                     f" see {run.out_dir / 'train.log'}:\n{tail}")
+                log(f"{run.cfg.name}: done")
+    finally:
+        for _run, proc in active:  # Ctrl-C: children got SIGINT too and save last.pt
+            proc.wait()
+    for i, r in enumerate(runs):
+        runs[i] = dataclasses.replace(r, action="reuse")
+
+
+def run_study(study: StudyConfig, report_only: bool = False,
+              log: Callable[[str], None] = print) -> Path:
+    """Plan, train what is missing, evaluate, and write the report; returns its path.
+
+    Raises:
+        StudyError, ConfigError, DataError, CheckpointError.
+    """
+    from nmt.report import write_report
+
+    runs = plan(study)
+    if report_only:
+        missing = [r.cfg.name for r in runs if r.action != "reuse"]
+        if missing:
+            raise StudyError(f"--report-only: unfinished runs: {', '.join(missing)}")
+    else:
+        train_all(study, runs, log)
+    return write_report(study, runs, log)

@@ -1,0 +1,251 @@
+"""Greedy and beam search: a stub model with a hand-made transition table whose best
+sequence is known, beam 1 equals greedy, n-best order, stopping, length penalties, and a
+sentence alone equals the same sentence inside a padded batch."""
+
+import math
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from conftest import TOY_PAIRS, tiny_model
+from nmt.corpus import Pair
+from nmt.data import collate, encode_pairs
+from nmt.search import (Hypothesis, beam_search, greedy, length_penalty_divisor,
+                        max_output_length, normalised_score)
+from nmt.vocab import BOS, EOS
+
+A, B_, C, D = 4, 5, 6, 7  # stub target pieces after the specials PAD UNK BOS EOS
+V = 8
+
+
+# --- a stub model: log-probabilities from a table keyed by (previous piece, step) ---
+
+@dataclass
+class StubMemory:
+    src_len: torch.Tensor  # (B,)
+
+    def index_select(self, idx: torch.Tensor) -> "StubMemory":
+        return StubMemory(self.src_len.index_select(0, idx))
+
+
+@dataclass
+class StubState:
+    t: torch.Tensor  # (B,) steps taken so far
+
+    def index_select(self, idx: torch.Tensor) -> "StubState":
+        return StubState(self.t.index_select(0, idx))
+
+
+class TableModel:
+    """``dist(prev, t) -> {piece: probability}``; unlisted pieces get 1e-9 (renormalised)."""
+
+    def __init__(self, dist):
+        self.dist, self.calls = dist, 0
+
+    def encode(self, src, src_len):
+        return StubMemory(src_len.clone()), StubState(torch.zeros(src.size(0), dtype=torch.long))
+
+    def _row(self, prev: int, t: int) -> torch.Tensor:
+        p = torch.full((V,), 1e-9, dtype=torch.float64)
+        for tok, prob in self.dist(prev, t).items():
+            p[tok] = prob
+        return (p / p.sum()).log().float()  # (V,)
+
+    def step(self, prev, state, mem):
+        self.calls += 1
+        rows = [self._row(p, t) for p, t in zip(prev.tolist(), state.t.tolist())]
+        return torch.stack(rows), StubState(state.t + 1), None  # (B, V)
+
+
+def _stub_src(lengths):
+    """(B, S) dummy source ids padded with 0, and (B,) lengths."""
+    src = torch.zeros(len(lengths), max(lengths), dtype=torch.long)
+    for b, n in enumerate(lengths):
+        src[b, :n] = A
+    return src, torch.tensor(lengths)
+
+
+def _greedy_trap(prev, t):
+    """Greedy takes A (0.6) then EOS (0.5): P = 0.30. The best is B EOS: 0.4 * 0.9 = 0.36."""
+    return {BOS: {A: 0.6, B_: 0.4}, A: {EOS: 0.5, A: 0.3, B_: 0.2},
+            B_: {EOS: 0.9, A: 0.05, B_: 0.05}}.get(prev, {EOS: 1.0})
+
+
+def test_beam_finds_the_sequence_greedy_misses():
+    src, src_len = _stub_src([3])
+    g = greedy(TableModel(_greedy_trap), src, src_len)[0]
+    assert g.tokens == [A]
+    assert g.log_prob == pytest.approx(math.log(0.6 * 0.5), abs=1e-6)
+    assert g.score == g.log_prob and g.attention is None
+    for K in (2, 3):
+        model = TableModel(_greedy_trap)
+        hyps = beam_search(model, src, src_len, beam_size=K, length_penalty="none", n_best=2)[0]
+        assert [h.tokens for h in hyps] == [[B_], [A]]
+        assert hyps[0].log_prob == pytest.approx(math.log(0.4 * 0.9), abs=1e-6)
+        assert hyps[1].log_prob == pytest.approx(math.log(0.6 * 0.5), abs=1e-6)
+        assert hyps[0].score == hyps[0].log_prob and hyps[0].attention is None
+        assert model.calls == 2  # K=3: the bound stops it (open A A has only 0.18 left)
+    assert beam_search(TableModel(_greedy_trap), src, src_len, beam_size=1)[0][0].tokens == [A]
+
+
+def _short_or_long(prev, t):
+    """EOS at once: P = 0.4, |Y| = 1. A EOS: P = 0.36, |Y| = 2."""
+    return {BOS: {A: 0.6, EOS: 0.4}, A: {EOS: 0.6, A: 0.2, B_: 0.2}}.get(prev, {EOS: 1.0})
+
+
+@pytest.mark.parametrize("penalty,alpha,best", [("none", 0.6, []), ("gnmt", 0.0, []),
+                                                ("average", 0.6, [A]), ("gnmt", 1.0, [A])])
+def test_length_penalty_decides_between_short_and_long(penalty, alpha, best):
+    # none: log .4 = -0.92 > log .36 = -1.02; average: -1.02/2 = -0.51 > -0.92;
+    # gnmt alpha=1: -1.02 / (7/6) = -0.88 > -0.92 / 1
+    src, src_len = _stub_src([2])
+    hyps = beam_search(TableModel(_short_or_long), src, src_len, beam_size=2, alpha=alpha,
+                       length_penalty=penalty, n_best=2)[0]
+    assert hyps[0].tokens == best
+    lengths = {(): 1, (A,): 2}
+    for h in hyps:
+        assert h.score == pytest.approx(
+            normalised_score(h.log_prob, lengths[tuple(h.tokens)], penalty, alpha))
+
+
+def test_stops_at_eos_after_k_pieces():
+    k = 4
+
+    def certain_eos(prev, t):
+        return {EOS: 1.0} if t >= k else {A: 0.5, B_: 0.3, C: 0.2}
+
+    src, src_len = _stub_src([5, 2])
+    for K in (1, 3):
+        model = TableModel(certain_eos)
+        out = beam_search(model, src, src_len, beam_size=K, n_best=K)
+        assert model.calls == k + 1  # no step after every beam took its EOS
+        assert all(len(h.tokens) == k for hyps in out for h in hyps)
+        assert out[0][0].tokens == [A] * k
+    assert [h.tokens for h in greedy(TableModel(certain_eos), src, src_len)] == [[A] * k] * 2
+
+
+@pytest.mark.parametrize("K", [1, 2])
+def test_stops_at_length_limit_without_eos(K):
+    def never_eos(prev, t):
+        return {A: 0.25, B_: 0.25, C: 0.25, D: 0.25}
+
+    src, src_len = _stub_src([1, 4])
+    limits = max_output_length(src_len, 1.5).tolist()
+    assert limits == [11, 16]
+    model = TableModel(never_eos)
+    out = beam_search(model, src, src_len, beam_size=K, max_ratio=1.5, n_best=K)
+    assert model.calls == 16
+    for hyps, limit in zip(out, limits):
+        assert len(hyps) == K and all(len(h.tokens) == limit for h in hyps)
+        assert hyps[0].log_prob == pytest.approx(limit * math.log(0.25), abs=1e-4)
+    g = greedy(TableModel(never_eos), src, src_len, max_ratio=1.5)
+    assert [len(h.tokens) for h in g] == limits
+
+
+def test_length_penalty_formulas():
+    # gnmt (Wu et al. 2016, eq. 14): ((5 + |Y|) / 6) ** alpha
+    assert length_penalty_divisor(7, "gnmt", 1.0) == pytest.approx(2.0)   # 12 / 6
+    assert length_penalty_divisor(19, "gnmt", 0.5) == pytest.approx(2.0)  # sqrt(24 / 6)
+    assert length_penalty_divisor(1, "gnmt", 0.6) == pytest.approx(1.0)   # (6 / 6) ** a
+    assert normalised_score(-3.0, 7, "gnmt", 1.0) == pytest.approx(-1.5)
+    assert normalised_score(-4.0, 19, "gnmt", 0.5) == pytest.approx(-2.0)
+    assert normalised_score(-6.0, 3, "average") == pytest.approx(-2.0)
+    assert normalised_score(-6.0, 3, "none") == pytest.approx(-6.0)
+    lengths = torch.tensor([1.0, 7.0, 19.0])
+    assert torch.allclose(length_penalty_divisor(lengths, "gnmt", 1.0),
+                          torch.tensor([1.0, 2.0, 4.0]))
+
+
+@pytest.mark.parametrize("kwargs,option", [
+    (dict(length_penalty="wu"), "length_penalty"), (dict(beam_size=0), "beam_size"),
+    (dict(beam_size=2, n_best=0), "n_best"), (dict(beam_size=2, n_best=3), "n_best"),
+    (dict(alpha=-0.1), "alpha")])
+def test_bad_options_raise(kwargs, option):
+    src, src_len = _stub_src([2])
+    with pytest.raises(ValueError, match=option):
+        beam_search(TableModel(_greedy_trap), src, src_len, **kwargs)
+    with pytest.raises(ValueError, match="length_penalty"):
+        length_penalty_divisor(3, "wu", 0.6)
+
+
+# --- a real tiny model, briefly trained so that some sentences stop at EOS ---
+
+def _batch(src_vocab, tgt_vocab):
+    return collate(encode_pairs([Pair(s, t, "") for s, t in TOY_PAIRS], src_vocab, tgt_vocab))
+
+
+_TRAINED: dict = {}
+
+
+def _trained(vocabs, attention, order):
+    """A tiny model after 20 Adam steps on the toy pairs (cached for this module)."""
+    if (attention, order) not in _TRAINED:
+        model = tiny_model(*vocabs, attention=attention, step_order=order)
+        batch = _batch(*vocabs)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        for _ in range(20):
+            loss = model(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out) / batch.n_tokens
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        _TRAINED[attention, order] = model.eval()
+    return _TRAINED[attention, order]
+
+
+MODELS = [("additive", "bahdanau"), ("dot", "luong"), ("general", "bahdanau"),
+          ("scaled_dot", "luong"), ("none", "bahdanau")]
+
+
+@pytest.mark.parametrize("attention,order", MODELS)
+def test_beam_one_equals_greedy(toy_vocabs, attention, order):
+    model, batch = _trained(toy_vocabs, attention, order), _batch(*toy_vocabs)
+    limits = max_output_length(batch.src_len, 2.0).tolist()
+    g = greedy(model, batch.src, batch.src_len)
+    assert any(len(h.tokens) < lim for h, lim in zip(g, limits))  # some stopped at EOS
+    for penalty in ("gnmt", "average", "none"):
+        out = beam_search(model, batch.src, batch.src_len, beam_size=1, length_penalty=penalty)
+        for gh, (bh,) in zip(g, out):
+            assert bh.tokens == gh.tokens
+            assert bh.log_prob == pytest.approx(gh.log_prob, abs=1e-5)
+            if attention == "none":
+                assert bh.attention is None and gh.attention is None
+            else:
+                assert bh.attention.shape == gh.attention.shape
+                assert torch.allclose(bh.attention, gh.attention, atol=1e-6)
+
+
+@pytest.mark.parametrize("penalty", ["gnmt", "average", "none"])
+def test_n_best_sorted_distinct_and_scored(toy_vocabs, penalty):
+    model, batch = _trained(toy_vocabs, "additive", "bahdanau"), _batch(*toy_vocabs)
+    out = beam_search(model, batch.src, batch.src_len, beam_size=5, n_best=5,
+                      length_penalty=penalty)
+    assert len(out) == batch.src.size(0)
+    for hyps, n_src in zip(out, batch.src_len.tolist()):
+        assert len(hyps) == 5
+        scores = [h.score for h in hyps]
+        assert scores == sorted(scores, reverse=True)
+        assert len({tuple(h.tokens) for h in hyps}) == 5
+        for h in hyps:
+            steps = h.attention.size(0)  # |Y|: tokens, plus the EOS row when produced
+            assert steps in (len(h.tokens), len(h.tokens) + 1)
+            assert h.attention.size(1) == n_src
+            assert h.score == pytest.approx(normalised_score(h.log_prob, steps, penalty, 0.6))
+
+
+@pytest.mark.parametrize("attention,order", [("additive", "bahdanau"), ("dot", "luong"),
+                                             ("none", "bahdanau")])
+def test_batched_beam_equals_each_sentence_alone(toy_vocabs, attention, order):
+    model, batch = _trained(toy_vocabs, attention, order), _batch(*toy_vocabs)
+    batched = beam_search(model, batch.src, batch.src_len, beam_size=3, n_best=3)
+    for i, n in enumerate(batch.src_len.tolist()):
+        alone = beam_search(model, batch.src[i:i + 1, :n], batch.src_len[i:i + 1],
+                            beam_size=3, n_best=3)[0]
+        assert [h.tokens for h in alone] == [h.tokens for h in batched[i]]
+        assert [h.log_prob for h in alone] == pytest.approx([h.log_prob for h in batched[i]],
+                                                            abs=1e-4)
+    assert any(n < batch.src.size(1) for n in batch.src_len.tolist())  # padding was there
+
+
+def test_hypothesis_log_prob_defaults_to_none():
+    assert Hypothesis([A], -1.0, None).log_prob is None

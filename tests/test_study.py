@@ -1,0 +1,91 @@
+"""``nmt study`` end to end on a 200-pair slice: runs, reuse, report, plots."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nmt.config import ConfigError, load_study_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def study_files(tmp_path_factory):
+    from conftest import MULTI30K
+
+    if not (MULTI30K / "train.de.gz").exists():
+        pytest.skip(f"Multi30k not found at {MULTI30K}")
+    tmp = tmp_path_factory.mktemp("study")
+    overrides = [f"data.path={MULTI30K}", "data.train_limit=200", "data.valid_limit=30",
+                 "subwords.vocab_size=300", "model.emb_dim=32", "model.enc_hidden=32",
+                 "model.dec_hidden=64", "model.attn_dim=32", "model.output_dim=32",
+                 "train.max_epochs=1", "train.progress=false", f"train.out_dir={tmp}/runs/{{name}}"]
+    cfg = tmp / "study.yaml"
+    cfg.write_text(json.dumps({
+        "name": "tiny", "run_prefix": "tiny", "base_config": "configs/multi30k_deen_additive.yaml",
+        "attentions": ["none", "additive", "dot"], "overrides": overrides, "parallel": 2,
+        "test_splits": ["test_2016_flickr"], "long_set_split": "test_2016_flickr",
+        "join_ks": [1, 3], "n_samples": 50, "heatmap_sentences": ["Ein Mann schläft."],
+        "sampled_heatmaps": 1, "report_dir": f"{tmp}/report"}))
+    r = subprocess.run([sys.executable, "-m", "nmt", "study", str(cfg)], cwd=REPO,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    return tmp, cfg, r
+
+
+def test_study_trains_each_attention_and_writes_report(study_files):
+    tmp, _cfg, _r = study_files
+    report = (tmp / "report" / "report.md").read_text()
+    for name in ["none", "additive", "dot"]:
+        assert (tmp / "runs" / f"tiny_{name}" / "best.pt").exists()
+        assert f"| {name} |" in report
+    assert "## test_2016_flickr\n" in report and "## test_2016_flickr_joined" in report
+    assert "BLEU signature: `nrefs:1" in report
+    assert "ΔBLEU vs none" in report and "(baseline)" in report
+    pngs = sorted(p.name for p in (tmp / "report").glob("*.png"))
+    assert "bleu_by_length_test_2016_flickr.png" in pngs
+    assert "bleu_by_length_test_2016_flickr_joined.png" in pngs
+    assert "attention_1_additive.png" in pngs and "attention_2_dot.png" in pngs
+    assert not any("none" in p for p in pngs if p.startswith("attention"))
+    assert all((tmp / "report" / p).stat().st_size < 1 << 20 for p in pngs)
+    results = json.loads((tmp / "report" / "results.json").read_text())
+    joined = results["test_sets"]["test_2016_flickr_joined"]["buckets"]
+    # joining k=1 and k=3 gives 1000 + 333 lines, every one of them in some bucket
+    assert sum(r["n"] for r in joined if r["system"] == "none") == 1333
+    assert any(r["min_len"] >= 41 and r["n"] > 0 for r in joined)
+
+
+def test_second_study_run_reuses_finished_runs(study_files):
+    tmp, cfg, _r = study_files
+    r = subprocess.run([sys.executable, "-m", "nmt", "study", str(cfg), "--report-only"],
+                       cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([sys.executable, "-m", "nmt", "study", str(cfg)], cwd=REPO,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("reused") == 3
+
+
+def test_changed_config_conflicts_with_existing_run(study_files):
+    tmp, cfg, _r = study_files
+    changed = json.loads(cfg.read_text())
+    changed["overrides"].append("train.seed=99")
+    other = tmp / "changed.yaml"
+    other.write_text(json.dumps(changed))
+    r = subprocess.run([sys.executable, "-m", "nmt", "study", str(other), "--report-only"],
+                       cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2
+    assert "trained with a different config (train.seed: 1 (run) vs 99 (study))" in r.stderr
+
+
+def test_study_config_errors(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("attentions: [none, cosine]\n")
+    with pytest.raises(ConfigError, match="attentions: 'cosine'"):
+        load_study_config(path)
+    path.write_text("attentions: [additive]\n")
+    with pytest.raises(ConfigError, match="baseline: 'none' is not in attentions"):
+        load_study_config(path)
