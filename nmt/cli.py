@@ -25,6 +25,12 @@ def _fail(e: Exception) -> None:
     raise typer.Exit(2)
 
 
+def _length_penalty(value: str | None) -> str | None:
+    if value is not None and value not in ("gnmt", "average", "none"):
+        _fail(ValueError(f"--length-penalty: {value!r} is not one of gnmt, average, none"))
+    return value
+
+
 @app.command()
 def train(
     config: Path = typer.Argument(..., help="YAML config file."),
@@ -61,6 +67,9 @@ def evaluate(
     batch_size: int = typer.Option(64, min=1, help="Sentences per decoding batch."),
     examples: int = typer.Option(0, min=0, help="Print this many example translations."),
     data_path: Optional[str] = typer.Option(None, help="Override data.path of the checkpoint."),
+    beam: Optional[int] = typer.Option(None, min=1, help="Beam size (1 = greedy); default: the checkpoint's search.beam_size."),
+    alpha: Optional[float] = typer.Option(None, min=0.0, help="GNMT length penalty alpha."),
+    length_penalty: Optional[str] = typer.Option(None, help="gnmt | average | none."),
 ) -> None:
     """Decode a test set and report sacreBLEU, chrF and BLEU by source length."""
     from nmt.scoring import evaluate_checkpoints
@@ -68,7 +77,9 @@ def evaluate(
     try:
         report = evaluate_checkpoints(checkpoints, split=split, src=src, ref=ref,
                                       buckets=buckets, batch_size=batch_size,
-                                      n_examples=examples, data_path=data_path)
+                                      n_examples=examples, data_path=data_path,
+                                      beam_size=beam, alpha=alpha,
+                                      length_penalty=_length_penalty(length_penalty))
     except USER_ERRORS as e:
         _fail(e)
     typer.echo(report.table)
@@ -85,20 +96,27 @@ def translate(
     attention: bool = typer.Option(False, "--attention",
                                    help="Show the most-attended source piece per target piece."),
     batch_size: int = typer.Option(64, min=1, help="Sentences per batch in filter mode."),
+    plot: Optional[Path] = typer.Option(None, help="Draw the attention heatmap to this PNG "
+                                        "(several lines: FILE_1.png, FILE_2.png, ...)."),
+    beam: Optional[int] = typer.Option(None, min=1, help="Beam size (1 = greedy); default: the checkpoint's search.beam_size."),
+    alpha: Optional[float] = typer.Option(None, min=0.0, help="GNMT length penalty alpha."),
+    length_penalty: Optional[str] = typer.Option(None, help="gnmt | average | none."),
 ) -> None:
     """Translate interactively (terminal) or as a filter (one line out per line in)."""
-    from nmt.interactive import run_filter, run_interactive
     from nmt.checkpoint import load_checkpoint
+    from nmt.interactive import run_filter, run_interactive
+    from nmt.translate import decoding_from_config
 
     try:
         loaded = load_checkpoint(checkpoint)
+        decoding = decoding_from_config(loaded.cfg, beam, alpha, _length_penalty(length_penalty))
     except USER_ERRORS as e:
         _fail(e)
     if input is None and output is None and sys.stdin.isatty():
-        run_interactive(loaded, attention)
+        run_interactive(loaded, attention, decoding, plot)
         return
     try:
-        run_filter(loaded, input, output, attention, batch_size)
+        run_filter(loaded, input, output, attention, decoding, batch_size, plot)
     except USER_ERRORS as e:
         _fail(e)
 

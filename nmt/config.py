@@ -84,6 +84,17 @@ class ModelConfig:
 
 
 @dataclass(frozen=True)
+class SearchConfig:
+    """Decoding used by evaluate, translate and validation."""
+
+    beam_size: int = 5  # 1 = greedy search
+    # gnmt: Wu et al. 2016 eq. 14; average: log P / length; none: raw log P
+    length_penalty: Literal["gnmt", "average", "none"] = "gnmt"
+    alpha: float = 0.6  # GNMT length penalty strength
+    valid_beam_size: int = 1  # validation BLEU during training (greedy is fastest)
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Optimisation, budgets and bookkeeping."""
 
@@ -115,6 +126,7 @@ class Config:
     subwords: SubwordConfig = field(default_factory=SubwordConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
 
     def out_dir(self) -> Path:
         """Run directory, with ``{name}`` filled in."""
@@ -251,10 +263,14 @@ def _validate(cfg: Config) -> None:
         "data.max_train_words": d.max_train_words,
         "data.train_limit": d.train_limit,
         "data.valid_limit": d.valid_limit,
+        "search.beam_size": cfg.search.beam_size,
+        "search.valid_beam_size": cfg.search.valid_beam_size,
     }
     for key, value in positive.items():
         if value is not None and value <= 0:
             raise ConfigError(f"{key}: must be positive, got {value}")
+    if cfg.search.alpha < 0:
+        raise ConfigError(f"search.alpha: must be >= 0, got {cfg.search.alpha}")
     if not 0.0 <= m.dropout < 1.0:
         raise ConfigError(f"model.dropout: must be in [0, 1), got {m.dropout}")
     if not 0.0 <= t.label_smoothing < 1.0:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TextIO
 
 from nmt.checkpoint import Loaded
-from nmt.translate import Translation, strongest_alignment, translate_lines
+from nmt.translate import Decoding, Translation, strongest_alignment, translate_lines
 
 
 def _attention_lines(tr: Translation) -> list[str]:
@@ -17,14 +17,33 @@ def _attention_lines(tr: Translation) -> list[str]:
     return [f"  {tgt:>14} <- {src:<14} {w:.2f}" for tgt, src, w in strongest_alignment(tr)]
 
 
+def plot_paths(plot: Path, n: int) -> list[Path]:
+    """``plot`` itself for one sentence, else ``stem_1.png``, ``stem_2.png``, ..."""
+    if n == 1:
+        return [plot]
+    return [plot.with_name(f"{plot.stem}_{i}{plot.suffix or '.png'}") for i in range(1, n + 1)]
+
+
+def draw(tr: Translation, path: Path) -> bool:
+    """Draw the attention heatmap of one translation; False when there is none to draw."""
+    if tr.attention is None:
+        return False
+    from nmt.plots import plot_attention  # matplotlib only when a plot is asked for
+
+    plot_attention(tr.src_pieces, tr.tgt_pieces, tr.attention, path, tr.text[:70])
+    return True
+
+
 def _one_line(text: str) -> str:
     # a translation must never add lines: keep the one-line-in, one-line-out contract
     return " ".join(text.split())
 
 
-def run_interactive(loaded: Loaded, show_attention: bool, stdin: TextIO = sys.stdin,
+def run_interactive(loaded: Loaded, show_attention: bool, decoding: Decoding,
+                    plot: Path | None = None, stdin: TextIO = sys.stdin,
                     stdout: TextIO = sys.stdout) -> None:
-    """Prompt, translate each line, print; empty lines are skipped; Ctrl-D/Ctrl-C quit."""
+    """Prompt, translate each line, print; empty lines are skipped; Ctrl-D/Ctrl-C quit.
+    With ``plot`` the heatmap of the latest sentence is written there."""
     d = loaded.cfg.data
     stdout.write(f"nmt {d.src_lang}->{d.tgt_lang} ({loaded.cfg.model.attention} attention). "
                  "Type a sentence; Ctrl-D to quit.\n")
@@ -41,19 +60,27 @@ def run_interactive(loaded: Loaded, show_attention: bool, stdin: TextIO = sys.st
         if not line.strip():
             continue
         tr = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, [line],
-                             max_ratio=loaded.cfg.train.max_output_ratio)[0]
+                             decoding=decoding)[0]
         if tr.truncated:
             stdout.write("(warning: input cut to the first 400 pieces)\n")
         stdout.write(_one_line(tr.text) + "\n")
         if show_attention:
             stdout.write("\n".join(_attention_lines(tr)) + "\n")
+        if plot is not None:
+            stdout.write(f"(heatmap: {plot})\n" if draw(tr, plot)
+                         else "(no heatmap: this model has no attention weights)\n")
 
 
 def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None,
-               show_attention: bool, batch_size: int = 64) -> None:
+               show_attention: bool, decoding: Decoding, batch_size: int = 64,
+               plot: Path | None = None) -> None:
     """Translate every line of ``input_path`` (or stdin) to ``output_path`` (or stdout).
 
-    With ``show_attention`` the alignments go to stderr so stdout keeps one line per input.
+    With ``show_attention`` the alignments go to stderr so stdout keeps one line per input;
+    with ``plot`` one heatmap per non-empty line is drawn (see :func:`plot_paths`).
+
+    Raises:
+        ValueError: ``plot`` with a model that has no attention (the fixed-vector model).
     """
     if input_path is not None:
         with open(input_path, encoding="utf-8", errors="replace", newline=None) as f:
@@ -61,7 +88,15 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
     else:
         lines = sys.stdin.read().splitlines()
     results = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, lines,
-                              batch_size=batch_size, max_ratio=loaded.cfg.train.max_output_ratio)
+                              batch_size=batch_size, decoding=decoding)
+    if plot is not None:
+        drawn = [t for t in results if t.text or t.src_pieces]
+        if loaded.cfg.model.attention == "none":
+            raise ValueError("--plot: the fixed-vector model (attention: none) has no attention "
+                             "weights to draw")
+        for tr, path in zip(drawn, plot_paths(plot, len(drawn))):
+            draw(tr, path)
+            print(f"heatmap: {path}", file=sys.stderr)
     n_cut = sum(t.truncated for t in results)
     if n_cut:
         print(f"warning: {n_cut} input line(s) cut to the first 400 pieces", file=sys.stderr)

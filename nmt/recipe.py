@@ -17,7 +17,7 @@ from nmt.data import encode_pairs, filter_training_pairs
 from nmt.evaluate import score
 from nmt.model import build_model, count_parameters
 from nmt.train import TrainState, train
-from nmt.translate import translate_lines
+from nmt.translate import decoding_from_config, translate_lines
 from nmt.vocab import Vocab, train_vocab
 
 
@@ -83,10 +83,11 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     val_src = [p.src for p in valid_pairs][: cfg.train.valid_max_sentences]
     val_ref = [p.tgt for p in valid_pairs][: cfg.train.valid_max_sentences]
 
+    valid_decoding = decoding_from_config(cfg, beam_size=cfg.search.valid_beam_size)
+
     def validate(model) -> dict:
         hyps = [t.text for t in translate_lines(model, src_vocab, tgt_vocab, val_src,
-                                                batch_size=128,
-                                                max_ratio=cfg.train.max_output_ratio)]
+                                                batch_size=128, decoding=valid_decoding)]
         s = score(hyps, val_ref, val_src, buckets=((1, None),))
         return {"bleu": round(s.bleu, 2), "chrf": round(s.chrf, 2)}
 

@@ -20,7 +20,7 @@ from nmt.evaluate import parse_buckets, score
 from nmt.longsets import long_sentence_set
 from nmt.plots import curves_from_rows, plot_attention, plot_bleu_by_length
 from nmt.study import PlannedRun
-from nmt.translate import translate_lines
+from nmt.translate import Decoding, translate_lines
 
 
 @dataclass
@@ -70,7 +70,7 @@ def _decode(run: PlannedRun, loaded: Loaded, ts: TestSet, log: Callable[[str], N
     log(f"{run.cfg.name}: translating {ts.name} ({len(ts.sources)} sentences)")
     with torch.inference_mode():
         out = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, ts.sources,
-                              max_ratio=loaded.cfg.train.max_output_ratio)
+                              decoding=Decoding(max_ratio=loaded.cfg.train.max_output_ratio))
     hyps = [" ".join(t.text.split()) for t in out]
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")

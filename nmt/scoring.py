@@ -14,7 +14,7 @@ from nmt.checkpoint import load_checkpoint
 from nmt.corpus import DataError, read_lines, read_split
 from nmt.evaluate import Scores, format_table, parse_buckets, score
 from nmt.train import pick_device
-from nmt.translate import translate_lines
+from nmt.translate import decoding_from_config, translate_lines
 
 
 @dataclass
@@ -48,8 +48,11 @@ def _test_set(loaded, split: str | None, src: Path | None, ref: Path | None,
 def evaluate_checkpoints(checkpoints: list[Path], split: str | None = None,
                          src: Path | None = None, ref: Path | None = None,
                          buckets: str = "1-10,11-20,21-30,31-", batch_size: int = 64,
-                         n_examples: int = 0, data_path: str | None = None) -> Report:
-    """Translate the test set with each checkpoint (greedy) and score it.
+                         n_examples: int = 0, data_path: str | None = None,
+                         beam_size: int | None = None, alpha: float | None = None,
+                         length_penalty: str | None = None) -> Report:
+    """Translate the test set with each checkpoint and score it. Search settings default
+    to each checkpoint's ``search`` config; given values override them.
 
     Raises:
         CheckpointError, DataError, ValueError (bad ``buckets``).
@@ -60,22 +63,24 @@ def evaluate_checkpoints(checkpoints: list[Path], split: str | None = None,
     for path in checkpoints:
         loaded = load_checkpoint(path, device)
         label, sources, references = _test_set(loaded, split, src, ref, data_path)
+        decoding = decoding_from_config(loaded.cfg, beam_size, alpha, length_penalty)
         with torch.inference_mode():
             translations = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab,
-                                           sources, batch_size=batch_size,
-                                           max_ratio=loaded.cfg.train.max_output_ratio)
+                                           sources, batch_size=batch_size, decoding=decoding)
         hyps = [t.text for t in translations]
         s: Scores = score(hyps, references, sources, ranges)
         name = loaded.cfg.name if loaded.cfg.name not in names else str(path)
         names.append(name)
         results.append(s)
         records.append({"checkpoint": str(path), "name": loaded.cfg.name, "test_set": label,
-                        "attention": loaded.cfg.model.attention, **s.to_json()})
+                        "attention": loaded.cfg.model.attention, "search": decoding.describe(),
+                        **s.to_json()})
         for i in range(min(n_examples, len(sources))):
             k = i * max(len(sources) // max(n_examples, 1), 1)
             example_lines += [f"[{name}] SRC: {sources[k]}", f"[{name}] REF: {references[k]}",
                               f"[{name}] HYP: {hyps[k]}", ""]
     table = f"test set: {records[0]['test_set']} ({len(references)} sentences)\n"
+    table += "".join(f"decoding of {n}: {r['search']}\n" for n, r in zip(names, records))
     table += format_table(names, results)
     if example_lines:
         table += "\n\nexample translations:\n" + "\n".join(example_lines)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from nmt.data import Example, collate, make_batches
-from nmt.search import greedy
+from nmt.search import beam_search, greedy
 from nmt.vocab import EOS, Vocab
 
 
@@ -33,10 +33,36 @@ class Translation:
     truncated: bool = False
 
 
+@dataclass(frozen=True)
+class Decoding:
+    """How to search: ``beam_size`` 1 is greedy search; see :func:`nmt.search.beam_search`."""
+
+    beam_size: int = 1
+    length_penalty: str = "gnmt"
+    alpha: float = 0.6
+    max_ratio: float = 2.0
+
+    def describe(self) -> str:
+        if self.beam_size == 1:
+            return "greedy search"
+        lp = "no length penalty" if self.length_penalty == "none" else (
+            f"GNMT length penalty alpha={self.alpha}" if self.length_penalty == "gnmt"
+            else "length-normalised scores")
+        return f"beam search, beam {self.beam_size}, {lp}"
+
+
+def _search(model, src: torch.Tensor, src_len: torch.Tensor, decoding: Decoding):
+    if decoding.beam_size == 1:
+        return greedy(model, src, src_len, decoding.max_ratio)
+    nbest = beam_search(model, src, src_len, beam_size=decoding.beam_size, alpha=decoding.alpha,
+                        length_penalty=decoding.length_penalty, max_ratio=decoding.max_ratio)
+    return [n[0] for n in nbest]
+
+
 def translate_lines(model, src_vocab: Vocab, tgt_vocab: Vocab, lines: list[str],
-                    batch_size: int = 64, max_ratio: float = 2.0,
+                    batch_size: int = 64, decoding: Decoding = Decoding(),
                     max_src_pieces: int | None = 400) -> list[Translation]:
-    """Translate ``lines`` with greedy search; returns one :class:`Translation` per line.
+    """Translate ``lines``; returns one :class:`Translation` per line, in order.
 
     Sources longer than ``max_src_pieces`` pieces are cut to that length (``truncated``).
     """
@@ -54,9 +80,11 @@ def translate_lines(model, src_vocab: Vocab, tgt_vocab: Vocab, lines: list[str],
         examples.append(Example(ids + [EOS], [], i))
         results[i] = Translation(line, "", [src_vocab.id_to_piece(x) for x in ids] + ["</s>"],
                                  [], None, cut)
+    if decoding.beam_size > 1:  # beam search holds batch_size * beam_size rows
+        batch_size = max(1, batch_size // max(1, decoding.beam_size // 2))
     for chunk in make_batches(examples, batch_size):
         batch = collate(chunk)
-        hyps = greedy(model, batch.src.to(device), batch.src_len, max_ratio)
+        hyps = _search(model, batch.src.to(device), batch.src_len, decoding)
         for idx, hyp in zip(batch.index.tolist(), hyps):
             r = results[idx]
             r.text = tgt_vocab.decode(hyp.tokens)
@@ -65,6 +93,16 @@ def translate_lines(model, src_vocab: Vocab, tgt_vocab: Vocab, lines: list[str],
                 r.tgt_pieces.append("</s>")
             r.attention = hyp.attention
     return results  # type: ignore[return-value]
+
+
+def decoding_from_config(cfg, beam_size: int | None = None, alpha: float | None = None,
+                         length_penalty: str | None = None) -> Decoding:
+    """The checkpoint config's search settings, with command-line values taking precedence."""
+    s = cfg.search
+    return Decoding(beam_size=s.beam_size if beam_size is None else beam_size,
+                    length_penalty=s.length_penalty if length_penalty is None else length_penalty,
+                    alpha=s.alpha if alpha is None else alpha,
+                    max_ratio=cfg.train.max_output_ratio)
 
 
 def strongest_alignment(tr: Translation) -> list[tuple[str, str, float]]:

@@ -52,6 +52,7 @@ def test_evaluate_side_by_side_with_json(trained, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "tiny_additive" in r.stdout and "tiny_none" in r.stdout
     assert "BLEU 1-10" in r.stdout and "BLEU signature: nrefs:1" in r.stdout
+    assert "decoding of tiny_additive: beam search, beam 5" in r.stdout
     data = json.loads(out.read_text())
     assert len(data) == 2
     assert {"bleu", "chrf", "signature", "buckets"} <= data[0].keys()
@@ -63,9 +64,9 @@ def test_evaluate_on_given_files_and_errors(trained, tmp_path):
     src, ref = tmp_path / "s.de", tmp_path / "r.en"
     src.write_text("Ein Hund rennt.\nZwei Männer.\n")
     ref.write_text("A dog runs.\nTwo men.\n")
-    r = nmt("evaluate", trained["additive"] / "best.pt", "--src", src, "--ref", ref)
+    r = nmt("evaluate", trained["additive"] / "best.pt", "--src", src, "--ref", ref, "--beam", "1")
     assert r.returncode == 0, r.stderr
-    assert "(2 sentences)" in r.stdout
+    assert "(2 sentences)" in r.stdout and "greedy search" in r.stdout
     ref.write_text("A dog runs.\n")
     r = nmt("evaluate", trained["additive"] / "best.pt", "--src", src, "--ref", ref)
     assert r.returncode == 2 and "has 2 lines but" in r.stderr
@@ -89,6 +90,21 @@ def test_translate_filter_keeps_one_line_per_input(trained, tmp_path):
     assert r.returncode == 0, r.stderr
     assert len((tmp_path / "out.txt").read_text().splitlines()) == 2
     assert "<-" in r.stderr  # the most-attended source piece per target piece
+
+
+def test_translate_plot_and_beam_options(trained, tmp_path):
+    png = tmp_path / "river.png"
+    r = nmt("translate", trained["additive"] / "best.pt", "--plot", png, "--beam", "3",
+            input="Das Ufer des Flusses war steil.\n")
+    assert r.returncode == 0, r.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = nmt("translate", trained["additive"] / "best.pt", "--plot", tmp_path / "m.png",
+            input="Ein Hund.\nEine Katze.\n")
+    assert r.returncode == 0 and (tmp_path / "m_1.png").exists() and (tmp_path / "m_2.png").exists()
+    r = nmt("translate", trained["none"] / "best.pt", "--plot", png, input="Ein Hund.\n")
+    assert r.returncode == 2 and "fixed-vector model" in r.stderr
+    r = nmt("translate", trained["additive"] / "best.pt", "--length-penalty", "huge", input="x\n")
+    assert r.returncode == 2 and "--length-penalty" in r.stderr
 
 
 def test_train_rejects_unknown_key_before_work():
