@@ -120,3 +120,29 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Loa
         raise CheckpointError(f"{path}: weights do not match the stored config: {e}") from e
     model.to(device).eval()
     return Loaded(cfg, model, src_vocab, tgt_vocab, payload)
+
+
+def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
+    """Average the model weights of several checkpoints of one run (e.g. the last N
+    validation checkpoints, as in Vaswani et al. 2017, sec. 6.1); config, vocabularies
+    and metadata come from the last one, training state is dropped.
+
+    Raises:
+        CheckpointError: no paths, an unreadable file, or checkpoints of different models.
+    """
+    if not paths:
+        raise CheckpointError("no checkpoints to average")
+    payloads = [read_payload(p) for p in paths]
+    last = payloads[-1]
+    for path, payload in zip(paths, payloads):
+        if payload["config"]["model"] != last["config"]["model"] or \
+                payload["model"].keys() != last["model"].keys():
+            raise CheckpointError(f"{path}: a different model from {paths[-1]}; cannot average")
+    averaged = {}
+    for key, value in last["model"].items():
+        if value.is_floating_point():
+            averaged[key] = sum(p["model"][key] for p in payloads) / len(payloads)
+        else:
+            averaged[key] = value
+    return {**last, "model": averaged, "train_state": None,
+            "averaged_from": [str(p) for p in paths]}

@@ -122,6 +122,31 @@ def translate(
 
 
 @app.command()
+def average(
+    inputs: list[Path] = typer.Argument(..., help="Checkpoints, or a run directory whose "
+                                        "step_*.pt files (train.keep_checkpoints) are used."),
+    output: Path = typer.Option(..., "--output", "-o", help="Averaged checkpoint to write."),
+    last: Optional[int] = typer.Option(None, min=1, help="Use only the last N checkpoints."),
+) -> None:
+    """Average the weights of the last N checkpoints of a run into one checkpoint."""
+    from nmt.checkpoint import average_checkpoints, save_atomic
+
+    paths: list[Path] = []
+    for p in inputs:
+        paths += sorted(p.glob("step_*.pt")) if p.is_dir() else [p]
+    if last is not None:
+        paths = paths[-last:]
+    try:
+        if not paths:
+            raise CheckpointError(f"no step_*.pt checkpoints in {', '.join(map(str, inputs))} "
+                                  "(train with train.keep_checkpoints=N)")
+        save_atomic(average_checkpoints(paths), output)
+    except USER_ERRORS as e:
+        _fail(e)
+    typer.echo(f"averaged {len(paths)} checkpoints into {output}")
+
+
+@app.command()
 def study(
     config: Path = typer.Argument(..., help="Study YAML file (see configs/study_deen.yaml)."),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),

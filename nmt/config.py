@@ -115,6 +115,15 @@ class TrainConfig:
     progress: bool = True  # progress bar on a terminal, a log line every 200 steps otherwise
     # a NaN/inf loss: stop with an error naming the step, or skip that batch and go on
     on_nonfinite_loss: Literal["stop", "skip"] = "stop"
+    # constant; plateau: lr *= lr_decay when val BLEU stalls for lr_patience validations;
+    # warmup_decay: linear warm-up over warmup_steps, then lr * sqrt(warmup_steps / step)
+    lr_schedule: Literal["constant", "plateau", "warmup_decay"] = "constant"
+    lr_decay: float = 0.5
+    lr_patience: int = 1
+    min_lr: float = 1e-5
+    warmup_steps: int = 1000
+    valid_every_steps: int | None = None  # also validate every N steps (else once an epoch)
+    keep_checkpoints: int = 0  # keep the last N validation checkpoints, for `nmt average`
 
 
 @dataclass(frozen=True)
@@ -260,6 +269,9 @@ def _validate(cfg: Config) -> None:
         "train.patience": t.patience,
         "train.threads": t.threads,
         "train.valid_max_sentences": t.valid_max_sentences,
+        "train.lr_patience": t.lr_patience,
+        "train.warmup_steps": t.warmup_steps,
+        "train.valid_every_steps": t.valid_every_steps,
         "data.max_train_words": d.max_train_words,
         "data.train_limit": d.train_limit,
         "data.valid_limit": d.valid_limit,
@@ -280,6 +292,10 @@ def _validate(cfg: Config) -> None:
                        "train.max_minutes": t.max_minutes}.items():
         if value is not None and value <= 0:
             raise ConfigError(f"{key}: must be positive, got {value}")
+    if not 0.0 < t.lr_decay < 1.0:
+        raise ConfigError(f"train.lr_decay: must be in (0, 1), got {t.lr_decay}")
+    if t.min_lr < 0 or t.keep_checkpoints < 0:
+        raise ConfigError("train.min_lr and train.keep_checkpoints: must be >= 0")
     if s.vocab_size < 8:
         raise ConfigError(f"subwords.vocab_size: must be at least 8, got {s.vocab_size}")
     if not 0.0 < s.character_coverage <= 1.0:

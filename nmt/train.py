@@ -28,6 +28,7 @@ from nmt.checkpoint import make_payload, save_atomic
 from nmt.config import Config
 from nmt.data import Example, collate, make_batches
 from nmt.model import Seq2Seq
+from nmt.schedule import Schedule
 from nmt.vocab import Vocab
 
 
@@ -115,155 +116,214 @@ def validation_loss(model: Seq2Seq, examples: list[Example], batch_size: int,
 Validate = Callable[[Seq2Seq], dict[str, Any]]
 
 
-def train(
-    cfg: Config,
-    model: Seq2Seq,
-    src_vocab: Vocab,
-    tgt_vocab: Vocab,
-    train_examples: list[Example],
-    valid_examples: list[Example],
-    validate: Validate,
-    resume: dict[str, Any] | None = None,
-    log: Callable[[str], None] = print,
-) -> TrainState:
+class Trainer:
+    """Holds one run's model, optimizer, schedule and counters; :meth:`run` trains.
+
+    Per-epoch batch order depends only on the seed and the epoch number, and the random
+    state is saved with every checkpoint, so a resumed run repeats the uninterrupted one.
+    """
+
+    def __init__(self, cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab,
+                 train_examples: list[Example], valid_examples: list[Example],
+                 validate: Validate, log: Callable[[str], None]):
+        self.cfg, self.t, self.model = cfg, cfg.train, model
+        self.vocabs = (src_vocab, tgt_vocab)
+        self.train_examples, self.valid_examples = train_examples, valid_examples
+        self.validate, self.log = validate, log
+        self.out = cfg.out_dir()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.device = self._setup_device()
+        model.to(self.device)
+        self.net: torch.nn.Module = model
+        if self.world > 1:
+            self.net = torch.nn.parallel.DistributedDataParallel(
+                model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=self.t.lr)
+        self.schedule = Schedule(self.optimizer, self.t)
+        self.state = TrainState()
+        self.started = time.monotonic()
+
+    def _setup_device(self) -> torch.device:
+        device = pick_device(self.t.device)
+        if self.world > 1:
+            if device.type == "cuda":
+                device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+                torch.cuda.set_device(device)
+            if not dist.is_initialized():
+                dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        return device
+
+    def restore(self, payload: dict[str, Any]) -> None:
+        """Continue from a checkpoint payload written by :meth:`save`."""
+        self.model.load_state_dict(payload["model"])
+        ts = payload["train_state"]
+        self.optimizer.load_state_dict(ts["optimizer"])
+        self.schedule.load_state_dict(ts.get("schedule"))
+        _set_rng_state(ts["rng"])
+        self.state = TrainState(**ts["counters"])
+        self.state.interrupted = None
+        self.started = time.monotonic() - self.state.elapsed_s
+        self.log(f"resumed at epoch {self.state.epoch + 1}, batch {self.state.batch_in_epoch}, "
+                 f"step {self.state.step}")
+
+    def save(self, name: str) -> None:
+        """Write a resumable checkpoint ``{out_dir}/{name}`` (rank 0 only)."""
+        if self.rank != 0:
+            return
+        self.state.elapsed_s = time.monotonic() - self.started
+        ts = {"optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict(),
+              "rng": _rng_state(), "counters": self.state.__dict__.copy()}
+        save_atomic(make_payload(self.cfg, self.model, *self.vocabs, ts), self.out / name)
+
+    def out_of_time(self) -> bool:
+        return (self.t.max_minutes is not None
+                and time.monotonic() - self.started >= self.t.max_minutes * 60.0)
+
+    def _batches(self) -> list[list[Example]]:
+        batches = make_batches(self.train_examples, self.t.batch_size, self.t.max_tokens,
+                               shuffle_seed=self.t.seed * 100_003 + self.state.epoch)
+        if self.world > 1:
+            batches = batches[: len(batches) // self.world * self.world][self.rank::self.world]
+        return batches
+
+    def _train_step(self, chunk: list[Example]) -> int:
+        """One optimizer step on one batch; returns its number of target tokens."""
+        st, t = self.state, self.t
+        batch = collate(chunk).to(self.device)
+        loss_sum = self.net(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out,
+                            label_smoothing=t.label_smoothing)
+        n_tok = batch.n_tokens
+        loss = loss_sum / n_tok
+        self.optimizer.zero_grad(set_to_none=True)
+        if not torch.isfinite(loss):
+            if t.on_nonfinite_loss == "stop":
+                raise TrainingError(
+                    f"loss is {float(loss)} at step {st.step + 1} (epoch {st.epoch + 1}, batch "
+                    f"{st.batch_in_epoch + 1}); nothing was saved over {self.out / 'last.pt'}. "
+                    "Try a lower train.lr, or train.on_nonfinite_loss=skip.")
+            st.skipped_batches += 1
+            self.log(f"warning: skipped batch {st.batch_in_epoch + 1} of epoch {st.epoch + 1}: "
+                     f"loss is {float(loss)}")
+        else:
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm)
+            self.optimizer.step()
+            self.schedule.after_step()
+            st.epoch_loss_sum += loss_sum.item()
+            st.epoch_tokens += n_tok
+        st.step += 1
+        st.batch_in_epoch += 1
+        return n_tok
+
+    def _epoch(self, stop: _StopFlag) -> bool:
+        """Train the rest of the current epoch; False when interrupted by a signal."""
+        st, t = self.state, self.t
+        batches = self._batches()
+        self.net.train()
+        bar = tqdm(total=len(batches), initial=st.batch_in_epoch, desc=f"epoch {st.epoch + 1}",
+                   disable=None if t.progress and self.rank == 0 else True,
+                   dynamic_ncols=True, leave=False)
+        text_progress = t.progress and self.rank == 0 and bar.disable
+        tick, tick_tok = time.monotonic(), 0
+        for chunk in batches[st.batch_in_epoch:]:
+            tick_tok += self._train_step(chunk)
+            tok_s = tick_tok / max(time.monotonic() - tick, 1e-9)
+            mean_loss = st.epoch_loss_sum / max(st.epoch_tokens, 1)
+            bar.update(1)
+            bar.set_postfix(loss=f"{mean_loss:.3f}", tok_s=f"{tok_s:.0f}")
+            if text_progress and st.batch_in_epoch % 200 == 0:
+                self.log(f"epoch {st.epoch + 1} batch {st.batch_in_epoch}/{len(batches)}: loss "
+                         f"{mean_loss:.3f} nats/token, {tok_s:.0f} target tokens/s")
+            if stop.signal is not None:
+                bar.close()
+                st.interrupted = stop.signal
+                self.save("last.pt")
+                self.log(f"{stop.signal} received at step {st.step}: saved "
+                         f"{self.out / 'last.pt'}; continue with --resume")
+                return False
+            if self.out_of_time():
+                break
+            if (t.valid_every_steps and st.step % t.valid_every_steps == 0
+                    and st.batch_in_epoch < len(batches)):
+                self._checkpoint_and_validate(st.epoch_loss_sum / max(st.epoch_tokens, 1))
+                if st.done:
+                    break
+        bar.close()
+        train_loss = st.epoch_loss_sum / max(st.epoch_tokens, 1)
+        if st.batch_in_epoch >= len(batches):
+            st.epoch += 1
+            st.batch_in_epoch, st.epoch_loss_sum, st.epoch_tokens = 0, 0.0, 0
+        if not st.done:
+            self._checkpoint_and_validate(train_loss)
+        return True
+
+    def _checkpoint_and_validate(self, train_loss: float) -> None:
+        """Validate, log, keep the best checkpoint, decide on stopping, save last.pt."""
+        st, t = self.state, self.t
+        record = _validate_and_log(self.cfg, self.model, self.net, self.valid_examples,
+                                   self.validate, self.device, st, train_loss, self.started,
+                                   self.rank, self.log)
+        record["lr"] = self.optimizer.param_groups[0]["lr"]
+        if self.rank == 0:
+            with open(self.out / "valid_log.jsonl", "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+        self.schedule.after_validation(float(record.get("val_bleu", -1.0)))
+        if record["improved"]:
+            self.save("best.pt")
+        elif t.patience is not None and st.bad_epochs >= t.patience:
+            self.log(f"early stopping: no val BLEU gain for {t.patience} validations")
+            st.done = True
+        if self.out_of_time():
+            self.log(f"time budget of {t.max_minutes} min reached")
+            st.done = True
+        if st.epoch >= t.max_epochs:
+            st.done = True
+        if self.world > 1:
+            flag = torch.tensor([int(st.done)], device=self.device)
+            dist.broadcast(flag, 0)
+            st.done = bool(flag.item())
+        self.save("last.pt")
+        if t.keep_checkpoints and self.rank == 0:
+            self.save(f"step_{st.step:08d}.pt")
+            for old in sorted(self.out.glob("step_*.pt"))[: -t.keep_checkpoints]:
+                old.unlink()
+
+    def run(self) -> TrainState:
+        """Train until the epoch or time budget, early stopping, or a signal."""
+        with _StopFlag() as stop:
+            while not self.state.done and self.state.epoch < self.t.max_epochs:
+                if not self._epoch(stop):
+                    break
+        if self.world > 1 and dist.is_initialized():
+            dist.destroy_process_group()
+        return self.state
+
+
+def train(cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab,
+          train_examples: list[Example], valid_examples: list[Example], validate: Validate,
+          resume: dict[str, Any] | None = None, log: Callable[[str], None] = print) -> TrainState:
     """Train ``model`` until the epoch/time budget or early stopping; returns the counters.
 
     Args:
-        validate: called with the model in eval mode after each epoch; returns a dict
-            with at least ``bleu`` (0-100).
+        validate: called with the model in eval mode at every validation (each epoch, and
+            every ``train.valid_every_steps`` steps); returns a dict with ``bleu`` (0-100).
         resume: a checkpoint payload whose ``train_state`` is continued.
 
     Raises:
         TrainingError: a NaN or infinite loss (names the step); nothing is saved over
             the last good checkpoint.
+        CheckpointError: a checkpoint cannot be written (e.g. disk full).
     """
-    t = cfg.train
-    out = cfg.out_dir()
-    out.mkdir(parents=True, exist_ok=True)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    device = pick_device(t.device)
-    if world > 1:
-        if device.type == "cuda":
-            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-            torch.cuda.set_device(device)
-        if not dist.is_initialized():
-            dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    model.to(device)
-    net = model
-    if world > 1:
-        net = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None)
-    optimizer = torch.optim.Adam(model.parameters(), lr=t.lr)
-    state = TrainState()
+    trainer = Trainer(cfg, model, src_vocab, tgt_vocab, train_examples, valid_examples,
+                      validate, log)
     if resume is not None:
-        model.load_state_dict(resume["model"])
-        ts = resume["train_state"]
-        optimizer.load_state_dict(ts["optimizer"])
-        _set_rng_state(ts["rng"])
-        state = TrainState(**ts["counters"])
-        state.interrupted = None
-        log(f"resumed at epoch {state.epoch + 1}, batch {state.batch_in_epoch}, step {state.step}")
+        trainer.restore(resume)
     else:
-        torch.manual_seed(t.seed)
-        random.seed(t.seed)
-    log_path = out / "valid_log.jsonl"
-    started = time.monotonic() - state.elapsed_s
-    budget_s = None if t.max_minutes is None else t.max_minutes * 60.0
-
-    def save(name: str) -> None:
-        if rank != 0:
-            return
-        state.elapsed_s = time.monotonic() - started
-        ts = {"optimizer": optimizer.state_dict(), "rng": _rng_state(),
-              "counters": state.__dict__.copy()}
-        save_atomic(make_payload(cfg, model, src_vocab, tgt_vocab, ts), out / name)
-
-    def out_of_time() -> bool:
-        return budget_s is not None and time.monotonic() - started >= budget_s
-
-    with _StopFlag() as stop:
-        while not state.done and state.epoch < t.max_epochs:
-            batches = make_batches(train_examples, t.batch_size, t.max_tokens,
-                                   shuffle_seed=t.seed * 100_003 + state.epoch)
-            if world > 1:
-                batches = batches[: len(batches) // world * world][rank::world]
-            net.train()
-            bar = tqdm(total=len(batches), initial=state.batch_in_epoch,
-                       desc=f"epoch {state.epoch + 1}", disable=None if t.progress and rank == 0 else True,
-                       dynamic_ncols=True, leave=False)
-            text_progress = t.progress and rank == 0 and bar.disable
-            tick, tick_tok = time.monotonic(), 0
-            for chunk in batches[state.batch_in_epoch:]:
-                batch = collate(chunk).to(device)
-                loss_sum = net(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out,
-                               label_smoothing=t.label_smoothing)
-                n_tok = batch.n_tokens
-                loss = loss_sum / n_tok
-                optimizer.zero_grad(set_to_none=True)
-                if not torch.isfinite(loss):
-                    if t.on_nonfinite_loss == "stop":
-                        raise TrainingError(
-                            f"loss is {float(loss)} at step {state.step + 1} (epoch "
-                            f"{state.epoch + 1}, batch {state.batch_in_epoch + 1}); nothing was "
-                            f"saved over {out / 'last.pt'}. Try a lower train.lr, or "
-                            "train.on_nonfinite_loss=skip.")
-                    state.skipped_batches += 1
-                    log(f"warning: skipped batch {state.batch_in_epoch + 1} of epoch "
-                        f"{state.epoch + 1}: loss is {float(loss)}")
-                else:
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm)
-                    optimizer.step()
-                    state.epoch_loss_sum += loss_sum.item()
-                    state.epoch_tokens += n_tok
-                state.step += 1
-                state.batch_in_epoch += 1
-                tick_tok += n_tok
-                tok_s = tick_tok / max(time.monotonic() - tick, 1e-9)
-                mean_loss = state.epoch_loss_sum / max(state.epoch_tokens, 1)
-                bar.update(1)
-                bar.set_postfix(loss=f"{mean_loss:.3f}", tok_s=f"{tok_s:.0f}")
-                if text_progress and state.batch_in_epoch % 200 == 0:
-                    log(f"epoch {state.epoch + 1} batch {state.batch_in_epoch}/{len(batches)}: "
-                        f"loss {mean_loss:.3f} nats/token, {tok_s:.0f} target tokens/s")
-                if stop.signal is not None:
-                    bar.close()
-                    state.interrupted = stop.signal
-                    save("last.pt")
-                    log(f"{stop.signal} received at step {state.step}: saved {out / 'last.pt'}; "
-                        "continue with --resume")
-                    return state
-                if out_of_time():
-                    break
-            bar.close()
-            train_loss = state.epoch_loss_sum / max(state.epoch_tokens, 1)
-            if state.batch_in_epoch >= len(batches):
-                state.epoch += 1
-                state.batch_in_epoch, state.epoch_loss_sum, state.epoch_tokens = 0, 0.0, 0
-            record = _validate_and_log(cfg, model, net, valid_examples, validate, device, state,
-                                       train_loss, started, rank, log)
-            if rank == 0:
-                with open(log_path, "a", encoding="utf-8") as f:
-                    f.write(json.dumps(record) + "\n")
-            if record["improved"]:
-                save("best.pt")
-            elif t.patience is not None and state.bad_epochs >= t.patience:
-                log(f"early stopping: no val BLEU gain for {t.patience} epochs")
-                state.done = True
-            if out_of_time():
-                log(f"time budget of {t.max_minutes} min reached")
-                state.done = True
-            if state.epoch >= t.max_epochs:
-                state.done = True
-            if world > 1:
-                flag = torch.tensor([int(state.done)], device=device)
-                dist.broadcast(flag, 0)
-                state.done = bool(flag.item())
-            save("last.pt")
-    if world > 1 and dist.is_initialized():
-        dist.destroy_process_group()
-    return state
+        torch.manual_seed(cfg.train.seed)
+        random.seed(cfg.train.seed)
+    return trainer.run()
 
 
 def _validate_and_log(cfg: Config, model: Seq2Seq, net: torch.nn.Module,

@@ -84,3 +84,37 @@ def test_second_run_without_resume_refuses_to_overwrite(tmp_path, multi30k_dir):
     (tmp_path / "last.pt").write_bytes(b"x")
     r = subprocess.run(_cmd(multi30k_dir, tmp_path), cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 2 and "pass --resume" in r.stderr
+
+
+def test_resume_with_schedule_and_step_validation_and_average(tmp_path, multi30k_dir):
+    extra = ["train.lr_schedule=warmup_decay", "train.warmup_steps=20",
+             "train.valid_every_steps=25", "train.keep_checkpoints=2", "train.max_epochs=2"]
+    ref = tmp_path / "ref"
+    r = subprocess.run(_cmd(multi30k_dir, ref, *extra), cwd=REPO, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(x) for x in (ref / "valid_log.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines] == [25, 50, 60, 75, 100, 120]  # 60 batches an epoch
+    assert lines[-1]["lr"] < lines[0]["lr"] < 1e-3  # decaying after the warm-up
+    assert sorted(p.name for p in ref.glob("step_*.pt")) == ["step_00000100.pt", "step_00000120.pt"]
+    run = tmp_path / "run"
+    proc = subprocess.Popen(_cmd(multi30k_dir, run, *extra), cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    _wait_for(run / "step_00000050.pt", proc)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    r = subprocess.run(_cmd(multi30k_dir, run, *extra) + ["--resume"], cwd=REPO,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    resumed = {x["step"]: (x["train_loss"], x["val_loss"], x["lr"]) for x in
+               map(json.loads, (run / "valid_log.jsonl").read_text().splitlines())}
+    assert resumed == {x["step"]: (x["train_loss"], x["val_loss"], x["lr"]) for x in lines}
+    avg = tmp_path / "avg.pt"
+    r = subprocess.run([sys.executable, "-m", "nmt", "average", str(ref), "--last", "2", "-o", str(avg)],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    import torch
+    a, b = (read_payload(ref / n)["model"] for n in ["step_00000100.pt", "step_00000120.pt"])
+    key = next(k for k in a if a[k].is_floating_point())
+    assert torch.allclose(read_payload(avg)["model"][key], (a[key] + b[key]) / 2)
