@@ -200,12 +200,12 @@ class Trainer:
         if not torch.isfinite(loss):
             if t.on_nonfinite_loss == "stop":
                 raise TrainingError(
-                    f"loss is {float(loss)} at step {st.step + 1} (epoch {st.epoch + 1}, batch "
+                    f"loss is {loss.item()} at step {st.step + 1} (epoch {st.epoch + 1}, batch "
                     f"{st.batch_in_epoch + 1}); nothing was saved over {self.out / 'last.pt'}. "
                     "Try a lower train.lr, or train.on_nonfinite_loss=skip.")
             st.skipped_batches += 1
             self.log(f"warning: skipped batch {st.batch_in_epoch + 1} of epoch {st.epoch + 1}: "
-                     f"loss is {float(loss)}")
+                     f"loss is {loss.item()}")
         else:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm)
