@@ -29,6 +29,9 @@ class Scores:
     signature: str
     chrf_signature: str
     buckets: list[BucketScore]
+    # lowercased BLEU (13a tokenization), only to compare with papers that report it
+    bleu_lowercase: float | None = None
+    lowercase_signature: str | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -82,9 +85,10 @@ def score(hypotheses: list[str], references: list[str], sources: list[str],
     if not len(hypotheses) == len(references) == len(sources):
         raise ValueError(f"{len(hypotheses)} hypotheses, {len(references)} references and "
                          f"{len(sources)} sources: counts must match")
-    bleu, chrf = BLEU(), CHRF()
+    bleu, chrf, bleu_lc = BLEU(), CHRF(), BLEU(lowercase=True)
     b = bleu.corpus_score(hypotheses, [references])
     c = chrf.corpus_score(hypotheses, [references])
+    lc = bleu_lc.corpus_score(hypotheses, [references])
     lengths = [len(s.split()) for s in sources]
     per_bucket = []
     for lo, hi in buckets:
@@ -95,7 +99,7 @@ def score(hypotheses: list[str], references: list[str], sources: list[str],
                                         [[references[i] for i in idx]]).score
         per_bucket.append(BucketScore(lo, hi, len(idx), value))
     return Scores(b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()),
-                  per_bucket)
+                  per_bucket, lc.score, str(bleu_lc.get_signature()))
 
 
 def format_table(names: list[str], results: list[Scores]) -> str:
@@ -105,6 +109,7 @@ def format_table(names: list[str], results: list[Scores]) -> str:
     rows = [head, "-" * len(head)]
     rows.append(f"{'BLEU':<24}" + "".join(f"{r.bleu:>{width}.2f}" for r in results))
     rows.append(f"{'chrF':<24}" + "".join(f"{r.chrf:>{width}.2f}" for r in results))
+    rows.append(f"{'BLEU lowercased':<24}" + "".join(f"{r.bleu_lowercase:>{width}.2f}" for r in results))
     for k, bucket in enumerate(results[0].buckets):
         label = f"BLEU {bucket_label(bucket.min_len, bucket.max_len)} (n={bucket.n})"
         cells = []
@@ -115,4 +120,5 @@ def format_table(names: list[str], results: list[Scores]) -> str:
     rows.append("")
     rows.append(f"BLEU signature: {results[0].signature}")
     rows.append(f"chrF signature: {results[0].chrf_signature}")
+    rows.append(f"lowercased BLEU (for comparison with papers only): {results[0].lowercase_signature}")
     return "\n".join(rows)

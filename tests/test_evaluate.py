@@ -25,6 +25,12 @@ def test_perfect_hypotheses_score_100_and_buckets_count_source_words():
     assert s.buckets[2].bleu is None
     assert all(b.bleu == pytest.approx(100.0) for b in s.buckets if b.n)
     assert s.signature.startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert s.bleu_lowercase == pytest.approx(100.0) and "case:lc" in s.lowercase_signature
+
+
+def test_lowercased_bleu_ignores_case_only():
+    s = score(["A MAN IS WALKING DOWN THE STREET ."], ["a man is walking down the street ."], ["x"])
+    assert s.bleu < 10 and s.bleu_lowercase == pytest.approx(100.0)
 
 
 def test_wrong_hypotheses_score_lower_and_counts_must_match():
