@@ -21,14 +21,16 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
     Args:
         scores: (..., S) alignment scores.
-        mask: (..., S) bool, True on real positions.
+        mask: (..., S) bool, True on real positions (broadcastable to ``scores``).
 
     Returns:
         (..., S) attention weights; a row with no real position is all zeros (not NaN).
     """
+    mask = mask.expand_as(scores)
     scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    return weights.masked_fill(~mask, 0.0).nan_to_num(0.0)
+    # softmax over an all -inf row is NaN (with NaN gradients); finite scores first, then 0
+    scores = scores.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+    return torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
 
 
 class AdditiveScorer(nn.Module):

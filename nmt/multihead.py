@@ -12,6 +12,8 @@ import math
 import torch
 from torch import nn
 
+from nmt.attention import masked_softmax
+
 
 def _attention_weights(
     query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None
@@ -20,11 +22,7 @@ def _attention_weights(
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
     if mask is None:
         return torch.softmax(scores, dim=-1)
-    scores = scores.masked_fill(~mask, float("-inf"))
-    # A row with nothing to attend to would be softmax over all -inf = NaN (and NaN
-    # gradients); giving it finite scores first and zeroing afterwards keeps it at 0.
-    scores = scores.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-    return torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
+    return masked_softmax(scores, mask)
 
 
 def scaled_dot_product_attention(
