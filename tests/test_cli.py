@@ -129,3 +129,33 @@ def test_torchrun_two_processes_train_with_ddp(tmp_path):
     assert len(records) == 2
     # 200 pairs / 32 per batch = 7 batches, 3 per rank per epoch
     assert json.loads(records[-1])["step"] == 6
+
+
+def test_translate_is_interactive_on_a_terminal(trained):
+    import os
+    import pty
+    import select
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "nmt", "translate",
+                             str(trained["additive"] / "best.pt"), "--attention"],
+                            stdin=slave, stdout=slave, stderr=slave, cwd=REPO)
+    os.close(slave)
+
+    def read_until(marker: bytes, timeout: float = 120.0) -> bytes:
+        buf = b""
+        while marker not in buf:
+            ready, _, _ = select.select([master], [], [], timeout)
+            assert ready, f"no {marker!r} in {buf!r}"
+            buf += os.read(master, 4096)
+        return buf
+
+    assert b"Ctrl-D to quit" in read_until(b"> ")
+    os.write(master, b"\n")  # an empty line is skipped: just a new prompt
+    read_until(b"> ")
+    os.write(master, "Ein Mann läuft.\n".encode())
+    answer = read_until(b"> ")
+    assert b"<-" in answer  # the attention lines
+    os.write(master, b"\x04")  # Ctrl-D
+    assert proc.wait(timeout=60) == 0
+    os.close(master)
