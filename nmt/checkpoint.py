@@ -76,6 +76,9 @@ def read_payload(path: str | Path) -> dict[str, Any]:
         CheckpointError: missing file, not a checkpoint, or an unsupported version.
     """
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"{path}: is a directory; give a checkpoint file such as "
+                              f"{path / 'best.pt'}")
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint not found")
     try:

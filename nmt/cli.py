@@ -47,12 +47,16 @@ def train(
         state = run_training(cfg, resume=resume, log=lambda m: typer.echo(m, err=True))
     except (*USER_ERRORS, TrainingError) as e:
         _fail(e)
+    except KeyboardInterrupt:  # before the training loop's own handler is installed
+        typer.secho("interrupted before training started; nothing to resume", err=True)
+        raise typer.Exit(130)
     if state.interrupted is not None:
         # conventional shell codes, so `nmt train ... && nmt evaluate ...` stops here
         raise typer.Exit(130 if state.interrupted == "SIGINT" else 143)
     if os.environ.get("RANK", "0") != "0":
         return
-    typer.echo(f"best val BLEU {state.best_bleu:.2f} after {state.epoch} epochs; "
+    typer.echo(f"best val BLEU {state.best_bleu:.2f}; trained {state.step} steps "
+               f"({state.epoch} full epochs) in {state.elapsed_s / 60:.1f} min; "
                f"checkpoint {cfg.out_dir() / 'best.pt'}")
 
 
@@ -74,6 +78,8 @@ def evaluate(
     """Decode a test set and report sacreBLEU, chrF and BLEU by source length."""
     from nmt.scoring import evaluate_checkpoints
 
+    if json_out is not None and not json_out.parent.is_dir():
+        _fail(ValueError(f"--json: directory {json_out.parent} does not exist"))
     try:
         report = evaluate_checkpoints(checkpoints, split=split, src=src, ref=ref,
                                       buckets=buckets, batch_size=batch_size,

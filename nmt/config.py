@@ -9,6 +9,7 @@ work starts.
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -310,6 +311,9 @@ def _validate(cfg: Config) -> None:
             f"model.tie_embeddings: needs model.output_dim ({m.output_dim}) == "
             f"model.emb_dim ({m.emb_dim})"
         )
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", cfg.name):
+        raise ConfigError(f"name: {cfg.name!r} must be letters, digits, '.', '_' or '-' "
+                          "(it names the run directory)")
     if d.src_lang == d.tgt_lang:
         raise ConfigError(f"data.tgt_lang: same as data.src_lang ({d.src_lang!r})")
     if t.device != "auto" and not (t.device == "cpu" or t.device.startswith("cuda")):
@@ -411,6 +415,8 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     """
     path = Path(path)
     raw = apply_overrides(_read_yaml(path), overrides or [])
+    if "base_config" in raw and "model" not in raw:
+        raise ConfigError(f"{path}: this is a study config; run it with `nmt study {path}`")
     try:
         return from_dict(raw)
     except ConfigError as e:

@@ -32,6 +32,7 @@ class Scores:
     # lowercased BLEU (13a tokenization), only to compare with papers that report it
     bleu_lowercase: float | None = None
     lowercase_signature: str | None = None
+    n_sentences: int = 0
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -47,7 +48,7 @@ def parse_buckets(text: str) -> tuple[tuple[int, int | None], ...]:
     for part in text.split(","):
         part = part.strip()
         if not part:
-            continue
+            raise ValueError(f"--buckets: empty range in {text!r}")
         if part.endswith("+") or part.endswith("-"):
             lo, hi = part[:-1], None
         elif "-" in part:
@@ -60,6 +61,8 @@ def parse_buckets(text: str) -> tuple[tuple[int, int | None], ...]:
         if not lo.strip().isdigit():
             raise ValueError(f"--buckets: bad range {part!r}; use e.g. 1-10,11-20,21-")
         lo_i = int(lo)
+        if lo_i < 1:
+            raise ValueError(f"--buckets: range {part!r} starts below 1 word")
         if hi is not None and hi < lo_i:
             raise ValueError(f"--buckets: range {part!r} ends before it starts")
         if buckets and (buckets[-1][1] is None or lo_i <= buckets[-1][1]):
@@ -99,7 +102,7 @@ def score(hypotheses: list[str], references: list[str], sources: list[str],
                                         [[references[i] for i in idx]]).score
         per_bucket.append(BucketScore(lo, hi, len(idx), value))
     return Scores(b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()),
-                  per_bucket, lc.score, str(bleu_lc.get_signature()))
+                  per_bucket, lc.score, str(bleu_lc.get_signature()), len(hypotheses))
 
 
 def format_table(names: list[str], results: list[Scores]) -> str:
@@ -117,6 +120,9 @@ def format_table(names: list[str], results: list[Scores]) -> str:
             v = r.buckets[k].bleu
             cells.append(f"{'-' if v is None else format(v, '.2f'):>{width}}")
         rows.append(f"{label:<24}" + "".join(cells))
+    outside = results[0].n_sentences - sum(b.n for b in results[0].buckets)
+    if outside:
+        rows.append(f"({outside} sentences fall in no bucket)")
     rows.append("")
     rows.append(f"BLEU signature: {results[0].signature}")
     rows.append(f"chrF signature: {results[0].chrf_signature}")

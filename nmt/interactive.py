@@ -3,6 +3,7 @@ Always one output line per input line, in order."""
 
 from __future__ import annotations
 
+import io
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -34,6 +35,21 @@ def draw(tr: Translation, path: Path) -> bool:
     return True
 
 
+def _decode_lines(data: bytes, where: str) -> list[str]:
+    """Split input bytes into lines; invalid UTF-8 becomes U+FFFD with a warning, so every
+    input line still gets its output line."""
+    lines = []
+    for i, raw in enumerate(data.split(b"\n"), 1):
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            print(f"warning: {where}:{i}: invalid UTF-8 replaced by U+FFFD", file=sys.stderr)
+            lines.append(raw.decode("utf-8", errors="replace"))
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line does not start another one
+    return [line.rstrip("\r") for line in lines]
+
+
 def _one_line(text: str) -> str:
     # a translation must never add lines: keep the one-line-in, one-line-out contract
     return " ".join(text.split())
@@ -47,6 +63,8 @@ def run_interactive(loaded: Loaded, show_attention: bool, decoding: Decoding,
     d = loaded.cfg.data
     stdout.write(f"nmt {d.src_lang}->{d.tgt_lang} ({loaded.cfg.model.attention} attention). "
                  "Type a sentence; Ctrl-D to quit.\n")
+    if stdin is sys.stdin:  # a terminal in another encoding must not end the session
+        stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
     while True:
         stdout.write("> ")
         stdout.flush()
@@ -83,10 +101,11 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
         ValueError: ``plot`` with a model that has no attention (the fixed-vector model).
     """
     if input_path is not None:
-        with open(input_path, encoding="utf-8", errors="replace", newline=None) as f:
-            lines = f.read().splitlines()
+        with open(input_path, "rb") as f:
+            data = f.read()
     else:
-        lines = sys.stdin.read().splitlines()
+        data = sys.stdin.buffer.read()
+    lines = _decode_lines(data, str(input_path or "stdin"))
     results = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, lines,
                               batch_size=batch_size, decoding=decoding)
     if plot is not None:

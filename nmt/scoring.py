@@ -31,6 +31,8 @@ def _test_set(loaded, split: str | None, src: Path | None, ref: Path | None,
     if src is not None or ref is not None:
         if src is None or ref is None:
             raise DataError("--src and --ref must be given together")
+        if split is not None:
+            raise DataError("give either --split or --src/--ref, not both")
         sources, references = read_lines(src), read_lines(ref)
         if len(sources) != len(references):
             raise DataError(f"{src} has {len(sources)} lines but {ref} has {len(references)}")
@@ -41,6 +43,10 @@ def _test_set(loaded, split: str | None, src: Path | None, ref: Path | None,
     name = split or (data.test_splits[0] if data.test_splits else None)
     if name is None:
         raise DataError("no --split given and the checkpoint's data.test_splits is empty")
+    if data.source == "auto" and data.path and not Path(data.path).expanduser().is_dir():
+        raise DataError(f"data.path {data.path!r} stored in the checkpoint is not a directory "
+                        f"from here ({Path.cwd()}): run from the directory you trained in, or "
+                        "pass --data-path DIR (or --src/--ref files)")
     pairs = read_split(data, name)
     return name, [p.src for p in pairs], [p.tgt for p in pairs]
 

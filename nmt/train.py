@@ -49,6 +49,7 @@ class TrainState:
     epoch_loss_sum: float = 0.0  # nats summed over the current epoch's batches so far
     epoch_tokens: int = 0
     skipped_batches: int = 0  # batches with a non-finite loss, when configured to skip
+    last_valid_s: float = 0.0  # duration of the last validation, reserved from the budget
     interrupted: str | None = None  # SIGINT / SIGTERM when the run was stopped by a signal
     done: bool = False
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -178,8 +179,15 @@ class Trainer:
         save_atomic(make_payload(self.cfg, self.model, *self.vocabs, ts), self.out / name)
 
     def out_of_time(self) -> bool:
+        """True when the rest of the budget is needed for the final validation."""
         return (self.t.max_minutes is not None
-                and time.monotonic() - self.started >= self.t.max_minutes * 60.0)
+                and time.monotonic() - self.started + self.state.last_valid_s
+                >= self.t.max_minutes * 60.0)
+
+    def _epochs_done(self) -> float:
+        """Completed epochs, with the fraction of the current one."""
+        n = len(self._batches()) if self.state.batch_in_epoch else 1
+        return self.state.epoch + self.state.batch_in_epoch / max(n, 1)
 
     def _batches(self) -> list[list[Example]]:
         batches = make_batches(self.train_examples, self.t.batch_size, self.t.max_tokens,
@@ -233,7 +241,7 @@ class Trainer:
             mean_loss = st.epoch_loss_sum / max(st.epoch_tokens, 1)
             bar.update(1)
             bar.set_postfix(loss=f"{mean_loss:.3f}", tok_s=f"{tok_s:.0f}")
-            if text_progress and st.batch_in_epoch % 200 == 0:
+            if text_progress and st.batch_in_epoch % 50 == 0:
                 self.log(f"epoch {st.epoch + 1} batch {st.batch_in_epoch}/{len(batches)}: loss "
                          f"{mean_loss:.3f} nats/token, {tok_s:.0f} target tokens/s")
             if stop.signal is not None:
@@ -262,9 +270,11 @@ class Trainer:
     def _checkpoint_and_validate(self, train_loss: float) -> None:
         """Validate, log, keep the best checkpoint, decide on stopping, save last.pt."""
         st, t = self.state, self.t
+        began = time.monotonic()
         record = _validate_and_log(self.cfg, self.model, self.net, self.valid_examples,
                                    self.validate, self.device, st, train_loss, self.started,
-                                   self.rank, self.log)
+                                   self.rank, self.log, self._epochs_done())
+        st.last_valid_s = time.monotonic() - began
         record["lr"] = self.optimizer.param_groups[0]["lr"]
         if self.rank == 0:
             with open(self.out / "valid_log.jsonl", "a", encoding="utf-8") as f:
@@ -329,9 +339,11 @@ def train(cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab,
 def _validate_and_log(cfg: Config, model: Seq2Seq, net: torch.nn.Module,
                       valid_examples: list[Example], validate: Validate,
                       device: torch.device, state: TrainState, train_loss: float,
-                      started: float, rank: int, log: Callable[[str], None]) -> dict[str, Any]:
+                      started: float, rank: int, log: Callable[[str], None],
+                      epochs_done: float) -> dict[str, Any]:
     """Validation loss, perplexity and BLEU; updates best score and patience counters."""
-    record: dict[str, Any] = {"epoch": state.epoch, "step": state.step,
+    record: dict[str, Any] = {"epoch": state.epoch, "epochs_done": round(epochs_done, 3),
+                              "step": state.step,
                               "train_loss": round(train_loss, 6)}
     if rank == 0:
         val_loss = validation_loss(model, valid_examples, cfg.train.batch_size, device)
@@ -349,7 +361,7 @@ def _validate_and_log(cfg: Config, model: Seq2Seq, net: torch.nn.Module,
     record.update(elapsed_s=round(state.elapsed_s, 1), best_bleu=state.best_bleu,
                   improved=improved)
     if rank == 0:
-        log(f"epoch {state.epoch} step {state.step}: train loss {train_loss:.3f} | val loss "
+        log(f"{epochs_done:.2f} epochs, step {state.step}: train loss {train_loss:.3f} | val loss "
             f"{record['val_loss']:.3f} ppl {record['val_ppl']:.2f} BLEU {bleu:.2f} "
             f"(best {state.best_bleu:.2f}) | {state.elapsed_s / 60:.1f} min")
     net.train()

@@ -71,7 +71,9 @@ def translate_lines(model, src_vocab: Vocab, tgt_vocab: Vocab, lines: list[str],
     results: list[Translation | None] = [None] * len(lines)
     examples = []
     for i, line in enumerate(lines):
-        ids = src_vocab.encode(line.strip())
+        # lone surrogates (from undecodable bytes) cannot reach SentencePiece
+        clean = line.encode("utf-8", errors="replace").decode("utf-8").strip()
+        ids = src_vocab.encode(clean)
         if not ids:
             results[i] = Translation(line, "", [], [], None)
             continue

@@ -9,6 +9,12 @@ PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
+# skip the (slow, offline-index) resolution when nothing changed since the last install
+stamp=.venv/.nmt-installed
+if [ -f "$stamp" ] && [ "$stamp" -nt pyproject.toml ] && .venv/bin/python -c "import nmt, torch" 2>/dev/null; then
+    exit 0
+fi
 .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
 .venv/bin/python -m pip install --quiet "${NMT_TORCH:-torch==2.13.0}"
 .venv/bin/python -m pip install --quiet -e '.[dev]'
+touch "$stamp"

@@ -8,7 +8,7 @@ from nmt.evaluate import format_table, parse_buckets, score
 def test_parse_buckets():
     assert parse_buckets("1-10,11-20,21-30,31-") == ((1, 10), (11, 20), (21, 30), (31, None))
     assert parse_buckets("1-5, 6+") == ((1, 5), (6, None))
-    for bad in ["", "a-b", "10-1", "1-10,5-20", "1-,5-9", "7"]:
+    for bad in ["", "a-b", "10-1", "1-10,5-20", "1-,5-9", "7", "0-5", "1-5,,6-"]:
         with pytest.raises(ValueError, match="--buckets"):
             parse_buckets(bad)
 
