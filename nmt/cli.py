@@ -102,6 +102,8 @@ def translate(
     attention: bool = typer.Option(False, "--attention",
                                    help="Show the most-attended source piece per target piece."),
     batch_size: int = typer.Option(64, min=1, help="Sentences per batch in filter mode."),
+    nbest: int = typer.Option(1, min=1, help="Print the N best hypotheses per line as "
+                              "'index ||| text ||| score' (needs --beam >= N)."),
     plot: Optional[Path] = typer.Option(None, help="Draw the attention heatmap to this PNG "
                                         "(several lines: FILE_1.png, FILE_2.png, ...)."),
     beam: Optional[int] = typer.Option(None, min=1, help="Beam size (1 = greedy); default: the checkpoint's search.beam_size."),
@@ -115,7 +117,11 @@ def translate(
 
     try:
         loaded = load_checkpoint(checkpoint)
-        decoding = decoding_from_config(loaded.cfg, beam, alpha, _length_penalty(length_penalty))
+        decoding = decoding_from_config(loaded.cfg, beam, alpha, _length_penalty(length_penalty),
+                                        nbest)
+        if nbest > decoding.beam_size:
+            raise ValueError(f"--nbest {nbest} needs --beam of at least {nbest} "
+                             f"(beam is {decoding.beam_size})")
     except USER_ERRORS as e:
         _fail(e)
     if input is None and output is None and sys.stdin.isatty():

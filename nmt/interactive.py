@@ -121,7 +121,11 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
         print(f"warning: {n_cut} input line(s) cut to the first 400 pieces", file=sys.stderr)
     out = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout
     try:
-        for tr in results:
+        for i, tr in enumerate(results):
+            if decoding.n_best > 1:  # Moses n-best format: index ||| hypothesis ||| score
+                for text, sc in tr.nbest or [(tr.text, tr.score or 0.0)]:
+                    out.write(f"{i} ||| {_one_line(text)} ||| {sc:.4f}\n")
+                continue
             out.write(_one_line(tr.text) + "\n")
             if show_attention:
                 print("\n".join([tr.source.strip()] + _attention_lines(tr)), file=sys.stderr)

@@ -31,6 +31,8 @@ class Translation:
     tgt_pieces: list[str]
     attention: torch.Tensor | None
     truncated: bool = False
+    score: float | None = None  # the search's ranking score (nats, length-normalised in beam)
+    nbest: list[tuple[str, float]] | None = None  # (text, score), best first, with n_best > 1
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class Decoding:
     length_penalty: str = "gnmt"
     alpha: float = 0.6
     max_ratio: float = 2.0
+    n_best: int = 1  # hypotheses kept per sentence (<= beam_size)
 
     def describe(self) -> str:
         if self.beam_size == 1:
@@ -52,11 +55,12 @@ class Decoding:
 
 
 def _search(model, src: torch.Tensor, src_len: torch.Tensor, decoding: Decoding):
+    """n-best lists (best first) for every sentence of the batch."""
     if decoding.beam_size == 1:
-        return greedy(model, src, src_len, decoding.max_ratio)
-    nbest = beam_search(model, src, src_len, beam_size=decoding.beam_size, alpha=decoding.alpha,
-                        length_penalty=decoding.length_penalty, max_ratio=decoding.max_ratio)
-    return [n[0] for n in nbest]
+        return [[h] for h in greedy(model, src, src_len, decoding.max_ratio)]
+    return beam_search(model, src, src_len, beam_size=decoding.beam_size, alpha=decoding.alpha,
+                       length_penalty=decoding.length_penalty, max_ratio=decoding.max_ratio,
+                       n_best=decoding.n_best)
 
 
 def translate_lines(model, src_vocab: Vocab, tgt_vocab: Vocab, lines: list[str],
@@ -87,8 +91,12 @@ def translate_lines(model, src_vocab: Vocab, tgt_vocab: Vocab, lines: list[str],
     for chunk in make_batches(examples, batch_size):
         batch = collate(chunk)
         hyps = _search(model, batch.src.to(device), batch.src_len, decoding)
-        for idx, hyp in zip(batch.index.tolist(), hyps):
+        for idx, nbest in zip(batch.index.tolist(), hyps):
+            hyp = nbest[0]
             r = results[idx]
+            r.score = hyp.score
+            if decoding.n_best > 1:
+                r.nbest = [(tgt_vocab.decode(h.tokens), h.score) for h in nbest]
             r.text = tgt_vocab.decode(hyp.tokens)
             r.tgt_pieces = [tgt_vocab.id_to_piece(x) for x in hyp.tokens]
             if hyp.attention is not None and hyp.attention.size(0) > len(hyp.tokens):
@@ -98,13 +106,13 @@ def translate_lines(model, src_vocab: Vocab, tgt_vocab: Vocab, lines: list[str],
 
 
 def decoding_from_config(cfg, beam_size: int | None = None, alpha: float | None = None,
-                         length_penalty: str | None = None) -> Decoding:
+                         length_penalty: str | None = None, n_best: int = 1) -> Decoding:
     """The checkpoint config's search settings, with command-line values taking precedence."""
     s = cfg.search
     return Decoding(beam_size=s.beam_size if beam_size is None else beam_size,
                     length_penalty=s.length_penalty if length_penalty is None else length_penalty,
                     alpha=s.alpha if alpha is None else alpha,
-                    max_ratio=cfg.train.max_output_ratio)
+                    max_ratio=cfg.train.max_output_ratio, n_best=n_best)
 
 
 def strongest_alignment(tr: Translation) -> list[tuple[str, str, float]]:

@@ -103,6 +103,15 @@ def test_translate_plot_and_beam_options(trained, tmp_path):
     assert r.returncode == 0 and (tmp_path / "m_1.png").exists() and (tmp_path / "m_2.png").exists()
     r = nmt("translate", trained["none"] / "best.pt", "--plot", png, input="Ein Hund.\n")
     assert r.returncode == 2 and "fixed-vector model" in r.stderr
+    r = nmt("translate", trained["additive"] / "best.pt", "--beam", "4", "--nbest", "3",
+            input="Ein Hund.\n\nEine Katze.\n")
+    assert r.returncode == 0, r.stderr
+    rows = [line.split(" ||| ") for line in r.stdout.splitlines()]
+    assert [row[0] for row in rows] == ["0", "0", "0", "1", "2", "2", "2"]
+    scores = [float(row[2]) for row in rows if row[0] == "0"]
+    assert scores == sorted(scores, reverse=True)
+    r = nmt("translate", trained["additive"] / "best.pt", "--beam", "2", "--nbest", "3", input="x\n")
+    assert r.returncode == 2 and "--nbest 3 needs --beam" in r.stderr
     r = nmt("translate", trained["additive"] / "best.pt", "--length-penalty", "huge", input="x\n")
     assert r.returncode == 2 and "--length-penalty" in r.stderr
 

@@ -33,6 +33,9 @@ def test_overrides_are_typed(tmp_path):
     ({"data": {"src_lang": "en", "tgt_lang": "en"}}, "data.tgt_lang"),
     ({"train": {"progress": "yes"}}, "train.progress: expected true or false"),
     ({"train": 3}, "train: expected a mapping"),
+    ({"search": {"beam_size": 0}}, "search.beam_size: must be positive"),
+    ({"model": {"tie_embeddings": True, "output_dim": 100}}, "model.tie_embeddings: needs"),
+    ({"name": "../etc"}, "name: '../etc' must be"),
 ])
 def test_invalid_values_name_the_dotted_key(raw, message):
     with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("(", r"\(")):

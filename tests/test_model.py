@@ -84,3 +84,12 @@ def test_greedy_stops_at_length_limit(toy_vocabs):
     batch = _batch(*toy_vocabs)
     hyps = greedy(model, batch.src, batch.src_len, max_ratio=0.0)
     assert all(len(h.tokens) <= 10 for h in hyps)
+
+
+def test_tied_embeddings_share_one_matrix(toy_vocabs):
+    model = tiny_model(*toy_vocabs, tie_embeddings=True, output_dim=16, emb_dim=16)
+    assert model.generator.weight is model.decoder.embed.weight
+    untied = tiny_model(*toy_vocabs, output_dim=16, emb_dim=16)
+    from nmt.model import count_parameters
+
+    assert count_parameters(untied) - count_parameters(model) == model.generator.weight.numel()
