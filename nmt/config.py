@@ -50,6 +50,9 @@ class DataConfig:
     test_splits: tuple[str, ...] = ("test_2016_flickr", "test_2017_flickr")
     # training pairs with more words than this on either side are dropped (never eval)
     max_train_words: int | None = 80
+    # add joined training pairs: for each k, every k consecutive pairs joined into one
+    # (as the long-sentence test set is built); empty = off. Same for every model compared.
+    train_join_ks: tuple[int, ...] = ()
     # take only the first N pairs of a split (quick experiments, tests)
     train_limit: int | None = None
     valid_limit: int | None = None
@@ -284,6 +287,8 @@ def _validate(cfg: Config) -> None:
             raise ConfigError(f"{key}: must be positive, got {value}")
     if cfg.search.alpha < 0:
         raise ConfigError(f"search.alpha: must be >= 0, got {cfg.search.alpha}")
+    if any(k < 2 for k in d.train_join_ks):
+        raise ConfigError(f"data.train_join_ks: every k must be at least 2, got {list(d.train_join_ks)}")
     if not 0.0 <= m.dropout < 1.0:
         raise ConfigError(f"model.dropout: must be in [0, 1), got {m.dropout}")
     if not 0.0 <= t.label_smoothing < 1.0:

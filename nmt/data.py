@@ -79,6 +79,19 @@ def filter_training_pairs(pairs: list[Pair], max_words: int | None) -> tuple[lis
     return kept, FilterStats(len(kept), empty, too_long)
 
 
+def add_joined_pairs(pairs: list[Pair], ks: tuple[int, ...]) -> list[Pair]:
+    """``pairs`` plus, for each k, every block of k consecutive pairs joined into one pair
+    (source to source, target to target); see :mod:`nmt.longsets`."""
+    from nmt.longsets import join_consecutive
+
+    out = list(pairs)
+    for k in ks:
+        joined = join_consecutive([p.src for p in pairs], [p.tgt for p in pairs], k)
+        out += [Pair(s, t, f"{pairs[i].origin} (+{k - 1} joined)")
+                for s, t, i in zip(joined.sources, joined.references, joined.start)]
+    return out
+
+
 def encode_pairs(pairs: list[Pair], src_vocab: Vocab, tgt_vocab: Vocab,
                  max_src_pieces: int | None = None) -> list[Example]:
     """Encode pairs to piece ids; sources longer than ``max_src_pieces`` are cut."""

@@ -13,7 +13,7 @@ import yaml
 from nmt.checkpoint import CheckpointError, read_payload
 from nmt.config import Config, from_dict
 from nmt.corpus import DataError, Pair, read_split
-from nmt.data import encode_pairs, filter_training_pairs
+from nmt.data import add_joined_pairs, encode_pairs, filter_training_pairs
 from nmt.evaluate import score
 from nmt.model import build_model, count_parameters
 from nmt.train import TrainState, train
@@ -59,17 +59,20 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     d = cfg.data
-    train_pairs, stats = filter_training_pairs(read_split(d, d.train_split, d.train_limit),
+    raw_train = read_split(d, d.train_split, d.train_limit)
+    train_pairs, stats = filter_training_pairs(add_joined_pairs(raw_train, d.train_join_ks),
                                                d.max_train_words)
-    log(f"train {d.src_lang}->{d.tgt_lang}: kept {stats.kept} pairs, skipped {stats.empty} "
-        f"with an empty side and {stats.too_long} longer than {d.max_train_words} words")
+    joined = f" (with joined pairs for k in {list(d.train_join_ks)})" if d.train_join_ks else ""
+    log(f"train {d.src_lang}->{d.tgt_lang}{joined}: kept {stats.kept} pairs, skipped "
+        f"{stats.empty} with an empty side and {stats.too_long} longer than "
+        f"{d.max_train_words} words")
     if not train_pairs:
         raise DataError(f"no training pairs left in split {d.train_split!r}")
     valid_pairs = read_split(d, d.valid_split, d.valid_limit)
     if payload is not None:
         src_vocab, tgt_vocab = Vocab(payload["src_spm"]), Vocab(payload["tgt_spm"])
-    else:
-        src_vocab, tgt_vocab = build_vocabs(cfg, train_pairs)
+    else:  # joined pairs repeat sentences: the vocabulary sees each original pair once
+        src_vocab, tgt_vocab = build_vocabs(cfg, [p for p in raw_train if p.src and p.tgt])
     log(f"vocabulary: {len(src_vocab)} source / {len(tgt_vocab)} target pieces")
     train_ex = encode_pairs(train_pairs, src_vocab, tgt_vocab)
     valid_ex = encode_pairs([p for p in valid_pairs if p.src and p.tgt], src_vocab, tgt_vocab)

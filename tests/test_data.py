@@ -146,3 +146,15 @@ def test_hub_language_columns_and_missing_keys(monkeypatch):
     _fake_hub(monkeypatch, [{"translation": {"de": "Hallo", "en": "Hello"}}])
     with pytest.raises(DataError, match=r"no 'fr'/'en' keys \(found \['de', 'en'\]\)"):
         read_split(DataConfig(source="hf", src_lang="fr"), "train")
+
+
+def test_joined_training_pairs_are_added_and_then_length_filtered():
+    from nmt.data import add_joined_pairs
+
+    pairs = [Pair(f"s{i} a b", f"t{i} x", f"f:{i}") for i in range(1, 6)]
+    out = add_joined_pairs(pairs, (2, 3))
+    assert len(out) == 5 + 2 + 1
+    assert (out[5].src, out[5].tgt) == ("s1 a b s2 a b", "t1 x t2 x")
+    assert (out[7].src, out[7].tgt) == ("s1 a b s2 a b s3 a b", "t1 x t2 x t3 x")
+    kept, stats = filter_training_pairs(out, max_words=6)
+    assert stats.too_long == 1 and len(kept) == 7
