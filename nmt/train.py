@@ -307,6 +307,7 @@ class Trainer:
                 if not self._epoch(stop):
                     break
         if self.world > 1 and dist.is_initialized():
+            dist.barrier()  # rank 0 may still be writing; tearing down under it aborts gloo
             dist.destroy_process_group()
         return self.state
 
