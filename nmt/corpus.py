@@ -69,10 +69,11 @@ def _find_split_file(directory: Path, split: str, lang: str) -> Path:
     for name in (f"{split}.{lang}", f"{split}.{lang}.gz"):
         if (directory / name).exists():
             return directory / name
-    available = sorted(p.name for p in directory.iterdir()) if directory.is_dir() else []
+    names = [p.name.removesuffix(".gz") for p in directory.iterdir()] if directory.is_dir() else []
+    splits = sorted({n.rsplit(".", 1)[0] for n in names if n.endswith(f".{lang}")})
     raise DataError(
         f"{directory}: no file {split}.{lang} or {split}.{lang}.gz "
-        f"(found: {', '.join(available[:12]) or 'nothing'})"
+        f"(splits with .{lang} files here: {', '.join(splits) or 'none'})"
     )
 
 
