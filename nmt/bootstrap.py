@@ -101,6 +101,7 @@ class BucketRow:
 
     @property
     def label(self) -> str:
+        """The bucket as text, e.g. ``"11-20"`` or ``"31+"``."""
         return bucket_label(self.min_len, self.max_len)
 
 

@@ -17,6 +17,12 @@ from nmt.corpus import DataError
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="RNN encoder-decoder translation with selectable attention.")
 
+# search options shared by evaluate and translate; defaults come from the checkpoint
+BEAM_OPTION = typer.Option(None, min=1, help="Beam size (1 = greedy); default: the "
+                           "checkpoint's search.beam_size.")
+ALPHA_OPTION = typer.Option(None, min=0.0, help="GNMT length penalty alpha.")
+LENGTH_PENALTY_OPTION = typer.Option(None, help="gnmt | average | none.")
+
 USER_ERRORS = (ConfigError, DataError, CheckpointError, ValueError, OSError)
 
 
@@ -71,9 +77,9 @@ def evaluate(
     batch_size: int = typer.Option(64, min=1, help="Sentences per decoding batch."),
     examples: int = typer.Option(0, min=0, help="Print this many example translations."),
     data_path: Optional[str] = typer.Option(None, help="Override data.path of the checkpoint."),
-    beam: Optional[int] = typer.Option(None, min=1, help="Beam size (1 = greedy); default: the checkpoint's search.beam_size."),
-    alpha: Optional[float] = typer.Option(None, min=0.0, help="GNMT length penalty alpha."),
-    length_penalty: Optional[str] = typer.Option(None, help="gnmt | average | none."),
+    beam: Optional[int] = BEAM_OPTION,
+    alpha: Optional[float] = ALPHA_OPTION,
+    length_penalty: Optional[str] = LENGTH_PENALTY_OPTION,
 ) -> None:
     """Decode a test set and report sacreBLEU, chrF and BLEU by source length."""
     from nmt.scoring import evaluate_checkpoints
@@ -106,9 +112,9 @@ def translate(
                               "'index ||| text ||| score' (needs --beam >= N)."),
     plot: Optional[Path] = typer.Option(None, help="Draw the attention heatmap to this PNG "
                                         "(several lines: FILE_1.png, FILE_2.png, ...)."),
-    beam: Optional[int] = typer.Option(None, min=1, help="Beam size (1 = greedy); default: the checkpoint's search.beam_size."),
-    alpha: Optional[float] = typer.Option(None, min=0.0, help="GNMT length penalty alpha."),
-    length_penalty: Optional[str] = typer.Option(None, help="gnmt | average | none."),
+    beam: Optional[int] = BEAM_OPTION,
+    alpha: Optional[float] = ALPHA_OPTION,
+    length_penalty: Optional[str] = LENGTH_PENALTY_OPTION,
 ) -> None:
     """Translate interactively (terminal) or as a filter (one line out per line in)."""
     from nmt.checkpoint import load_checkpoint
@@ -178,6 +184,7 @@ def study(
 
 
 def main() -> None:
+    """Entry point of the ``nmt`` console command."""
     app()
 
 

@@ -43,6 +43,7 @@ class Batch:
     index: torch.Tensor
 
     def to(self, device: torch.device) -> "Batch":
+        """The same batch with its id tensors on ``device`` (lengths stay on CPU for packing)."""
         return Batch(self.src.to(device), self.src_len, self.tgt_in.to(device),
                      self.tgt_out.to(device), self.index)
 

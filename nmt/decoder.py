@@ -55,6 +55,7 @@ class DecoderState:
     feed: torch.Tensor | None
 
     def index_select(self, idx: torch.Tensor) -> "DecoderState":
+        """Rows ``idx`` (K,) of the state: hidden (L, K, D), feed (K, O)."""
         return DecoderState(self.hidden.index_select(1, idx),
                             None if self.feed is None else self.feed.index_select(0, idx))
 

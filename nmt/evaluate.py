@@ -35,6 +35,7 @@ class Scores:
     n_sentences: int = 0
 
     def to_json(self) -> dict:
+        """Plain dict for ``--json`` (BLEU and chrF 0-100)."""
         return asdict(self)
 
 
@@ -74,6 +75,7 @@ def parse_buckets(text: str) -> tuple[tuple[int, int | None], ...]:
 
 
 def bucket_label(lo: int, hi: int | None) -> str:
+    """``"11-20"``, or ``"31+"`` when the bucket has no upper bound."""
     return f"{lo}+" if hi is None else f"{lo}-{hi}"
 
 

@@ -45,8 +45,10 @@ class Schedule:
             self.scheduler.step(bleu)
 
     def state_dict(self) -> dict | None:
+        """The torch scheduler's state for the checkpoint (None for constant)."""
         return None if self.scheduler is None else self.scheduler.state_dict()
 
     def load_state_dict(self, state: dict | None) -> None:
+        """Restore :meth:`state_dict` output on resume."""
         if self.scheduler is not None and state is not None:
             self.scheduler.load_state_dict(state)

@@ -149,6 +149,7 @@ class _Open:
         return _Open(log_prob, toks, att)  # att: (N', t+1, S)
 
     def select(self, rows: torch.Tensor) -> "_Open":
+        """Rows ``rows`` (N,) of every open-hypothesis tensor."""
         pick = lambda x: None if x is None else x.index_select(0, rows)  # noqa: E731
         return _Open(pick(self.log_prob), pick(self.tokens), pick(self.attention))
 

@@ -35,9 +35,11 @@ class PlannedRun:
 
     @property
     def out_dir(self) -> Path:
+        """The run directory, ``runs/{run_prefix}_{attention}`` by default."""
         return self.cfg.out_dir()
 
     def overrides(self, study: StudyConfig) -> list[str]:
+        """The ``key=value`` overrides that turn the base config into this run's config."""
         return [*study.overrides, f"model.attention={self.attention}",
                 f"name={study.run_prefix}_{self.attention}"]
 

@@ -145,6 +145,7 @@ class Trainer:
         self.schedule = Schedule(self.optimizer, self.t)
         self.state = TrainState()
         self.started = time.monotonic()
+        self.batches_per_epoch = 1  # set by each epoch; for the fractional-epoch log
 
     def _setup_device(self) -> torch.device:
         device = pick_device(self.t.device)
@@ -186,8 +187,7 @@ class Trainer:
 
     def _epochs_done(self) -> float:
         """Completed epochs, with the fraction of the current one."""
-        n = len(self._batches()) if self.state.batch_in_epoch else 1
-        return self.state.epoch + self.state.batch_in_epoch / max(n, 1)
+        return self.state.epoch + self.state.batch_in_epoch / max(self.batches_per_epoch, 1)
 
     def _batches(self) -> list[list[Example]]:
         batches = make_batches(self.train_examples, self.t.batch_size, self.t.max_tokens,
@@ -229,6 +229,7 @@ class Trainer:
         """Train the rest of the current epoch; False when interrupted by a signal."""
         st, t = self.state, self.t
         batches = self._batches()
+        self.batches_per_epoch = len(batches)
         self.net.train()
         bar = tqdm(total=len(batches), initial=st.batch_in_epoch, desc=f"epoch {st.epoch + 1}",
                    disable=None if t.progress and self.rank == 0 else True,

@@ -46,6 +46,7 @@ class Decoding:
     n_best: int = 1  # hypotheses kept per sentence (<= beam_size)
 
     def describe(self) -> str:
+        """One line for reports, e.g. ``beam search, beam 5, GNMT length penalty alpha=0.6``."""
         if self.beam_size == 1:
             return "greedy search"
         lp = "no length penalty" if self.length_penalty == "none" else (

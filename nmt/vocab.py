@@ -38,6 +38,7 @@ class Vocab:
         return self.sp.decode([i for i in ids if i > EOS])
 
     def id_to_piece(self, i: int) -> str:
+        """The piece string of id ``i`` (for alignments and heatmaps)."""
         return self.sp.id_to_piece(int(i))
 
 
