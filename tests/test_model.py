@@ -93,3 +93,21 @@ def test_tied_embeddings_share_one_matrix(toy_vocabs):
     from nmt.model import count_parameters
 
     assert count_parameters(untied) - count_parameters(model) == model.generator.weight.numel()
+
+
+def test_label_smoothed_loss_mixes_nll_with_uniform_and_ignores_padding(toy_vocabs):
+    # Szegedy et al. 2016, sec. 7: target distribution (1 - eps) * one-hot + eps / V.
+    model = tiny_model(*toy_vocabs).eval()
+    batch = _batch(*toy_vocabs)
+    eps = 0.1
+    with torch.no_grad():
+        logits, _ = model.logits(batch.src, batch.src_len, batch.tgt_in)
+        logp = torch.log_softmax(logits, -1)
+        real = batch.tgt_out != 0
+        nll = -logp.gather(-1, batch.tgt_out.unsqueeze(-1)).squeeze(-1)[real].sum()
+        uniform = -logp.mean(-1)[real].sum()
+        plain = model(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out)
+        smoothed = model(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out, label_smoothing=eps)
+    assert torch.allclose(plain, nll, rtol=1e-5)
+    assert torch.allclose(smoothed, (1 - eps) * nll + eps * uniform, rtol=1e-5)
+    assert not torch.allclose(smoothed, plain)

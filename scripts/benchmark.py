@@ -1,0 +1,142 @@
+"""Training and decoding speed of a checkpoint's model on its own corpus.
+
+Measures, on the device the run would use (CUDA when present):
+
+* training throughput: target tokens per second over ``--train-steps`` teacher-forced
+  Adam steps on shuffled, length-bucketed training batches of the checkpoint's
+  ``train.batch_size`` / ``train.max_tokens`` (after ``--warmup`` untimed steps), and the
+  implied minutes per Multi30k epoch;
+* decoding speed: source sentences per second for greedy search and beam search on the
+  first ``--sentences`` sentences of the validation split;
+* peak memory: resident set size of this process (CPU) or peak CUDA memory, in MiB.
+
+The checkpoint's weights are copied, so the file is never modified. Speed targets belong
+here, not in the test suite: numbers depend on the machine and on what else runs on it.
+
+Usage::
+
+    python scripts/benchmark.py runs/recipe_deen/best.pt [--threads 2] [--train-steps 40]
+        [--sentences 200] [--beam 5] [--json results/benchmark_cpu.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import platform
+import resource
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from nmt.checkpoint import CheckpointError, load_checkpoint
+from nmt.corpus import DataError, read_split
+from nmt.data import collate, encode_pairs, filter_training_pairs, make_batches
+from nmt.translate import Decoding, translate_lines
+from nmt.train import pick_device
+
+
+def peak_memory_mib(device: torch.device) -> float:
+    """Peak CUDA memory on ``device`` or the process's peak resident set size, in MiB."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def sync(device: torch.device) -> None:
+    """Wait for queued CUDA work so wall-clock timings are real."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("checkpoint", type=Path)
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    parser.add_argument("--train-steps", type=int, default=40)
+    parser.add_argument("--warmup", type=int, default=5, help="untimed training steps first")
+    parser.add_argument("--sentences", type=int, default=200, help="validation sentences to decode")
+    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--data-path", default=None, help="override the checkpoint's data.path")
+    parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
+    args = parser.parse_args()
+    for name in ("train_steps", "sentences", "beam"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    device = pick_device(args.device)
+    try:
+        loaded = load_checkpoint(args.checkpoint, device)
+    except CheckpointError as e:
+        raise SystemExit(f"error: {e}")
+    cfg = loaded.cfg
+    data_cfg = cfg.data if args.data_path is None else dataclasses.replace(cfg.data, path=args.data_path)
+    try:
+        train_pairs, _ = filter_training_pairs(read_split(data_cfg, cfg.data.train_split),
+                                               cfg.data.max_train_words)
+        val_pairs = read_split(data_cfg, cfg.data.valid_split, limit=args.sentences)
+    except DataError as e:
+        raise SystemExit(f"error: {e}")
+
+    model, t = loaded.model, cfg.train
+    examples = encode_pairs(train_pairs, loaded.src_vocab, loaded.tgt_vocab)
+    batches = make_batches(examples, t.batch_size, t.max_tokens, shuffle_seed=t.seed)
+    needed = args.warmup + args.train_steps
+    if len(batches) < needed:
+        raise SystemExit(f"error: only {len(batches)} training batches, need {needed}")
+    epoch_tokens = sum(len(e.tgt) + 1 for e in examples)
+
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=t.lr)
+    tokens, start = 0, 0.0
+    for i, chunk in enumerate(batches[:needed]):
+        if i == args.warmup:
+            sync(device)
+            start, tokens = time.perf_counter(), 0
+        batch = collate(chunk).to(device)
+        optimizer.zero_grad()
+        loss = model(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out, t.label_smoothing)
+        (loss / batch.n_tokens).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm)
+        optimizer.step()
+        tokens += batch.n_tokens
+    sync(device)
+    train_tok_s = tokens / (time.perf_counter() - start)
+
+    model.eval()
+    lines = [p.src for p in val_pairs]
+    decode = {}
+    for beam in sorted({1, args.beam}):
+        decoding = Decoding(beam_size=beam, alpha=cfg.search.alpha, max_ratio=t.max_output_ratio)
+        sync(device)
+        start = time.perf_counter()
+        with torch.no_grad():
+            translate_lines(model, loaded.src_vocab, loaded.tgt_vocab, lines, decoding=decoding)
+        sync(device)
+        decode["greedy" if beam == 1 else f"beam{beam}"] = len(lines) / (time.perf_counter() - start)
+
+    result = {
+        "checkpoint": str(args.checkpoint),
+        "device": str(device) if device.type != "cuda" else torch.cuda.get_device_name(device),
+        "cpu": platform.processor() or platform.machine(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "train_target_tokens_per_s": round(train_tok_s, 1),
+        "train_minutes_per_epoch_without_validation": round(epoch_tokens / train_tok_s / 60, 2),
+        "decode_sentences_per_s": {k: round(v, 2) for k, v in decode.items()},
+        "peak_memory_mib": round(peak_memory_mib(device), 1),
+    }
+    print(json.dumps(result, indent=1))
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
