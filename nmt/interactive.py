@@ -116,9 +116,12 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
         for tr, path in zip(drawn, plot_paths(plot, len(drawn))):
             draw(tr, path)
             print(f"heatmap: {path}", file=sys.stderr)
-    n_cut = sum(t.truncated for t in results)
-    if n_cut:
-        print(f"warning: {n_cut} input line(s) cut to the first 400 pieces", file=sys.stderr)
+    cut_lines = [i + 1 for i, t in enumerate(results) if t.truncated]
+    if cut_lines:
+        shown = ", ".join(map(str, cut_lines[:10])) + (", ..." if len(cut_lines) > 10 else "")
+        word = "line" if len(cut_lines) == 1 else "lines"
+        print(f"warning: {input_path or 'stdin'}: {len(cut_lines)} input {word} cut to the first "
+              f"400 pieces ({word} {shown}, counting from 1)", file=sys.stderr)
     out = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout
     try:
         for i, tr in enumerate(results):

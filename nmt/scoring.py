@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from nmt.checkpoint import load_checkpoint
+from nmt.config import DataConfig
 from nmt.corpus import DataError, read_lines, read_split
 from nmt.evaluate import Scores, format_table, parse_buckets, score
 from nmt.train import pick_device
@@ -25,6 +26,24 @@ class Report:
     json: list[dict[str, Any]]
 
 
+def stored_corpus(data: DataConfig, data_path: str | None = None) -> DataConfig:
+    """A checkpoint's data config, with ``data_path`` (``--data-path``) replacing ``data.path``.
+
+    Raises:
+        DataError: ``data.path`` is a relative directory that does not exist from the current
+            directory; ``auto`` would otherwise fall back to the hub and fail less clearly.
+    """
+    if data_path is not None:
+        data = dataclasses.replace(data, path=data_path)
+        if data.source in ("auto", "dir") and not Path(data_path).expanduser().is_dir():
+            raise DataError(f"--data-path {data_path!r} is not a directory")
+    if data.source == "auto" and data.path and not Path(data.path).expanduser().is_dir():
+        raise DataError(f"data.path {data.path!r} stored in the checkpoint is not a directory "
+                        f"from here ({Path.cwd()}): run from the directory you trained in, or "
+                        "pass --data-path DIR (or --src/--ref files)")
+    return data
+
+
 def _test_set(loaded, split: str | None, src: Path | None, ref: Path | None,
               data_path: str | None) -> tuple[str, list[str], list[str]]:
     """(label, sources, references) from files or a named split of the checkpoint's corpus."""
@@ -37,16 +56,10 @@ def _test_set(loaded, split: str | None, src: Path | None, ref: Path | None,
         if len(sources) != len(references):
             raise DataError(f"{src} has {len(sources)} lines but {ref} has {len(references)}")
         return src.name, sources, references
-    data = loaded.cfg.data
-    if data_path is not None:
-        data = dataclasses.replace(data, path=data_path)
+    data = stored_corpus(loaded.cfg.data, data_path)
     name = split or (data.test_splits[0] if data.test_splits else None)
     if name is None:
         raise DataError("no --split given and the checkpoint's data.test_splits is empty")
-    if data.source == "auto" and data.path and not Path(data.path).expanduser().is_dir():
-        raise DataError(f"data.path {data.path!r} stored in the checkpoint is not a directory "
-                        f"from here ({Path.cwd()}): run from the directory you trained in, or "
-                        "pass --data-path DIR (or --src/--ref files)")
     pairs = read_split(data, name)
     return name, [p.src for p in pairs], [p.tgt for p in pairs]
 

@@ -10,7 +10,8 @@ Measures, on the device the run would use (CUDA when present):
   first ``--sentences`` sentences of the validation split;
 * peak memory: resident set size of this process (CPU) or peak CUDA memory, in MiB.
 
-The checkpoint's weights are copied, so the file is never modified. Speed targets belong
+Decoding runs first, on the checkpoint's weights; the training steps then change the
+in-memory copy only, never the file. Speed targets belong
 here, not in the test suite: numbers depend on the machine and on what else runs on it.
 
 Usage::
@@ -22,8 +23,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
+import os
 import platform
 import resource
 import sys
@@ -34,8 +35,9 @@ import torch
 
 from nmt.checkpoint import CheckpointError, load_checkpoint
 from nmt.corpus import DataError, read_split
-from nmt.data import collate, encode_pairs, filter_training_pairs, make_batches
-from nmt.translate import Decoding, translate_lines
+from nmt.data import add_joined_pairs, collate, encode_pairs, filter_training_pairs, make_batches
+from nmt.scoring import stored_corpus
+from nmt.translate import decoding_from_config, translate_lines
 from nmt.train import pick_device
 
 
@@ -64,27 +66,52 @@ def main() -> None:
     parser.add_argument("--data-path", default=None, help="override the checkpoint's data.path")
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     args = parser.parse_args()
-    for name in ("train_steps", "sentences", "beam"):
-        if getattr(args, name) < 1:
+    for name in ("train_steps", "sentences", "beam", "threads"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.warmup < 0:
+        parser.error("--warmup must be 0 or more")
+    if args.json is not None and not args.json.parent.is_dir():
+        parser.error(f"--json: directory {args.json.parent} does not exist")
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    device = pick_device(args.device)
+    try:
+        device = pick_device(args.device)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("CUDA is not available on this machine")
+        torch.empty(1, device=device)
+    except (RuntimeError, AssertionError) as e:
+        parser.error(f"--device {args.device}: {e}")
     try:
         loaded = load_checkpoint(args.checkpoint, device)
-    except CheckpointError as e:
-        raise SystemExit(f"error: {e}")
-    cfg = loaded.cfg
-    data_cfg = cfg.data if args.data_path is None else dataclasses.replace(cfg.data, path=args.data_path)
-    try:
-        train_pairs, _ = filter_training_pairs(read_split(data_cfg, cfg.data.train_split),
-                                               cfg.data.max_train_words)
+        cfg = loaded.cfg
+        data_cfg = stored_corpus(cfg.data, args.data_path)
+        # The epoch the run trained on: same filter, same joined pairs, same limit.
+        train_pairs, _ = filter_training_pairs(
+            read_split(data_cfg, cfg.data.train_split, limit=cfg.data.train_limit),
+            cfg.data.max_train_words)
+        train_pairs = add_joined_pairs(train_pairs, cfg.data.train_join_ks)
         val_pairs = read_split(data_cfg, cfg.data.valid_split, limit=args.sentences)
-    except DataError as e:
+    except (CheckpointError, DataError) as e:
         raise SystemExit(f"error: {e}")
 
     model, t = loaded.model, cfg.train
+
+    # Decoding first, on the checkpoint's own weights (training below changes them).
+    model.eval()
+    lines = [p.src for p in val_pairs]
+    decode = {}
+    for beam in sorted({1, args.beam}):
+        decoding = decoding_from_config(cfg, beam_size=beam)
+        with torch.no_grad():  # untimed warm-up: first-call allocation and CUDA start-up
+            translate_lines(model, loaded.src_vocab, loaded.tgt_vocab, lines[:8], decoding=decoding)
+            sync(device)
+            start = time.perf_counter()
+            translate_lines(model, loaded.src_vocab, loaded.tgt_vocab, lines, decoding=decoding)
+            sync(device)
+        decode["greedy" if beam == 1 else f"beam{beam}"] = len(lines) / (time.perf_counter() - start)
+
     examples = encode_pairs(train_pairs, loaded.src_vocab, loaded.tgt_vocab)
     batches = make_batches(examples, t.batch_size, t.max_tokens, shuffle_seed=t.seed)
     needed = args.warmup + args.train_steps
@@ -109,22 +136,10 @@ def main() -> None:
     sync(device)
     train_tok_s = tokens / (time.perf_counter() - start)
 
-    model.eval()
-    lines = [p.src for p in val_pairs]
-    decode = {}
-    for beam in sorted({1, args.beam}):
-        decoding = Decoding(beam_size=beam, alpha=cfg.search.alpha, max_ratio=t.max_output_ratio)
-        sync(device)
-        start = time.perf_counter()
-        with torch.no_grad():
-            translate_lines(model, loaded.src_vocab, loaded.tgt_vocab, lines, decoding=decoding)
-        sync(device)
-        decode["greedy" if beam == 1 else f"beam{beam}"] = len(lines) / (time.perf_counter() - start)
-
     result = {
         "checkpoint": str(args.checkpoint),
         "device": str(device) if device.type != "cuda" else torch.cuda.get_device_name(device),
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": f"{platform.machine()}, {os.cpu_count()} logical cores",
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "train_target_tokens_per_s": round(train_tok_s, 1),

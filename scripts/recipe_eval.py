@@ -11,9 +11,12 @@
 
 Usage::
 
-    python scripts/recipe_eval.py runs/recipe_deen deen_recipe [--beam 5] [--alphas 0.6,1.0,1.4] [--average 5]
+    python scripts/recipe_eval.py runs/recipe_deen recipe_deen [--beam 5] [--alphas 0.6,1.0,1.4]
+        [--average 5] [--data-path DIR]
 
-Every number comes from ``nmt evaluate`` (sacreBLEU, with signatures in the JSON).
+Run it from the directory the training ran in (the checkpoint stores a relative
+``data.path``), or pass ``--data-path``. Every number comes from ``nmt evaluate``
+(sacreBLEU, with signatures in the JSON).
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ NMT = [sys.executable, "-m", "nmt"]
 
 
 def run_nmt(args: list[str], text_out: Path | None = None) -> None:
-    """Run one ``nmt`` command from the repository root; tee its output to ``text_out``."""
-    proc = subprocess.run(NMT + args, cwd=ROOT, capture_output=True, text=True)
+    """Run one ``nmt`` command from the current directory; tee its output to ``text_out``."""
+    proc = subprocess.run(NMT + args, capture_output=True, text=True)
     sys.stdout.write(proc.stdout)
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr)
@@ -39,30 +42,85 @@ def run_nmt(args: list[str], text_out: Path | None = None) -> None:
         text_out.write_text(proc.stdout, encoding="utf-8")
 
 
-def evaluate(ckpts: list[Path], split: str, beam: int, alpha: float, stem: Path) -> list[dict]:
+def evaluate(ckpts: list[Path], split: str, beam: int, alpha: float, stem: Path,
+             data_path: str | None) -> list[dict]:
     """``nmt evaluate`` on ``ckpts``; writes ``{stem}.json`` and ``{stem}.txt`` and returns
     the JSON records (one per checkpoint)."""
     # Not Path.with_suffix: a stem such as "..._alpha0.6" would lose its ".6".
     json_out, text_out = Path(f"{stem}.json"), Path(f"{stem}.txt")
-    run_nmt(["evaluate", *map(str, ckpts), "--split", split,
-             "--beam", str(beam), "--alpha", str(alpha), "--json", str(json_out)], text_out=text_out)
+    extra = [] if data_path is None else ["--data-path", data_path]
+    run_nmt(["evaluate", *map(str, ckpts), "--split", split, "--beam", str(beam),
+             "--alpha", str(alpha), "--json", str(json_out), *extra], text_out=text_out)
     return json.loads(json_out.read_text(encoding="utf-8"))
+
+
+def parse_alphas(text: str) -> list[float]:
+    """``"0.6,1.0"`` -> ``[0.6, 1.0]``; raises ValueError naming the bad entry."""
+    alphas = []
+    for part in text.split(","):
+        try:
+            alpha = float(part)
+        except ValueError:
+            raise ValueError(f"--alphas: {part!r} is not a number (give e.g. 0.6,1.0,1.4)") from None
+        if alpha < 0:
+            raise ValueError(f"--alphas: {alpha} is negative")
+        alphas.append(alpha)
+    return alphas
+
+
+def check_splits(best: Path, splits: list[str], data_path: str | None) -> None:
+    """Fail now, not after an hour of decoding, if a split cannot be read."""
+    from nmt.checkpoint import read_payload
+    from nmt.config import from_dict
+    from nmt.corpus import DataError, read_split
+    from nmt.scoring import stored_corpus
+
+    try:
+        data = stored_corpus(from_dict(read_payload(best)["config"]).data, data_path)
+        for split in splits:
+            read_split(data, split, limit=1)
+    except (DataError, OSError) as e:
+        raise SystemExit(f"error: {e}")
+
+
+def relative(path: Path) -> str:
+    """``path`` relative to the current directory when it lies below it (for portable JSON)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path, help="run directory with best.pt and step_*.pt")
     parser.add_argument("name", help="prefix of the files written under results/")
-    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--beam", type=int, default=5, help="beam size (at least 2)")
     parser.add_argument("--alphas", default="0.6,1.0,1.4", help="comma-separated GNMT alphas to try on val")
     parser.add_argument("--average", type=int, default=5, help="average the last N kept checkpoints (0: off)")
-    parser.add_argument("--valid-split", default="val")
+    parser.add_argument("--valid-split", default="val", help="split used to choose checkpoint and alpha")
     parser.add_argument("--test-splits", default="test_2016_flickr,test_2017_flickr")
+    parser.add_argument("--data-path", default=None, help="override the checkpoint's data.path")
     args = parser.parse_args()
+    if args.beam < 2:
+        parser.error("--beam must be at least 2 (greedy search is always decoded too)")
+    if args.average < 0:
+        parser.error("--average must be 0 (off) or more")
+    try:
+        alphas = parse_alphas(args.alphas)
+    except ValueError as e:
+        parser.error(str(e))
+    test_splits = [s for s in args.test_splits.split(",") if s]
+    if not test_splits:
+        parser.error("--test-splits is empty")
+    if args.valid_split in test_splits:
+        parser.error(f"--valid-split {args.valid_split} is also a test split: choosing on it "
+                     "would overstate the test score")
 
     run = args.run
     if not (run / "best.pt").is_file():
-        raise SystemExit(f"{run}/best.pt not found: is {run} a finished training run?")
+        raise SystemExit(f"error: {run}/best.pt not found: is {run} a finished training run?")
+    check_splits(run / "best.pt", [args.valid_split, *test_splits], args.data_path)
     results = ROOT / "results"
     results.mkdir(exist_ok=True)
     candidates = [run / "best.pt"]
@@ -70,34 +128,41 @@ def main() -> None:
         run_nmt(["average", str(run), "--last", str(args.average), "-o", str(run / "averaged.pt")])
         candidates.append(run / "averaged.pt")
 
-    alphas = [float(a) for a in args.alphas.split(",")]
+    def stem(split: str, beam: int, alpha: float | None = None) -> Path:
+        suffix = "" if alpha is None else f"_alpha{alpha:g}"
+        return results / f"{args.name}_{split}_beam{beam}{suffix}"
+
     val_rows = []
-    greedy = evaluate(candidates, args.valid_split, 1, 0.0, results / f"{args.name}_{args.valid_split}_beam1")
-    for rec in greedy:
-        val_rows.append({"checkpoint": rec["checkpoint"], "beam": 1, "alpha": None, "bleu": rec["bleu"]})
+    for rec in evaluate(candidates, args.valid_split, 1, 0.0, stem(args.valid_split, 1), args.data_path):
+        val_rows.append({"checkpoint": relative(Path(rec["checkpoint"])), "beam": 1, "alpha": None,
+                         "bleu": rec["bleu"]})
     for alpha in alphas:
         recs = evaluate(candidates, args.valid_split, args.beam, alpha,
-                        results / f"{args.name}_{args.valid_split}_beam{args.beam}_alpha{alpha:g}")
+                        stem(args.valid_split, args.beam, alpha), args.data_path)
         for rec in recs:
-            val_rows.append({"checkpoint": rec["checkpoint"], "beam": args.beam, "alpha": alpha, "bleu": rec["bleu"]})
-    chosen = max((r for r in val_rows if r["beam"] == args.beam), key=lambda r: r["bleu"])
+            val_rows.append({"checkpoint": relative(Path(rec["checkpoint"])), "beam": args.beam,
+                             "alpha": alpha, "bleu": rec["bleu"]})
+    chosen = max((r for r in val_rows if r["alpha"] is not None), key=lambda r: r["bleu"])
     ckpt = Path(chosen["checkpoint"])
     print(f"chosen on {args.valid_split}: {ckpt} beam {args.beam} alpha {chosen['alpha']} "
           f"(val BLEU {chosen['bleu']:.2f})")
 
     tests = {}
-    for split in args.test_splits.split(","):
-        g = evaluate([ckpt], split, 1, 0.0, results / f"{args.name}_{split}_beam1")[0]
-        b = evaluate([ckpt], split, args.beam, chosen["alpha"], results / f"{args.name}_{split}_beam{args.beam}")[0]
+    for split in test_splits:
+        g = evaluate([ckpt], split, 1, 0.0, stem(split, 1), args.data_path)[0]
+        b = evaluate([ckpt], split, args.beam, chosen["alpha"],
+                     stem(split, args.beam, chosen["alpha"]), args.data_path)[0]
         tests[split] = {
             "greedy_bleu": g["bleu"], "beam_bleu": b["bleu"], "beam_gain": b["bleu"] - g["bleu"],
-            "beam_chrf": b["chrf"], "beam_bleu_lowercase": b["bleu_lowercase"],
-            "signature": b["signature"], "chrf_signature": b["chrf_signature"],
-            "lowercase_signature": b["lowercase_signature"],
+            "greedy_chrf": g["chrf"], "beam_chrf": b["chrf"],
+            "beam_bleu_lowercase": b["bleu_lowercase"], "signature": b["signature"],
+            "chrf_signature": b["chrf_signature"], "lowercase_signature": b["lowercase_signature"],
         }
-    log = [json.loads(line) for line in (run / "valid_log.jsonl").read_text().splitlines() if line.strip()]
+    log_file = run / "valid_log.jsonl"
+    log = ([json.loads(line) for line in log_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+           if log_file.is_file() else [])
     summary = {
-        "run": str(run), "chosen_checkpoint": str(ckpt), "beam": args.beam, "alpha": chosen["alpha"],
+        "run": relative(run), "chosen_checkpoint": str(ckpt), "beam": args.beam, "alpha": chosen["alpha"],
         "epochs": log[-1]["epoch"] if log else None,
         "training_minutes": round(log[-1]["elapsed_s"] / 60, 1) if log else None,
         "best_val_bleu_greedy_during_training": max((r["val_bleu"] for r in log), default=None),
@@ -106,7 +171,7 @@ def main() -> None:
     out = results / f"{args.name}_summary.json"
     out.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(summary["test"], indent=1))
-    print(f"wrote {out}")
+    print(f"wrote {relative(out)}")
 
 
 if __name__ == "__main__":

@@ -82,7 +82,7 @@ def test_translate_filter_keeps_one_line_per_input(trained, tmp_path):
     out = r.stdout.split("\n")
     assert out[-1] == "" and len(out) - 1 == len(lines)
     assert out[1] == "" and out[2] == ""
-    assert "cut to the first 400 pieces" in r.stderr
+    assert "1 input line cut to the first 400 pieces (line 5," in r.stderr
     src = tmp_path / "in.txt"
     src.write_text("Ein Mann.\nEine Frau.\n")
     r = nmt("translate", trained["additive"] / "best.pt", "--input", src, "--output",
