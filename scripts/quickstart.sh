@@ -18,8 +18,10 @@ fi
 cat <<'MSG'
 
 Next steps
-  Full recipe (60 min on a 2-core CPU):   .venv/bin/nmt train configs/multi30k_deen_additive.yaml
+  Attention, 60 min on a 2-core CPU:      .venv/bin/nmt train configs/multi30k_deen_additive.yaml
   Same budget without attention:          .venv/bin/nmt train configs/multi30k_deen_none.yaml
   Compare them by sentence length:        .venv/bin/nmt evaluate runs/deen_additive/best.pt runs/deen_none/best.pt
   Translate your own sentences:           .venv/bin/nmt translate runs/quickstart_deen/best.pt --attention
+  Best-quality recipe (85 min, see README "Recipes"):
+                                          .venv/bin/nmt train configs/recipe_deen.yaml
 MSG
