@@ -168,3 +168,19 @@ def test_translate_is_interactive_on_a_terminal(trained):
     os.write(master, b"\x04")  # Ctrl-D
     assert proc.wait(timeout=60) == 0
     os.close(master)
+
+
+def test_stored_corpus_names_a_missing_data_directory(tmp_path, monkeypatch):
+    from nmt.config import DataConfig
+    from nmt.corpus import DataError
+    from nmt.scoring import stored_corpus
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "corpus").mkdir()
+    assert stored_corpus(DataConfig(path="x"), str(tmp_path / "corpus")).path == str(tmp_path / "corpus")
+    with pytest.raises(DataError, match="--data-path '/no/such/dir' is not a directory"):
+        stored_corpus(DataConfig(path="corpus"), "/no/such/dir")
+    with pytest.raises(DataError, match="'../shared/data/multi30k' stored in the checkpoint is not a directory"):
+        stored_corpus(DataConfig())
+    tsv = DataConfig(source="tsv", path=str(tmp_path / "pairs.tsv"))
+    assert stored_corpus(tsv, str(tmp_path / "other.tsv")).path == str(tmp_path / "other.tsv")
