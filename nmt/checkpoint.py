@@ -131,16 +131,26 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
     and metadata come from the last one, training state is dropped.
 
     Raises:
-        CheckpointError: no paths, an unreadable file, or checkpoints of different models.
+        CheckpointError: no paths, an unreadable file, or checkpoints that differ in model
+            config, language pair, subword settings, SentencePiece models or tensor shapes.
     """
     if not paths:
         raise CheckpointError("no checkpoints to average")
     payloads = [read_payload(p) for p in paths]
     last = payloads[-1]
+    def same_task(a: dict[str, Any], b: dict[str, Any]) -> bool:
+        langs = ("src_lang", "tgt_lang")
+        return (a["config"]["model"] == b["config"]["model"]
+                and a["config"]["subwords"] == b["config"]["subwords"]
+                and all(a["config"]["data"].get(k) == b["config"]["data"].get(k) for k in langs)
+                and a["src_spm"] == b["src_spm"] and a["tgt_spm"] == b["tgt_spm"]
+                and a["model"].keys() == b["model"].keys()
+                and all(a["model"][k].shape == b["model"][k].shape for k in a["model"]))
+
     for path, payload in zip(paths, payloads):
-        if payload["config"]["model"] != last["config"]["model"] or \
-                payload["model"].keys() != last["model"].keys():
-            raise CheckpointError(f"{path}: a different model from {paths[-1]}; cannot average")
+        if not same_task(payload, last):
+            raise CheckpointError(f"{path}: a different model, language pair or vocabulary from "
+                                  f"{paths[-1]}; only checkpoints of one run can be averaged")
     averaged = {}
     for key, value in last["model"].items():
         if value.is_floating_point():

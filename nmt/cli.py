@@ -161,7 +161,8 @@ def average(
         save_atomic(average_checkpoints(paths), output)
     except USER_ERRORS as e:
         _fail(e)
-    typer.echo(f"averaged {len(paths)} checkpoints into {output}")
+    typer.echo(f"averaged {len(paths)} checkpoint{'s' if len(paths) != 1 else ''} "
+               f"({', '.join(p.name for p in paths)}) into {output}")
 
 
 @app.command()

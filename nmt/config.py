@@ -110,7 +110,7 @@ class TrainConfig:
     label_smoothing: float = 0.0
     max_epochs: int = 30
     max_minutes: float | None = None  # wall-clock budget, validation included
-    patience: int | None = 5  # epochs without val BLEU gain before stopping
+    patience: int | None = 5  # validations without a val BLEU gain before stopping
     max_output_ratio: float = 2.0  # decode at most ratio * src_len + 10 pieces
     valid_max_sentences: int | None = None
     out_dir: str = "runs/{name}"

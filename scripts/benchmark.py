@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import resource
 import sys
 import time
@@ -71,8 +72,10 @@ def main() -> None:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.warmup < 0:
         parser.error("--warmup must be 0 or more")
-    if args.json is not None and not args.json.parent.is_dir():
-        parser.error(f"--json: directory {args.json.parent} does not exist")
+    if args.json is not None and (args.json.is_dir() or not args.json.parent.is_dir()):
+        parser.error(f"--json {args.json}: give a file in an existing directory")
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", args.device):
+        parser.error(f"--device {args.device!r}: use auto, cpu, cuda or cuda:N")
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -97,6 +100,13 @@ def main() -> None:
         raise SystemExit(f"error: {e}")
 
     model, t = loaded.model, cfg.train
+    examples = encode_pairs(train_pairs, loaded.src_vocab, loaded.tgt_vocab)
+    batches = make_batches(examples, t.batch_size, t.max_tokens, shuffle_seed=t.seed)
+    needed = args.warmup + args.train_steps
+    if len(batches) < needed:
+        raise SystemExit(f"error: only {len(batches)} training batches, --warmup + --train-steps "
+                         f"asks for {needed}")
+    epoch_tokens = sum(len(e.tgt) + 1 for e in examples)
 
     # Decoding first, on the checkpoint's own weights (training below changes them).
     model.eval()
@@ -111,13 +121,6 @@ def main() -> None:
             translate_lines(model, loaded.src_vocab, loaded.tgt_vocab, lines, decoding=decoding)
             sync(device)
         decode["greedy" if beam == 1 else f"beam{beam}"] = len(lines) / (time.perf_counter() - start)
-
-    examples = encode_pairs(train_pairs, loaded.src_vocab, loaded.tgt_vocab)
-    batches = make_batches(examples, t.batch_size, t.max_tokens, shuffle_seed=t.seed)
-    needed = args.warmup + args.train_steps
-    if len(batches) < needed:
-        raise SystemExit(f"error: only {len(batches)} training batches, need {needed}")
-    epoch_tokens = sum(len(e.tgt) + 1 for e in examples)
 
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=t.lr)
@@ -149,7 +152,10 @@ def main() -> None:
     }
     print(json.dumps(result, indent=1))
     if args.json is not None:
-        args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        try:
+            args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        except OSError as e:
+            raise SystemExit(f"error: --json {args.json}: {e.strerror or e}")
         print(f"wrote {args.json}", file=sys.stderr)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -62,16 +63,16 @@ def parse_alphas(text: str) -> list[float]:
             alpha = float(part)
         except ValueError:
             raise ValueError(f"--alphas: {part!r} is not a number (give e.g. 0.6,1.0,1.4)") from None
-        if alpha < 0:
-            raise ValueError(f"--alphas: {alpha} is negative")
+        if not math.isfinite(alpha) or alpha < 0:
+            raise ValueError(f"--alphas: {part!r} must be a finite number >= 0")
         alphas.append(alpha)
     return alphas
 
 
 def check_splits(best: Path, splits: list[str], data_path: str | None) -> None:
     """Fail now, not after an hour of decoding, if a split cannot be read."""
-    from nmt.checkpoint import read_payload
-    from nmt.config import from_dict
+    from nmt.checkpoint import CheckpointError, read_payload
+    from nmt.config import ConfigError, from_dict
     from nmt.corpus import DataError, read_split
     from nmt.scoring import stored_corpus
 
@@ -79,7 +80,7 @@ def check_splits(best: Path, splits: list[str], data_path: str | None) -> None:
         data = stored_corpus(from_dict(read_payload(best)["config"]).data, data_path)
         for split in splits:
             read_split(data, split, limit=1)
-    except (DataError, OSError) as e:
+    except (CheckpointError, ConfigError, DataError, OSError) as e:
         raise SystemExit(f"error: {e}")
 
 
@@ -124,8 +125,13 @@ def main() -> None:
     results = ROOT / "results"
     results.mkdir(exist_ok=True)
     candidates = [run / "best.pt"]
-    if args.average and sorted(run.glob("step_*.pt")):
-        run_nmt(["average", str(run), "--last", str(args.average), "-o", str(run / "averaged.pt")])
+    kept = sorted(run.glob("step_*.pt"))[-args.average:] if args.average else []
+    if args.average and not kept:
+        print(f"note: {run} has no step_*.pt (train.keep_checkpoints), so only best.pt is compared")
+    elif len(kept) < args.average:
+        print(f"note: {run} keeps only {len(kept)} step_*.pt, fewer than --average {args.average}")
+    if kept:
+        run_nmt(["average", *map(str, kept), "-o", str(run / "averaged.pt")])
         candidates.append(run / "averaged.pt")
 
     def stem(split: str, beam: int, alpha: float | None = None) -> Path:
@@ -163,7 +169,8 @@ def main() -> None:
            if log_file.is_file() else [])
     summary = {
         "run": relative(run), "chosen_checkpoint": str(ckpt), "beam": args.beam, "alpha": chosen["alpha"],
-        "epochs": log[-1]["epoch"] if log else None,
+        "epochs": log[-1].get("epochs_done", log[-1]["epoch"]) if log else None,
+        "averaged_from": [p.name for p in kept],
         "training_minutes": round(log[-1]["elapsed_s"] / 60, 1) if log else None,
         "best_val_bleu_greedy_during_training": max((r["val_bleu"] for r in log), default=None),
         "val_selection": val_rows, "test": tests,

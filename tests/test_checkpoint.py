@@ -55,3 +55,23 @@ def test_failed_write_keeps_previous_file(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert read_payload(path)["n"] == 1
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_average_refuses_checkpoints_of_another_language_pair(tmp_path, toy_vocabs):
+    import dataclasses
+
+    from nmt.checkpoint import average_checkpoints
+
+    src, tgt = toy_vocabs
+    cfg = _cfg()
+    a, b = tiny_model(src, tgt), tiny_model(src, tgt)
+    save_atomic(make_payload(cfg, a, src, tgt), tmp_path / "a.pt")
+    save_atomic(make_payload(cfg, b, src, tgt), tmp_path / "b.pt")
+    averaged = average_checkpoints([tmp_path / "a.pt", tmp_path / "b.pt"])["model"]
+    key = next(k for k, v in a.state_dict().items() if v.is_floating_point())
+    assert torch.allclose(averaged[key], (a.state_dict()[key] + b.state_dict()[key]) / 2)
+    # Same shapes, other direction: averaging would silently mix two tasks.
+    reversed_cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, src_lang="en", tgt_lang="de"))
+    save_atomic(make_payload(reversed_cfg, b, src, tgt), tmp_path / "c.pt")
+    with pytest.raises(CheckpointError, match="c.pt: a different model, language pair or vocabulary"):
+        average_checkpoints([tmp_path / "c.pt", tmp_path / "a.pt"])
