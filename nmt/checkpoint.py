@@ -125,6 +125,18 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Loa
     return Loaded(cfg, model, src_vocab, tgt_vocab, payload)
 
 
+def _same_task(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two payloads' weights can be averaged: same model config, language pair,
+    subword settings, SentencePiece models and tensor shapes."""
+    langs = ("src_lang", "tgt_lang")
+    return (a["config"]["model"] == b["config"]["model"]
+            and a["config"]["subwords"] == b["config"]["subwords"]
+            and all(a["config"]["data"].get(k) == b["config"]["data"].get(k) for k in langs)
+            and a["src_spm"] == b["src_spm"] and a["tgt_spm"] == b["tgt_spm"]
+            and a["model"].keys() == b["model"].keys()
+            and all(a["model"][k].shape == b["model"][k].shape for k in a["model"]))
+
+
 def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
     """Average the model weights of several checkpoints of one run (e.g. the last N
     validation checkpoints, as in Vaswani et al. 2017, sec. 6.1); config, vocabularies
@@ -138,17 +150,8 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
         raise CheckpointError("no checkpoints to average")
     payloads = [read_payload(p) for p in paths]
     last = payloads[-1]
-    def same_task(a: dict[str, Any], b: dict[str, Any]) -> bool:
-        langs = ("src_lang", "tgt_lang")
-        return (a["config"]["model"] == b["config"]["model"]
-                and a["config"]["subwords"] == b["config"]["subwords"]
-                and all(a["config"]["data"].get(k) == b["config"]["data"].get(k) for k in langs)
-                and a["src_spm"] == b["src_spm"] and a["tgt_spm"] == b["tgt_spm"]
-                and a["model"].keys() == b["model"].keys()
-                and all(a["model"][k].shape == b["model"][k].shape for k in a["model"]))
-
     for path, payload in zip(paths, payloads):
-        if not same_task(payload, last):
+        if not _same_task(payload, last):
             raise CheckpointError(f"{path}: a different model, language pair or vocabulary from "
                                   f"{paths[-1]}; only checkpoints of one run can be averaged")
     averaged = {}

@@ -11,9 +11,9 @@ import torch
 import yaml
 
 from nmt.checkpoint import CheckpointError, read_payload
-from nmt.config import Config, from_dict
+from nmt.config import Config, DataConfig, from_dict
 from nmt.corpus import DataError, Pair, read_split
-from nmt.data import add_joined_pairs, encode_pairs, filter_training_pairs
+from nmt.data import FilterStats, add_joined_pairs, encode_pairs, filter_training_pairs
 from nmt.evaluate import score
 from nmt.model import build_model, count_parameters
 from nmt.train import TrainState, train
@@ -31,6 +31,22 @@ def build_vocabs(cfg: Config, pairs: list[Pair]) -> tuple[Vocab, Vocab]:
     src = train_vocab([p.src for p in pairs], s.vocab_size, s.model_type, s.character_coverage)
     tgt = train_vocab([p.tgt for p in pairs], s.vocab_size, s.model_type, s.character_coverage)
     return src, tgt
+
+
+def training_pairs(d: DataConfig) -> tuple[list[Pair], list[Pair], FilterStats]:
+    """The pairs one training epoch runs over: ``data.train_split`` (its first
+    ``data.train_limit`` pairs), plus joined pairs for ``data.train_join_ks``, without empty
+    pairs and pairs over ``data.max_train_words`` words.
+
+    Returns:
+        (pairs as read, pairs to train on, what the filter dropped).
+
+    Raises:
+        DataError: the split cannot be read (see :func:`nmt.corpus.read_split`).
+    """
+    raw = read_split(d, d.train_split, d.train_limit)
+    kept, stats = filter_training_pairs(add_joined_pairs(raw, d.train_join_ks), d.max_train_words)
+    return raw, kept, stats
 
 
 def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] = print
@@ -59,9 +75,7 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     d = cfg.data
-    raw_train = read_split(d, d.train_split, d.train_limit)
-    train_pairs, stats = filter_training_pairs(add_joined_pairs(raw_train, d.train_join_ks),
-                                               d.max_train_words)
+    raw_train, train_pairs, stats = training_pairs(d)
     joined = f" (with joined pairs for k in {list(d.train_join_ks)})" if d.train_join_ks else ""
     log(f"train {d.src_lang}->{d.tgt_lang}{joined}: kept {stats.kept} pairs, skipped "
         f"{stats.empty} with an empty side and {stats.too_long} longer than "

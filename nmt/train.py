@@ -196,8 +196,14 @@ class Trainer:
             batches = batches[: len(batches) // self.world * self.world][self.rank::self.world]
         return batches
 
-    def _train_step(self, chunk: list[Example]) -> int:
-        """One optimizer step on one batch; returns its number of target tokens."""
+    def train_step(self, chunk: list[Example]) -> int:
+        """One teacher-forced step on one batch (forward, label-smoothed cross-entropy per
+        target token, backward, gradient clipping, Adam, LR schedule); returns the batch's
+        number of target tokens.
+
+        Raises:
+            TrainingError: the loss is NaN or infinite and ``train.on_nonfinite_loss`` is stop.
+        """
         st, t = self.state, self.t
         batch = collate(chunk).to(self.device)
         loss_sum = self.net(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out,
@@ -237,7 +243,7 @@ class Trainer:
         text_progress = t.progress and self.rank == 0 and bar.disable
         tick, tick_tok = time.monotonic(), 0
         for chunk in batches[st.batch_in_epoch:]:
-            tick_tok += self._train_step(chunk)
+            tick_tok += self.train_step(chunk)
             tok_s = tick_tok / max(time.monotonic() - tick, 1e-9)
             mean_loss = st.epoch_loss_sum / max(st.epoch_tokens, 1)
             bar.update(1)

@@ -23,12 +23,14 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
 import re
 import resource
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,10 +38,11 @@ import torch
 
 from nmt.checkpoint import CheckpointError, load_checkpoint
 from nmt.corpus import DataError, read_split
-from nmt.data import add_joined_pairs, collate, encode_pairs, filter_training_pairs, make_batches
+from nmt.data import encode_pairs, make_batches
+from nmt.recipe import training_pairs
 from nmt.scoring import stored_corpus
 from nmt.translate import decoding_from_config, translate_lines
-from nmt.train import pick_device
+from nmt.train import Trainer, pick_device
 
 
 def peak_memory_mib(device: torch.device) -> float:
@@ -56,6 +59,7 @@ def sync(device: torch.device) -> None:
 
 
 def main() -> None:
+    """Command line: decoding speed, then training speed, then peak memory; see the module."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
@@ -90,11 +94,7 @@ def main() -> None:
         loaded = load_checkpoint(args.checkpoint, device)
         cfg = loaded.cfg
         data_cfg = stored_corpus(cfg.data, args.data_path)
-        # The epoch the run trained on: same filter, same joined pairs, same limit.
-        train_pairs, _ = filter_training_pairs(
-            read_split(data_cfg, cfg.data.train_split, limit=cfg.data.train_limit),
-            cfg.data.max_train_words)
-        train_pairs = add_joined_pairs(train_pairs, cfg.data.train_join_ks)
+        _, train_pairs, _ = training_pairs(data_cfg)  # the epoch the run trained on
         val_pairs = read_split(data_cfg, cfg.data.valid_split, limit=args.sentences)
     except (CheckpointError, DataError) as e:
         raise SystemExit(f"error: {e}")
@@ -122,21 +122,20 @@ def main() -> None:
             sync(device)
         decode["greedy" if beam == 1 else f"beam{beam}"] = len(lines) / (time.perf_counter() - start)
 
-    model.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=t.lr)
-    tokens, start = 0, 0.0
-    for i, chunk in enumerate(batches[:needed]):
-        if i == args.warmup:
-            sync(device)
-            start, tokens = time.perf_counter(), 0
-        batch = collate(chunk).to(device)
-        optimizer.zero_grad()
-        loss = model(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out, t.label_smoothing)
-        (loss / batch.n_tokens).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm)
-        optimizer.step()
-        tokens += batch.n_tokens
-    sync(device)
+    # The training loop's own step (optimizer, clipping, schedule, label smoothing); its
+    # out_dir is a scratch directory because nothing is saved.
+    with tempfile.TemporaryDirectory() as scratch:
+        train_cfg = dataclasses.replace(t, out_dir=scratch, device=str(device))
+        trainer = Trainer(dataclasses.replace(cfg, train=train_cfg), model, loaded.src_vocab,
+                          loaded.tgt_vocab, [], [], lambda _model: {}, log=lambda _msg: None)
+        model.train()
+        tokens, start = 0, 0.0
+        for i, chunk in enumerate(batches[:needed]):
+            if i == args.warmup:
+                sync(device)
+                start, tokens = time.perf_counter(), 0
+            tokens += trainer.train_step(chunk)
+        sync(device)
     train_tok_s = tokens / (time.perf_counter() - start)
 
     result = {

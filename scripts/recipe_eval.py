@@ -70,7 +70,11 @@ def parse_alphas(text: str) -> list[float]:
 
 
 def check_splits(best: Path, splits: list[str], data_path: str | None) -> None:
-    """Fail now, not after an hour of decoding, if a split cannot be read."""
+    """Fail now, not after an hour of decoding, if a split cannot be read.
+
+    Raises:
+        SystemExit: ``best`` is not a readable checkpoint, or a split or the corpus is missing.
+    """
     from nmt.checkpoint import CheckpointError, read_payload
     from nmt.config import ConfigError, from_dict
     from nmt.corpus import DataError, read_split
@@ -93,6 +97,7 @@ def relative(path: Path) -> str:
 
 
 def main() -> None:
+    """Command line: average, choose on the validation split, score the test splits."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path, help="run directory with best.pt and step_*.pt")
     parser.add_argument("name", help="prefix of the files written under results/")
