@@ -23,5 +23,5 @@ Next steps
   Compare them by sentence length:        .venv/bin/nmt evaluate runs/deen_additive/best.pt runs/deen_none/best.pt
   Translate your own sentences:           .venv/bin/nmt translate runs/quickstart_deen/best.pt --attention
   Best-quality recipe (85 min, see README "Recipes"):
-                                          .venv/bin/nmt train configs/recipe_deen.yaml
+                                          .venv/bin/nmt train configs/recipe_deen.yaml train.threads=2
 MSG
