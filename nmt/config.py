@@ -53,6 +53,13 @@ class DataConfig:
     # add joined training pairs: for each k, every k consecutive pairs joined into one
     # (as the long-sentence test set is built); empty = off. Same for every model compared.
     train_join_ks: tuple[int, ...] = ()
+    # at most this many joined pairs per k, evenly spaced through the split (no randomness),
+    # so that joined pairs do not crowd out the single sentences; None = all len(split)//k
+    train_join_per_k: int | None = None
+    # also validate on the validation split joined k pairs at a time, for these k (>= 2);
+    # the selection score (val_bleu) is then the mean of plain and joined BLEU, so the best
+    # checkpoint is not one that stops early on long input. Empty = plain validation only.
+    valid_join_ks: tuple[int, ...] = ()
     # take only the first N pairs of a split (quick experiments, tests)
     train_limit: int | None = None
     valid_limit: int | None = None
@@ -173,6 +180,15 @@ class StudyConfig:
     bootstrap_seed: int = 12345
     heatmap_sentences: tuple[str, ...] = ()  # source sentences to draw attention for
     sampled_heatmaps: int = 2  # plus this many test sentences, chosen by a fixed seed
+    # long joined test sentences (source words in this range) whose attention is drawn,
+    # with the fixed-vector model's output beside them
+    long_heatmap_words: tuple[int, ...] = (40, 60)
+    long_heatmaps: int = 1
+    # the training-length axis of Bahdanau et al. (2015, Fig. 2: RNNsearch-30 vs -50): for
+    # each cap, the attentions in cap_attentions are trained again with
+    # data.max_train_words=cap, as runs {run_prefix}_{attention}-{cap}
+    extra_caps: tuple[int, ...] = ()
+    cap_attentions: tuple[str, ...] = ("none", "additive")
     report_dir: str = "reports/{name}"
 
 
@@ -279,6 +295,7 @@ def _validate(cfg: Config) -> None:
         "data.max_train_words": d.max_train_words,
         "data.train_limit": d.train_limit,
         "data.valid_limit": d.valid_limit,
+        "data.train_join_per_k": d.train_join_per_k,
         "search.beam_size": cfg.search.beam_size,
         "search.valid_beam_size": cfg.search.valid_beam_size,
     }
@@ -289,6 +306,8 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"search.alpha: must be >= 0, got {cfg.search.alpha}")
     if any(k < 2 for k in d.train_join_ks):
         raise ConfigError(f"data.train_join_ks: every k must be at least 2, got {list(d.train_join_ks)}")
+    if any(k < 2 for k in d.valid_join_ks):
+        raise ConfigError(f"data.valid_join_ks: every k must be at least 2, got {list(d.valid_join_ks)}")
     if not 0.0 <= m.dropout < 1.0:
         raise ConfigError(f"model.dropout: must be in [0, 1), got {m.dropout}")
     if not 0.0 <= t.label_smoothing < 1.0:
@@ -400,6 +419,13 @@ def load_study_config(path: str | Path, overrides: list[str] | None = None) -> S
         for a in cfg.attentions:
             if a not in ATTENTION_TYPES:
                 raise ConfigError(f"attentions: {a!r} is not one of {', '.join(ATTENTION_TYPES)}")
+        for a in cfg.cap_attentions:
+            if a not in cfg.attentions:
+                raise ConfigError(f"cap_attentions: {a!r} is not in attentions")
+        if any(c <= 0 for c in cfg.extra_caps):
+            raise ConfigError("extra_caps: every cap must be a positive number of words")
+        if len(cfg.long_heatmap_words) != 2 or cfg.long_heatmap_words[0] > cfg.long_heatmap_words[1]:
+            raise ConfigError("long_heatmap_words: expected [low, high] with low <= high")
         if cfg.baseline not in cfg.attentions:
             raise ConfigError(f"baseline: {cfg.baseline!r} is not in attentions")
         for key in ("parallel", "min_bucket", "n_samples"):

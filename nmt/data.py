@@ -80,16 +80,35 @@ def filter_training_pairs(pairs: list[Pair], max_words: int | None) -> tuple[lis
     return kept, FilterStats(len(kept), empty, too_long)
 
 
-def add_joined_pairs(pairs: list[Pair], ks: tuple[int, ...]) -> list[Pair]:
-    """``pairs`` plus, for each k, every block of k consecutive pairs joined into one pair
-    (source to source, target to target); see :mod:`nmt.longsets`."""
+def evenly_spaced(n: int, m: int | None) -> list[int]:
+    """``min(n, m)`` indices spread evenly over ``range(n)`` (all of them when ``m`` is None).
+
+    Deterministic: index ``i`` of the result is ``floor(i * n / m)``, so the choice depends
+    on ``n`` and ``m`` only.
+    """
+    if m is None or m >= n:
+        return list(range(n))
+    return [i * n // m for i in range(m)]
+
+
+def add_joined_pairs(pairs: list[Pair], ks: tuple[int, ...],
+                     per_k: int | None = None) -> list[Pair]:
+    """``pairs`` plus, for each k, blocks of k consecutive pairs joined into one pair
+    (source to source, target to target; see :mod:`nmt.longsets`).
+
+    Each k contributes the ``len(pairs) // k`` non-overlapping blocks, or, with ``per_k``,
+    at most that many of them, evenly spaced through the split (:func:`evenly_spaced`).
+    A joined pair's ``origin`` names its first line and how many lines were joined.
+    """
     from nmt.longsets import join_consecutive
 
     out = list(pairs)
     for k in ks:
         joined = join_consecutive([p.src for p in pairs], [p.tgt for p in pairs], k)
-        out += [Pair(s, t, f"{pairs[i].origin} (+{k - 1} joined)")
-                for s, t, i in zip(joined.sources, joined.references, joined.start)]
+        for j in evenly_spaced(len(joined), per_k):
+            i = joined.start[j]
+            out.append(Pair(joined.sources[j], joined.references[j],
+                            f"{pairs[i].origin} (+{k - 1} joined)"))
     return out
 
 

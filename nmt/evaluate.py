@@ -33,6 +33,9 @@ class Scores:
     bleu_lowercase: float | None = None
     lowercase_signature: str | None = None
     n_sentences: int = 0
+    # hypothesis/reference length ratio (13a tokens) and BLEU's brevity penalty (0-1]
+    len_ratio: float | None = None
+    brevity_penalty: float | None = None
 
     def to_json(self) -> dict:
         """Plain dict for ``--json`` (BLEU and chrF 0-100)."""
@@ -104,7 +107,8 @@ def score(hypotheses: list[str], references: list[str], sources: list[str],
                                         [[references[i] for i in idx]]).score
         per_bucket.append(BucketScore(lo, hi, len(idx), value))
     return Scores(b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()),
-                  per_bucket, lc.score, str(bleu_lc.get_signature()), len(hypotheses))
+                  per_bucket, lc.score, str(bleu_lc.get_signature()), len(hypotheses),
+                  b.sys_len / b.ref_len if b.ref_len else None, b.bp)
 
 
 def format_table(names: list[str], results: list[Scores]) -> str:

@@ -15,6 +15,7 @@ from nmt.config import Config, DataConfig, from_dict
 from nmt.corpus import DataError, Pair, read_split
 from nmt.data import FilterStats, add_joined_pairs, encode_pairs, filter_training_pairs
 from nmt.evaluate import score
+from nmt.longsets import long_sentence_set
 from nmt.model import build_model, count_parameters
 from nmt.train import TrainState, train
 from nmt.translate import decoding_from_config, translate_lines
@@ -35,7 +36,8 @@ def build_vocabs(cfg: Config, pairs: list[Pair]) -> tuple[Vocab, Vocab]:
 
 def training_pairs(d: DataConfig) -> tuple[list[Pair], list[Pair], FilterStats]:
     """The pairs one training epoch runs over: ``data.train_split`` (its first
-    ``data.train_limit`` pairs), plus joined pairs for ``data.train_join_ks``, without empty
+    ``data.train_limit`` pairs), plus joined pairs for ``data.train_join_ks`` (at most
+    ``data.train_join_per_k`` per k), without empty
     pairs and pairs over ``data.max_train_words`` words.
 
     Returns:
@@ -45,7 +47,8 @@ def training_pairs(d: DataConfig) -> tuple[list[Pair], list[Pair], FilterStats]:
         DataError: the split cannot be read (see :func:`nmt.corpus.read_split`).
     """
     raw = read_split(d, d.train_split, d.train_limit)
-    kept, stats = filter_training_pairs(add_joined_pairs(raw, d.train_join_ks), d.max_train_words)
+    joined = add_joined_pairs(raw, d.train_join_ks, d.train_join_per_k)
+    kept, stats = filter_training_pairs(joined, d.max_train_words)
     return raw, kept, stats
 
 
@@ -102,11 +105,24 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
 
     valid_decoding = decoding_from_config(cfg, beam_size=cfg.search.valid_beam_size)
 
+    joined_val = (long_sentence_set(val_src, val_ref, d.valid_join_ks)
+                  if d.valid_join_ks else None)
+
     def validate(model) -> dict:
-        hyps = [t.text for t in translate_lines(model, src_vocab, tgt_vocab, val_src,
-                                                batch_size=128, decoding=valid_decoding)]
-        s = score(hyps, val_ref, val_src, buckets=((1, None),))
-        return {"bleu": round(s.bleu, 2), "chrf": round(s.chrf, 2)}
+        def bleu_chrf(src: list[str], ref: list[str]):
+            hyps = [t.text for t in translate_lines(model, src_vocab, tgt_vocab, src,
+                                                    batch_size=128, decoding=valid_decoding)]
+            return score(hyps, ref, src, buckets=((1, None),))
+
+        s = bleu_chrf(val_src, val_ref)
+        if joined_val is None:
+            return {"bleu": round(s.bleu, 2), "chrf": round(s.chrf, 2)}
+        j = bleu_chrf(joined_val.sources, joined_val.references)
+        # the selection score mixes both, so a model that stops early on long input loses
+        return {"bleu": round((s.bleu + j.bleu) / 2, 2), "bleu_plain": round(s.bleu, 2),
+                "chrf": round(s.chrf, 2), "bleu_joined": round(j.bleu, 2),
+                "chrf_joined": round(j.chrf, 2),
+                "len_ratio_joined": round(j.len_ratio or 0.0, 3)}
 
     state = train(cfg, model, src_vocab, tgt_vocab, train_ex, valid_ex, validate,
                   resume=payload, log=log)

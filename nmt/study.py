@@ -32,6 +32,13 @@ class PlannedRun:
     attention: str
     cfg: Config
     action: str  # "reuse" | "resume" | "train"
+    cap: int | None = None  # data.max_train_words of an extra training-length run
+
+    @property
+    def label(self) -> str:
+        """The model's name in tables and plots: ``additive``, or ``additive-30`` for a run
+        of the training-length axis (Bahdanau et al.'s RNNsearch-30)."""
+        return self.attention if self.cap is None else f"{self.attention}-{self.cap}"
 
     @property
     def out_dir(self) -> Path:
@@ -40,8 +47,16 @@ class PlannedRun:
 
     def overrides(self, study: StudyConfig) -> list[str]:
         """The ``key=value`` overrides that turn the base config into this run's config."""
-        return [*study.overrides, f"model.attention={self.attention}",
-                f"name={study.run_prefix}_{self.attention}"]
+        return run_overrides(study, self.attention, self.cap)
+
+
+def run_overrides(study: StudyConfig, attention: str, cap: int | None) -> list[str]:
+    """Study overrides, then the model's attention, name and (for the training-length
+    axis) ``data.max_train_words=cap``."""
+    extra = [] if cap is None else [f"data.max_train_words={cap}"]
+    label = attention if cap is None else f"{attention}-{cap}"
+    return [*study.overrides, *extra, f"model.attention={attention}",
+            f"name={study.run_prefix}_{label}"]
 
 
 def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
@@ -56,17 +71,18 @@ def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
 
 
 def plan(study: StudyConfig) -> list[PlannedRun]:
-    """Decide for each attention type whether to reuse, resume or train its run.
+    """Decide for each model (every attention type, then the training-length axis:
+    ``cap_attentions`` for each of ``extra_caps``) whether to reuse, resume or train it.
 
     Raises:
         StudyError: an existing run was trained with a different config.
         ConfigError: the base config or an override is invalid.
     """
     runs = []
-    for attention in study.attentions:
-        cfg = load_config(study.base_config,
-                          [*study.overrides, f"model.attention={attention}",
-                           f"name={study.run_prefix}_{attention}"])
+    models = [(a, None) for a in study.attentions]
+    models += [(a, cap) for cap in study.extra_caps for a in study.cap_attentions]
+    for attention, cap in models:
+        cfg = load_config(study.base_config, run_overrides(study, attention, cap))
         last = cfg.out_dir() / "last.pt"
         action = "train"
         if last.exists():
@@ -81,7 +97,7 @@ def plan(study: StudyConfig) -> list[PlannedRun]:
                                  "delete the run or change run_prefix")
             counters = (payload.get("train_state") or {}).get("counters", {})
             action = "reuse" if counters.get("done") else "resume"
-        runs.append(PlannedRun(attention, cfg, action))
+        runs.append(PlannedRun(attention, cfg, action, cap))
     return runs
 
 
