@@ -4,12 +4,20 @@ A checkpoint holds the resolved config, both SentencePiece models (bytes), the m
 ``state_dict`` and, for resuming, optimizer state, step, epoch position, best score and
 random states. It is written to a temporary file in the same directory, flushed to disk,
 then renamed over the old one, so a crash at any moment leaves the previous complete file.
+
+Reading is safe for files from strangers: a checkpoint is data, never code. It is loaded
+with ``torch.load(weights_only=True)``, whose unpickler accepts only tensors and plain
+Python data (dict, list, tuple, str, bytes, int, float, bool, None) -- exactly what nmt
+stores -- and refuses any other object before it is built, so nothing in the file is
+executed. The loaded dict is then checked against the layout below; a missing or
+wrong-typed entry is a one-line :class:`CheckpointError` naming the key.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import pickle
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,15 +90,73 @@ def read_payload(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint not found")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=False)
+        # weights_only: tensors and plain data only; never unpickle arbitrary objects
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        refused = _refused_global(str(e))
+        raise CheckpointError(
+            f"{path}: refused: the file holds Python objects other than tensors and plain data"
+            f"{f' ({refused})' if refused else ''}; nmt checkpoints never contain code, so "
+            "this file was not made by nmt or was tampered with (nothing in it was run)") from None
     except Exception as e:
-        raise CheckpointError(f"{path}: not a readable nmt checkpoint ({type(e).__name__}: {e})") from e
+        why = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+        raise CheckpointError(f"{path}: not a readable nmt checkpoint "
+                              f"({type(e).__name__}{': ' + why if why else ''})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not an nmt checkpoint (no '{FORMAT}' marker)")
     if payload.get("version") != VERSION:
-        raise CheckpointError(f"{path}: checkpoint format version {payload.get('version')} is "
+        raise CheckpointError(f"{path}: checkpoint format version {payload.get('version')!r} is "
                               f"not supported by this nmt (expects {VERSION})")
+    problem = _layout_problem(payload)
+    if problem:
+        raise CheckpointError(f"{path}: damaged nmt checkpoint: {problem}")
     return payload
+
+
+def _refused_global(message: str) -> str:
+    """The class or function the safe unpickler refused, e.g. ``posix.system``."""
+    for marker in ("Unsupported global: GLOBAL ", "GLOBAL "):
+        i = message.find(marker)
+        if i >= 0:
+            return message[i + len(marker):].split()[0].rstrip(".,;:")
+    return ""
+
+
+def _layout_problem(payload: dict[str, Any]) -> str | None:
+    """What is missing or of the wrong type in a payload (``None`` when it is well formed).
+
+    Layout (see :func:`make_payload`): ``config`` dict; ``src_spm``, ``tgt_spm`` bytes;
+    ``model`` dict of str -> tensor; ``train_state`` None or a dict with ``optimizer``
+    (dict), ``schedule`` (dict or None), ``rng`` (dict with a ``torch`` tensor and a
+    ``python`` tuple) and ``counters`` (dict of str keys).
+    """
+    def kind(x: Any) -> str:
+        return type(x).__name__
+
+    expected = {"config": dict, "src_spm": bytes, "tgt_spm": bytes, "model": dict}
+    for key, tp in expected.items():
+        if key not in payload:
+            return f"key '{key}' is missing"
+        if not isinstance(payload[key], tp):
+            return f"'{key}' is a {kind(payload[key])}, expected {tp.__name__}"
+    for name, value in payload["model"].items():
+        if not isinstance(name, str) or not isinstance(value, torch.Tensor):
+            return f"model entry {name!r} is a {kind(value)}, expected a tensor"
+    ts = payload.get("train_state")
+    if ts is None:
+        return None
+    if not isinstance(ts, dict):
+        return f"'train_state' is a {kind(ts)}, expected dict or None"
+    for key, tp in {"optimizer": dict, "rng": dict, "counters": dict}.items():
+        if not isinstance(ts.get(key), tp):
+            return f"'train_state.{key}' is {'missing' if key not in ts else 'a ' + kind(ts[key])}, expected {tp.__name__}"
+    if ts.get("schedule") is not None and not isinstance(ts["schedule"], dict):
+        return f"'train_state.schedule' is a {kind(ts['schedule'])}, expected dict or None"
+    if not isinstance(ts["rng"].get("torch"), torch.Tensor) or not isinstance(ts["rng"].get("python"), tuple):
+        return "'train_state.rng' needs a 'torch' tensor and a 'python' tuple"
+    if not all(isinstance(k, str) for k in ts["counters"]):
+        return "'train_state.counters' has a key that is not a string"
+    return None
 
 
 @dataclass
@@ -111,11 +177,8 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Loa
         CheckpointError: see :func:`read_payload`, or the stored config/weights are invalid.
     """
     payload = read_payload(path)
-    try:
-        cfg = from_dict(payload["config"])
-    except ConfigError as e:
-        raise CheckpointError(f"{path}: stored config is invalid: {e}") from e
-    src_vocab, tgt_vocab = Vocab(payload["src_spm"]), Vocab(payload["tgt_spm"])
+    cfg = stored_config(payload, path)
+    src_vocab, tgt_vocab = vocabs_of(payload, path)
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
     try:
         model.load_state_dict(payload["model"])
@@ -123,6 +186,31 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Loa
         raise CheckpointError(f"{path}: weights do not match the stored config: {e}") from e
     model.to(device).eval()
     return Loaded(cfg, model, src_vocab, tgt_vocab, payload)
+
+
+def stored_config(payload: dict[str, Any], path: str | Path) -> Config:
+    """The run configuration stored in a checked payload.
+
+    Raises:
+        CheckpointError: the stored config is not a valid nmt config (names the key).
+    """
+    try:
+        return from_dict(payload["config"])
+    except ConfigError as e:
+        raise CheckpointError(f"{path}: stored config is invalid: {e}") from None
+
+
+def vocabs_of(payload: dict[str, Any], path: str | Path) -> tuple[Vocab, Vocab]:
+    """The source and target SentencePiece models stored in a checked payload.
+
+    Raises:
+        CheckpointError: a stored model cannot be loaded by SentencePiece.
+    """
+    try:
+        return Vocab(payload["src_spm"]), Vocab(payload["tgt_spm"])
+    except Exception as e:  # sentencepiece raises RuntimeError/OSError on bad bytes
+        raise CheckpointError(f"{path}: damaged nmt checkpoint: stored SentencePiece model "
+                              f"cannot be loaded ({type(e).__name__})") from None
 
 
 def _same_task(a: dict[str, Any], b: dict[str, Any]) -> bool:

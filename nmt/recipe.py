@@ -10,8 +10,8 @@ from collections.abc import Callable
 import torch
 import yaml
 
-from nmt.checkpoint import CheckpointError, read_payload
-from nmt.config import Config, DataConfig, from_dict
+from nmt.checkpoint import CheckpointError, read_payload, stored_config, vocabs_of
+from nmt.config import Config, DataConfig
 from nmt.corpus import DataError, Pair, read_split
 from nmt.data import FilterStats, add_joined_pairs, encode_pairs, filter_training_pairs
 from nmt.evaluate import score
@@ -66,7 +66,7 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     payload = None
     if resume:
         payload = read_payload(out / "last.pt")
-        stored = from_dict(payload["config"])
+        stored = stored_config(payload, out / "last.pt")
         if stored != cfg:
             log("note: resuming with the configuration stored in the checkpoint")
         cfg = stored
@@ -87,7 +87,7 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
         raise DataError(f"no training pairs left in split {d.train_split!r}")
     valid_pairs = read_split(d, d.valid_split, d.valid_limit)
     if payload is not None:
-        src_vocab, tgt_vocab = Vocab(payload["src_spm"]), Vocab(payload["tgt_spm"])
+        src_vocab, tgt_vocab = vocabs_of(payload, out / "last.pt")
     else:  # joined pairs repeat sentences: the vocabulary sees each original pair once
         src_vocab, tgt_vocab = build_vocabs(cfg, [p for p in raw_train if p.src and p.tgt])
     log(f"vocabulary: {len(src_vocab)} source / {len(tgt_vocab)} target pieces")

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from nmt.checkpoint import read_payload
-from nmt.config import Config, ConfigError, StudyConfig, from_dict, load_config
+from nmt.checkpoint import read_payload, stored_config
+from nmt.config import Config, StudyConfig, load_config
 
 
 class StudyError(RuntimeError):
@@ -87,10 +87,7 @@ def plan(study: StudyConfig) -> list[PlannedRun]:
         action = "train"
         if last.exists():
             payload = read_payload(last)
-            try:
-                stored = from_dict(payload["config"])
-            except ConfigError as e:
-                raise StudyError(f"{last}: stored config is invalid: {e}") from e
+            stored = stored_config(payload, last)
             if stored != cfg:
                 diff = "; ".join(_differences(stored.to_dict(), cfg.to_dict()))
                 raise StudyError(f"{last} was trained with a different config ({diff}); "

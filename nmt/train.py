@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from nmt.checkpoint import make_payload, save_atomic
+from nmt.checkpoint import CheckpointError, make_payload, save_atomic
 from nmt.config import Config
 from nmt.data import Example, collate, make_batches
 from nmt.model import Seq2Seq
@@ -158,13 +158,24 @@ class Trainer:
         return device
 
     def restore(self, payload: dict[str, Any]) -> None:
-        """Continue from a checkpoint payload written by :meth:`save`."""
-        self.model.load_state_dict(payload["model"])
+        """Continue from a checkpoint payload written by :meth:`save` (already checked by
+        :func:`nmt.checkpoint.read_payload`).
+
+        Raises:
+            CheckpointError: the weights, optimizer state, random state or counters do not
+                fit this run (a damaged or foreign file).
+        """
         ts = payload["train_state"]
-        self.optimizer.load_state_dict(ts["optimizer"])
-        self.schedule.load_state_dict(ts.get("schedule"))
-        _set_rng_state(ts["rng"])
-        self.state = TrainState(**ts["counters"])
+        try:
+            self.model.load_state_dict(payload["model"])
+            self.optimizer.load_state_dict(ts["optimizer"])
+            self.schedule.load_state_dict(ts.get("schedule"))
+            _set_rng_state(ts["rng"])
+            self.state = TrainState(**ts["counters"])
+        except (RuntimeError, ValueError, TypeError, KeyError) as e:
+            why = str(e).strip().splitlines()[0][:200]
+            raise CheckpointError(f"{self.out / 'last.pt'}: cannot resume from this checkpoint "
+                                  f"({type(e).__name__}: {why})") from None
         self.state.interrupted = None
         self.started = time.monotonic() - self.state.elapsed_s
         self.log(f"resumed at epoch {self.state.epoch + 1}, batch {self.state.batch_in_epoch}, "

@@ -44,14 +44,16 @@ def test_foreign_and_old_files_are_rejected(tmp_path):
 
 def test_failed_write_keeps_previous_file(tmp_path, monkeypatch):
     path = tmp_path / "last.pt"
-    save_atomic({"format": "nmt-checkpoint", "version": 1, "n": 1}, path)
+    base = {"format": "nmt-checkpoint", "version": 1, "config": {}, "src_spm": b"s",
+            "tgt_spm": b"t", "model": {}}
+    save_atomic({**base, "n": 1}, path)
 
     def disk_full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(torch, "save", disk_full)
     with pytest.raises(CheckpointError, match="disk full.*previous checkpoint is kept"):
-        save_atomic({"format": "nmt-checkpoint", "version": 1, "n": 2}, path)
+        save_atomic({**base, "n": 2}, path)
     monkeypatch.undo()
     assert read_payload(path)["n"] == 1
     assert not list(tmp_path.glob(".*.tmp"))
