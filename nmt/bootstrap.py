@@ -85,6 +85,11 @@ class BucketRow:
         min_bucket: the threshold behind ``too_few``.
         bleu, chrf: scores with intervals, None when the bucket is empty.
         vs_baseline: paired BLEU comparison; None for the baseline and empty buckets.
+        len_ratio: hypothesis/reference length in BLEU's 13a tokens, summed over the
+            bucket (sacreBLEU's ``sys_len / ref_len``); None when the bucket is empty.
+        brevity_penalty: BLEU's brevity penalty for the bucket, ``min(1, exp(1 - r/c))``
+            (Papineni et al. 2002, sec. 2.2.2), as sacreBLEU computes it; 1 means not
+            penalised, so BLEU below it with BP near 1 is wrong content, not short output.
     """
 
     min_len: int
@@ -98,6 +103,8 @@ class BucketRow:
     bleu: Interval | None
     chrf: Interval | None
     vs_baseline: PairedResult | None
+    len_ratio: float | None = None
+    brevity_penalty: float | None = None
 
     @property
     def label(self) -> str:
@@ -245,6 +252,8 @@ def study_table(systems: dict[str, list[str]], refs: list[str], sources: list[st
         scored = {(s, m): _resample(metric, stats[s, m][idx], n_samples, seed)
                   for s in names for m, metric in metrics.items()} if idx else {}
         for s in names:
+            whole = (metrics["bleu"]._compute_score_from_stats(stats[s, "bleu"][idx].sum(0))
+                     if idx else None)
             paired = None
             if idx and baseline is not None and s != baseline:
                 paired = _paired(scored[baseline, "bleu"], scored[s, "bleu"])
@@ -254,7 +263,9 @@ def study_table(systems: dict[str, list[str]], refs: list[str], sources: list[st
                 too_few=0 < len(idx) < min_bucket, min_bucket=min_bucket,
                 bleu=_interval(scored[s, "bleu"]) if idx else None,
                 chrf=_interval(scored[s, "chrf"]) if idx else None,
-                vs_baseline=paired))
+                vs_baseline=paired,
+                len_ratio=whole.sys_len / whole.ref_len if whole and whole.ref_len else None,
+                brevity_penalty=whole.bp if whole else None))
     return rows
 
 
@@ -275,14 +286,43 @@ def _delta_cell(row: BucketRow) -> str:
 
 def format_markdown(rows: list[BucketRow]) -> str:
     """A Markdown table, one line per row: bucket, system, n (with ``(n<30)`` when the
-    bucket is too small), ``BLEU [low, high]``, ``chrF [low, high]`` and the paired BLEU
-    delta ``+5.2 (p=0.001)`` against the baseline. Empty buckets show ``–``."""
+    bucket is too small), ``BLEU [low, high]``, ``chrF [low, high]``, the hypothesis/
+    reference length ratio, BLEU's brevity penalty and the paired BLEU delta
+    ``+5.2 (p=0.001)`` against the baseline. Empty buckets show ``–``."""
     baseline = next((r.baseline for r in rows if r.baseline is not None), None)
     delta_head = f"ΔBLEU vs {baseline} (p)" if baseline is not None else "ΔBLEU"
-    lines = [f"| Source words | System | n | BLEU [95% CI] | chrF [95% CI] | {delta_head} |",
-             "|---|---|---:|---|---|---|"]
+    lines = [f"| Source words | System | n | BLEU [95% CI] | chrF [95% CI] | hyp/ref length "
+             f"| BP | {delta_head} |",
+             "|---|---|---:|---|---|---:|---:|---|"]
     for r in rows:
         n = f"{r.n} (n<{r.min_bucket})" if r.too_few else str(r.n)
+        ratio = "–" if r.len_ratio is None else f"{r.len_ratio:.2f}"
+        bp = "–" if r.brevity_penalty is None else f"{r.brevity_penalty:.2f}"
         lines.append(f"| {r.label} | {r.system} | {n} | {_cell(r.bleu)} | {_cell(r.chrf)} "
-                     f"| {_delta_cell(r)} |")
+                     f"| {ratio} | {bp} | {_delta_cell(r)} |")
     return "\n".join(lines)
+
+
+def bucket_drop(hyps: list[str], refs: list[str], sources: list[str],
+                high_bucket: tuple[int, int | None], low_bucket: tuple[int, int | None],
+                n_samples: int = 1000, seed: int = 12345) -> PairedResult | None:
+    """How much BLEU one system loses from one source-length bucket to another: BLEU on
+    ``high_bucket`` (e.g. 1-10 words) minus BLEU on ``low_bucket`` (e.g. 51-60 words).
+
+    The two buckets hold different sentences, so they are resampled independently (seeds
+    ``seed`` and ``seed + 1``) and the interval is the 95% percentile interval of the
+    differences of the resampled scores; ``p_value`` is the fraction of resamples in which
+    the first bucket does *not* score higher (no drop). None when a bucket is empty.
+
+    Raises:
+        ValueError: mismatched or empty lists, ``n_samples < 1``.
+    """
+    _check(n_samples, refs, {"hypotheses": hyps, "sources": sources})
+    m = _metric("bleu")
+    stats = _sentence_stats(m, hyps, refs)
+    first, second = bucket_indices(sources, (high_bucket, low_bucket))
+    if not first or not second:
+        return None
+    a = _resample(m, stats[first], n_samples, seed)
+    b = _resample(m, stats[second], n_samples, seed + 1)
+    return _paired(b, a)  # a - b: the drop

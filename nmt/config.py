@@ -176,6 +176,8 @@ class StudyConfig:
     join_ks: tuple[int, ...] = (1, 2, 3, 4)
     buckets: str = "1-10,11-20,21-30,31-40,41-50,51-60,61-"
     min_bucket: int = 30  # smaller buckets are reported but marked too few
+    # the headline: each model's BLEU on the first bucket minus its BLEU on the second
+    drop_buckets: str = "1-10,51-60"
     n_samples: int = 1000  # bootstrap resamples
     bootstrap_seed: int = 12345
     heatmap_sentences: tuple[str, ...] = ()  # source sentences to draw attention for
@@ -419,7 +421,7 @@ def load_study_config(path: str | Path, overrides: list[str] | None = None) -> S
         for a in cfg.attentions:
             if a not in ATTENTION_TYPES:
                 raise ConfigError(f"attentions: {a!r} is not one of {', '.join(ATTENTION_TYPES)}")
-        for a in cfg.cap_attentions:
+        for a in cfg.cap_attentions if cfg.extra_caps else ():
             if a not in cfg.attentions:
                 raise ConfigError(f"cap_attentions: {a!r} is not in attentions")
         if any(c <= 0 for c in cfg.extra_caps):
@@ -433,6 +435,15 @@ def load_study_config(path: str | Path, overrides: list[str] | None = None) -> S
                 raise ConfigError(f"{key}: must be positive")
         if any(k < 1 for k in cfg.join_ks):
             raise ConfigError("join_ks: every k must be at least 1")
+        # checked here, before hours of training; nmt.evaluate.parse_buckets reads them later
+        for key in ("buckets", "drop_buckets"):
+            parts = [p.strip() for p in getattr(cfg, key).split(",")]
+            if not all(re.fullmatch(r"\d+-\d+|\d+[-+]", p) for p in parts):
+                raise ConfigError(f"{key}: {getattr(cfg, key)!r} is not a list of ranges such "
+                                  "as '1-10,11-20,61-'")
+        if len(cfg.drop_buckets.split(",")) != 2:
+            raise ConfigError(f"drop_buckets: expected two ranges such as '1-10,51-60', "
+                              f"got {cfg.drop_buckets!r}")
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from e
     return cfg

@@ -68,10 +68,11 @@ def _save(fig, path: str | Path) -> Path:
 
 
 def plot_bleu_by_length(curves: dict[str, list[LengthPoint]], path: str | Path,
-                        title: str) -> Path:
+                        title: str, dashed: list[str] | tuple[str, ...] = ()) -> Path:
     """One line per system of BLEU against source length, with a shaded 95% band.
 
-    Empty buckets (``n == 0`` or ``bleu`` None) are skipped; ``too_few`` buckets get a
+    Systems named in ``dashed`` (e.g. the models of a shorter training cap, like the
+    paper's RNNsearch-30) are drawn with dashed lines. Empty buckets (``n == 0`` or ``bleu`` None) are skipped; ``too_few`` buckets get a
     hollow marker. Writes a PNG (about 770x480 pixels) at ``path``, creating its parent
     directories, and returns the path.
     """
@@ -85,7 +86,8 @@ def plot_bleu_by_length(curves: dict[str, list[LengthPoint]], path: str | Path,
                 continue
             color = f"C{i % 10}"
             x = np.array([p.x for p in pts], dtype=float)
-            ax.plot(x, [p.bleu for p in pts], color=color, label=name, linewidth=1.5)
+            ax.plot(x, [p.bleu for p in pts], color=color, label=name, linewidth=1.5,
+                    linestyle="--" if name in dashed else "-")
             # NaN leaves a gap in the band where a point has no interval.
             low = [np.nan if p.low is None else p.low for p in pts]
             high = [np.nan if p.high is None else p.high for p in pts]
@@ -145,6 +147,38 @@ def plot_attention(src_pieces: list[str], tgt_pieces: list[str], weights, path: 
         ax.set_xticks(range(S), src_pieces, rotation=90, fontsize=fontsize)
         ax.set_yticks(range(T), tgt_pieces, fontsize=fontsize)
         ax.set_title(title, fontsize=10, pad=12)
+        fig.tight_layout()
+        return _save(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def plot_length_histogram(counts: dict[str, list[int]], labels: list[str], path: str | Path,
+                          title: str) -> Path:
+    """Grouped bars: for each named training set, how many pairs fall in each source-length
+    bucket (``counts[name][i]`` pairs in bucket ``labels[i]``). Log-scaled y axis, so the
+    few long pairs stay visible beside the many short ones. Writes a PNG at ``path``.
+
+    Raises:
+        ValueError: a count list is not as long as ``labels``.
+    """
+    for name, c in counts.items():
+        if len(c) != len(labels):
+            raise ValueError(f"{name}: {len(c)} counts for {len(labels)} buckets")
+    fig, ax = plt.subplots(figsize=FIGSIZE_IN)
+    try:
+        width = 0.8 / max(len(counts), 1)
+        x = np.arange(len(labels))
+        for i, (name, c) in enumerate(counts.items()):
+            ax.bar(x + (i - (len(counts) - 1) / 2) * width, [max(v, 0) for v in c], width,
+                   label=name, color=f"C{i % 10}")
+        ax.set_xticks(x, labels, fontsize=8)
+        ax.set_yscale("symlog", linthresh=10)
+        ax.set_xlabel("Source length (words)")
+        ax.set_ylabel("Training pairs")
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8)
+        ax.grid(True, axis="y", alpha=0.3)
         fig.tight_layout()
         return _save(fig, path)
     finally:

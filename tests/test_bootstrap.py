@@ -118,3 +118,53 @@ def test_study_table_flags_small_buckets_and_formats_markdown():
     assert f"{b.score:.1f} [{b.low:.1f}, {b.high:.1f}]" in lines[3]
     assert f"{rows[1].vs_baseline.delta:+.1f} (p" in lines[3]
     assert lines[-1].startswith("| 40+ | additive | 0 | – | – | – |")
+
+
+def test_length_ratio_and_brevity_penalty_per_bucket_agree_with_sacrebleu():
+    from sacrebleu.metrics import BLEU
+
+    refs = corpus(80, seed=3)
+    # "short" keeps the first half of each reference: BP < 1; "long" repeats a word: BP 1
+    short = [" ".join(r.split()[: max(1, len(r.split()) // 2)]) for r in refs]
+    long = [r + " the the" for r in refs]
+    sources = refs
+    buckets = ((1, 8), (9, None))
+    rows = study_table({"short": short, "long": long}, refs, sources, buckets,
+                       baseline="short", n_samples=20)
+    for (lo, hi), idx in zip(buckets, bucket_indices(sources, buckets)):
+        for name, hyps in (("short", short), ("long", long)):
+            row = next(r for r in rows if r.system == name and r.min_len == lo)
+            ref_score = BLEU().corpus_score([hyps[i] for i in idx], [[refs[i] for i in idx]])
+            assert row.len_ratio == pytest.approx(ref_score.sys_len / ref_score.ref_len)
+            assert row.brevity_penalty == pytest.approx(ref_score.bp)
+            assert row.bleu.score == pytest.approx(ref_score.score)
+    assert all(r.brevity_penalty < 0.8 for r in rows if r.system == "short")
+    assert all(r.brevity_penalty == 1.0 and r.len_ratio > 1 for r in rows if r.system == "long")
+    line = format_markdown(rows).splitlines()[2]
+    assert f"| {rows[0].len_ratio:.2f} | {rows[0].brevity_penalty:.2f} |" in line
+
+
+def test_scores_carry_length_ratio_and_brevity_penalty():
+    s = score(["a b c"], ["a b c d e"], ["x y z"])
+    assert s.len_ratio == pytest.approx(3 / 5)
+    assert s.brevity_penalty == pytest.approx(2.718281828 ** (1 - 5 / 3))
+
+
+def test_bucket_drop_is_the_difference_of_the_two_bucket_scores():
+    from nmt.bootstrap import bucket_drop
+
+    refs = corpus(200, seed=5)
+    sources = refs
+    # good on short sources, poor on long ones: a real drop
+    hyps = [r if len(r.split()) <= 9 else " ".join(r.split()[::2]) for r in refs]
+    d = bucket_drop(hyps, refs, sources, (1, 9), (10, None), n_samples=200)
+    idx_short, idx_long = bucket_indices(sources, ((1, 9), (10, None)))
+    short = score([hyps[i] for i in idx_short], [refs[i] for i in idx_short],
+                  [sources[i] for i in idx_short]).bleu
+    long = score([hyps[i] for i in idx_long], [refs[i] for i in idx_long],
+                 [sources[i] for i in idx_long]).bleu
+    assert d.delta == pytest.approx(short - long) and d.delta > 30
+    assert d.low <= d.delta <= d.high and d.p_value == 0.0 and d.n_samples == 200
+    flat = bucket_drop(refs, refs, sources, (1, 9), (10, None), n_samples=50)
+    assert flat.delta == pytest.approx(0.0) and flat.p_value == 1.0
+    assert bucket_drop(refs, refs, sources, (1, 9), (500, None), n_samples=10) is None

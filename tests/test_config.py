@@ -37,6 +37,8 @@ def test_overrides_are_typed(tmp_path):
     ({"model": {"tie_embeddings": True, "output_dim": 100}}, "model.tie_embeddings: needs"),
     ({"name": "../etc"}, "name: '../etc' must be"),
     ({"data": {"train_join_ks": [1]}}, "data.train_join_ks: every k must be at least 2"),
+    ({"data": {"valid_join_ks": [1]}}, "data.valid_join_ks: every k must be at least 2"),
+    ({"data": {"train_join_per_k": 0}}, "data.train_join_per_k: must be positive"),
 ])
 def test_invalid_values_name_the_dotted_key(raw, message):
     with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("(", r"\(")):

@@ -158,3 +158,49 @@ def test_joined_training_pairs_are_added_and_then_length_filtered():
     assert (out[7].src, out[7].tgt) == ("s1 a b s2 a b s3 a b", "t1 x t2 x t3 x")
     kept, stats = filter_training_pairs(out, max_words=6)
     assert stats.too_long == 1 and len(kept) == 7
+
+
+def test_joined_training_data_counts_per_k_no_pair_lost_or_duplicated_caps_applied():
+    from collections import Counter
+
+    from nmt.data import add_joined_pairs, evenly_spaced
+
+    n = 103
+    pairs = [Pair(" ".join([f"s{i}"] * (1 + i % 7)), f"t{i}", f"f:{i + 1}") for i in range(n)]
+    ks, per_k = (2, 3, 4, 5), 12
+    out = add_joined_pairs(pairs, ks, per_k)
+    assert out[:n] == pairs  # every single pair kept, in order
+    joined = out[n:]
+    by_k = Counter(p.tgt.count(" ") + 1 for p in joined)
+    assert by_k == {k: min(per_k, n // k) for k in ks}
+    # every joined pair is exactly its k consecutive originals, and none appears twice
+    assert len({(p.src, p.tgt) for p in joined}) == len(joined)
+    for p in joined:
+        ids = [int(t[1:]) for t in p.tgt.split()]
+        assert ids == list(range(ids[0], ids[0] + len(ids)))
+        assert ids[0] % len(ids) == 0  # non-overlapping blocks starting at line 0
+        assert p.src == " ".join(pairs[i].src for i in ids)
+        assert p.origin == f"f:{ids[0] + 1} (+{len(ids) - 1} joined)"
+    # per_k=None takes every block; per_k larger than the blocks takes them all
+    assert len(add_joined_pairs(pairs, (2,))) == n + n // 2
+    assert add_joined_pairs(pairs, (2,), 10_000) == add_joined_pairs(pairs, (2,))
+    assert evenly_spaced(10, 4) == [0, 2, 5, 7] and evenly_spaced(3, None) == [0, 1, 2]
+    # the word cap applies to joined pairs like any other (both sides)
+    cap = 12
+    kept, stats = filter_training_pairs(out, max_words=cap)
+    assert all(len(p.src.split()) <= cap and len(p.tgt.split()) <= cap for p in kept)
+    assert stats.too_long == sum(len(p.src.split()) > cap or len(p.tgt.split()) > cap for p in out)
+    assert len(kept) + stats.too_long == len(out)
+
+
+def test_training_pairs_with_per_k_and_cap_from_a_config(tmp_path):
+    from nmt.recipe import training_pairs
+
+    src = [" ".join(["w"] * (3 + i % 5)) for i in range(40)]
+    write_split(tmp_path, "train", "de", src)
+    write_split(tmp_path, "train", "en", [f"t{i}" for i in range(40)])
+    d = DataConfig(source="dir", path=str(tmp_path), train_join_ks=(2, 4), train_join_per_k=5,
+                   max_train_words=20)
+    raw, kept, stats = training_pairs(d)
+    assert len(raw) == 40 and stats.kept + stats.too_long == 40 + 5 + 5
+    assert all(len(p.src.split()) <= 20 for p in kept)

@@ -1,0 +1,97 @@
+"""The long-sentence study (issue 9) end to end on a slice: joined training pairs, joined
+validation, the training-length axis (-N models), and the report's length-ratio, brevity
+penalty, drop and long-alignment sections."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nmt.config import ConfigError, load_study_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def long_study(tmp_path_factory):
+    from conftest import MULTI30K
+
+    if not (MULTI30K / "train.de.gz").exists():
+        pytest.skip(f"Multi30k not found at {MULTI30K}")
+    tmp = tmp_path_factory.mktemp("long_study")
+    overrides = [f"data.path={MULTI30K}", "data.train_limit=240", "data.valid_limit=24",
+                 "data.train_join_ks=[2,3]", "data.train_join_per_k=30",
+                 "data.max_train_words=40", "data.valid_join_ks=[2]",
+                 "subwords.vocab_size=300", "model.emb_dim=24", "model.enc_hidden=24",
+                 "model.dec_hidden=48", "model.attn_dim=24", "model.output_dim=24",
+                 "train.max_epochs=1", "train.progress=false", f"train.out_dir={tmp}/runs/{{name}}"]
+    cfg = tmp / "study.yaml"
+    cfg.write_text(json.dumps({
+        "name": "long", "run_prefix": "long", "base_config": "configs/multi30k_deen_additive.yaml",
+        "attentions": ["none", "additive"], "extra_caps": [15], "cap_attentions": ["additive"],
+        "overrides": overrides, "parallel": 2, "test_splits": [],
+        "long_set_split": "test_2016_flickr", "join_ks": [1, 4], "n_samples": 40,
+        "buckets": "1-10,11-30,31-", "drop_buckets": "1-10,31-",
+        "heatmap_sentences": [], "sampled_heatmaps": 0, "long_heatmap_words": [35, 70],
+        "long_heatmaps": 1, "report_dir": f"{tmp}/report"}))
+    r = subprocess.run([sys.executable, "-m", "nmt", "study", str(cfg)], cwd=REPO,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    return tmp, cfg
+
+
+def test_cap_axis_runs_are_trained_with_their_own_cap(long_study):
+    tmp, _cfg = long_study
+    runs = tmp / "runs"
+    assert sorted(p.name for p in runs.iterdir()) == ["long_additive", "long_additive-15",
+                                                      "long_none"]
+    import yaml
+
+    caps = {p.name: yaml.safe_load((p / "config.yaml").read_text())["data"]["max_train_words"]
+            for p in runs.iterdir()}
+    assert caps == {"long_additive": 40, "long_additive-15": 15, "long_none": 40}
+    log = [json.loads(x) for x in (runs / "long_none" / "valid_log.jsonl").read_text().splitlines()]
+    # selection on the mean of plain and joined validation BLEU
+    assert all(x["val_bleu"] == pytest.approx((x["val_bleu_plain"] + x["val_bleu_joined"]) / 2,
+                                              abs=0.011) for x in log)
+
+
+def test_report_shows_training_data_ratio_bp_drop_and_long_alignment(long_study):
+    tmp, _cfg = long_study
+    report = (tmp / "report" / "report.md").read_text()
+    assert report.index("## Headline") < report.index("## Models")
+    assert "| additive-15 | 15 |" in report
+    assert "## Training data" in report and "| 40 | none, additive |" in report
+    assert "| 15 | additive-15 |" in report
+    assert "| hyp/ref length | BP |" in report
+    assert "40 resamples, seed 12345" in report
+    assert "## Alignment on long input" in report
+    pngs = {p.name for p in (tmp / "report").glob("*.png")}
+    assert {"long_attention_1_additive.png", "long_attention_1_additive-15.png",
+            "training_lengths.png", "bleu_by_length_test_2016_flickr_joined.png"} <= pngs
+    assert not any(p.startswith("long_attention") and "none" in p for p in pngs)
+    assert "- **none** (" in report  # the fixed-vector model's output beside the heatmaps
+    res = json.loads((tmp / "report" / "results.json").read_text())["test_sets"]
+    joined = res["test_2016_flickr_joined"]
+    assert [d["system"] for d in joined["drops"]] == ["none", "additive", "additive-15"]
+    for d in joined["drops"]:
+        a, b = d["bleu"]
+        assert d["drop"]["delta"] == pytest.approx(a["score"] - b["score"])
+    for row in joined["buckets"]:
+        if row["n"]:
+            assert 0 < row["brevity_penalty"] <= 1 and row["len_ratio"] > 0
+
+
+def test_study_cap_options_are_checked(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("attentions: [none, additive]\ncap_attentions: [dot]\nextra_caps: [30]\n")
+    with pytest.raises(ConfigError, match="cap_attentions: 'dot' is not in attentions"):
+        load_study_config(path)
+    path.write_text("attentions: [none]\nextra_caps: [0]\ncap_attentions: [none]\n")
+    with pytest.raises(ConfigError, match="extra_caps: every cap must be"):
+        load_study_config(path)
+    path.write_text("attentions: [none]\ndrop_buckets: '1-10'\n")
+    with pytest.raises(ConfigError, match="drop_buckets: expected two ranges"):
+        load_study_config(path)
