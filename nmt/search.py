@@ -28,12 +28,16 @@ class Hypothesis:
         attention: (len(tokens) + 1, S_real) attention weights per output step (EOS row
             included when produced, else len(tokens) rows), or None for the fixed-vector model.
         log_prob: total log-probability (nats) including EOS when it was produced.
+        complete: False when the search reached the length limit before EOS; such a
+            hypothesis is scored and ranked by the same rule as the others (its log P
+            simply has no EOS term), so it is returned only when nothing scores better.
     """
 
     tokens: list[int]
     score: float
     attention: torch.Tensor | None
     log_prob: float | None = None
+    complete: bool = True
 
 
 def max_output_length(src_len: torch.Tensor, ratio: float, extra: int = 10) -> torch.Tensor:
@@ -186,17 +190,27 @@ def _collect(finished: list[list[Hypothesis]], cands: _Open, final: torch.Tensor
     atts = None if cands.attention is None else cands.attention[idx].cpu()
     for j, i in enumerate(idx.tolist()):
         b, seq = i // C, toks[j]
-        seq = seq[:-1] if seq[-1] == EOS else seq
+        complete = bool(seq) and seq[-1] == EOS
+        seq = seq[:-1] if complete else seq
         att = None if atts is None else atts[j, :, : src_len[b]]
         score = normalised_score(lps[j], length, kind, alpha)
-        finished[b].append(Hypothesis(seq, float(score), att, lps[j]))
+        finished[b].append(Hypothesis(seq, float(score), att, lps[j], complete))
 
 
 def _is_done(hyps: list[Hypothesis], K: int, n_best: int, bound: float) -> bool:
-    """K finished (OpenNMT-py / fairseq rule), or the n_best-th finished score reaches
-    ``bound``, the best score any open hypothesis could still reach."""
-    if len(hyps) >= K:
-        return True
+    """Whether no open hypothesis can still enter a sentence's n-best list.
+
+    ``bound`` is the best normalised score any open hypothesis can still reach (its log P
+    can only fall, and lp(Y) only grows up to the length limit, so it is
+    ``max(open log P) / lp(limit)`` for every length penalty). The sentence is done once
+    it has ``n_best`` finished hypotheses and the ``n_best``-th best of them scores at
+    least ``bound``. Beam size 1 is greedy search: done at its first finished hypothesis.
+    (The OpenNMT-py / fairseq rule, "done at K finished", is wrong whenever the length
+    penalty can reward a longer hypothesis: it returns a worse translation than one still
+    open; shared/cases NMT-15.)
+    """
+    if K == 1:
+        return len(hyps) >= 1
     if len(hyps) < n_best:
         return False
     return sorted((h.score for h in hyps), reverse=True)[n_best - 1] >= bound
@@ -215,11 +229,14 @@ def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int 
     hypotheses are ranked by ``log P / lp`` (:func:`length_penalty_divisor`: ``gnmt`` is
     Wu et al. 2016 eq. 14, ``average`` divides by |Y|, ``none`` is raw log P).
 
-    Early stopping: a sentence is done when it has K finished hypotheses (OpenNMT-py and
-    fairseq rule), or at its length limit, or as soon as its n_best-th finished score is
-    >= ``max(open log P) / lp(limit)``, a bound no open hypothesis can beat (log P only
-    falls, lp only grows); the last rule only saves steps, it never changes the result.
-    The loop stops when every sentence is done. Beam size 1 gives exactly greedy's tokens.
+    Stopping: a sentence is done at its length limit, or as soon as its n_best-th finished
+    score is >= ``max(open log P) / lp(limit)``, a bound no open hypothesis can beat (log P
+    only falls, lp only grows): so every returned hypothesis, in any n-best position, is
+    the best the beam can still produce under the length penalty in use (see
+    :func:`_is_done`; unlike the "K finished" rule of OpenNMT-py and fairseq). All
+    finished hypotheses, including those cut at the length limit without EOS
+    (``complete=False``), are ranked by the same ``log P / lp(|Y|)``. The loop stops when
+    every sentence is done. Beam size 1 gives exactly greedy's tokens.
 
     Args:
         model: has ``encode(src, src_len) -> (mem, state)`` and ``step(prev (N,), state,

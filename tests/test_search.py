@@ -103,10 +103,9 @@ def test_length_penalty_decides_between_short_and_long(penalty, alpha, best):
     hyps = beam_search(TableModel(_short_or_long), src, src_len, beam_size=2, alpha=alpha,
                        length_penalty=penalty, n_best=2)[0]
     assert hyps[0].tokens == best
-    lengths = {(): 1, (A,): 2}
-    for h in hyps:
+    for h in hyps:  # |Y| counts EOS; the second best may be longer (A B EOS under average)
         assert h.score == pytest.approx(
-            normalised_score(h.log_prob, lengths[tuple(h.tokens)], penalty, alpha))
+            normalised_score(h.log_prob, len(h.tokens) + 1, penalty, alpha))
 
 
 def test_stops_at_eos_after_k_pieces():
@@ -249,3 +248,97 @@ def test_batched_beam_equals_each_sentence_alone(toy_vocabs, attention, order):
 
 def test_hypothesis_log_prob_defaults_to_none():
     assert Hypothesis([A], -1.0, None).log_prob is None
+
+
+# --- NMT-15: stop only when nothing better can come, for every length penalty ---
+
+E_ = 8
+V9 = 9
+# Markov on the last piece (shared/cases/NMT-15/step_table.json); EOS's own row must never
+# be used by a correct search.
+MARKOV = {BOS: {A: 0.55, B_: 0.30, EOS: 0.15}, A: {EOS: 0.60, C: 0.40},
+          B_: {D: 0.90, EOS: 0.10}, C: {EOS: 1.0}, D: {E_: 0.90, EOS: 0.10}, E_: {EOS: 1.0},
+          EOS: {EOS: 0.5, A: 0.5}}
+LIMIT = 5
+
+
+class MarkovModel:
+    def encode(self, src, src_len):
+        return StubMemory(src_len.clone()), StubState(torch.zeros(src.size(0), dtype=torch.long))
+
+    def step(self, prev, state, mem):
+        rows = torch.full((prev.size(0), V9), float("-inf"), dtype=torch.float64)
+        for r, p in enumerate(prev.tolist()):
+            for tok, prob in MARKOV.get(p, {}).items():
+                rows[r, tok] = math.log(prob)
+        return rows, StubState(state.t + 1), None
+
+
+def _exhaustive(kind, alpha):
+    """Every hypothesis ending in EOS within LIMIT pieces, as (tokens, score), best first."""
+    out = []
+
+    def walk(prefix, last, lp):
+        if len(prefix) >= LIMIT:
+            return
+        for tok, p in MARKOV[last].items():
+            if tok == EOS:
+                n = len(prefix) + 1
+                out.append((prefix, normalised_score(lp + math.log(p), n, kind, alpha)))
+            else:
+                walk(prefix + [tok], tok, lp + math.log(p))
+
+    walk([], BOS, 0.0)
+    return sorted(out, key=lambda x: -x[1])
+
+
+@pytest.mark.parametrize("kind, alpha", [("average", 0.6), ("gnmt", 1.0), ("gnmt", 0.6),
+                                         ("none", 0.6)])
+@pytest.mark.parametrize("K", [2, 3, 6])
+def test_beam_matches_the_exhaustive_best_under_every_length_penalty(monkeypatch, kind, alpha, K):
+    import nmt.search as search
+
+    monkeypatch.setattr(search, "max_output_length",
+                        lambda src_len, ratio, extra=10: torch.full_like(src_len, LIMIT))
+    src, src_len = _stub_src([2])
+    ref = _exhaustive(kind, alpha)
+    out = beam_search(MarkovModel(), src, src_len, beam_size=K, length_penalty=kind,
+                      alpha=alpha, n_best=2)[0]
+    assert out[0].tokens == ref[0][0]
+    assert out[0].score == pytest.approx(ref[0][1], abs=1e-6)
+    if K == 6:  # a beam as wide as the tree: the whole n-best list is exact
+        assert [(h.tokens, round(h.score, 6)) for h in out] == [
+            (t, round(sc, 6)) for t, sc in ref[:2]]
+    # every returned hypothesis is scored by the same rule as the best one
+    for h in out:
+        assert h.complete
+        assert h.score == pytest.approx(
+            normalised_score(h.log_prob, len(h.tokens) + 1, kind, alpha), abs=1e-9)
+
+
+def test_average_penalty_beam2_no_longer_stops_at_k_finished(monkeypatch):
+    """The NMT-15 input: "done at K finished" returned `a c` (-0.5047); `b d e` (-0.3537)
+    was still open and is the exhaustive best."""
+    import nmt.search as search
+
+    monkeypatch.setattr(search, "max_output_length",
+                        lambda src_len, ratio, extra=10: torch.full_like(src_len, LIMIT))
+    src, src_len = _stub_src([2])
+    out = beam_search(MarkovModel(), src, src_len, beam_size=2, length_penalty="average",
+                      n_best=2)[0]
+    assert [h.tokens for h in out] == [[B_, D, E_], [A, C]]
+    assert out[0].score == pytest.approx(math.log(0.3 * 0.9 * 0.9) / 4, abs=1e-6)
+
+
+def test_hypotheses_cut_at_the_limit_are_flagged_and_ranked_by_the_same_rule():
+    def never_eos(prev, t):
+        return {A: 0.5, B_: 0.5}
+
+    src, src_len = _stub_src([1])
+    out = beam_search(TableModel(never_eos), src, src_len, beam_size=3, n_best=3,
+                      length_penalty="average", max_ratio=1.0)[0]
+    limit = int(max_output_length(src_len, 1.0)[0])
+    assert all(not h.complete and len(h.tokens) == limit for h in out)
+    for h in out:
+        assert h.score == pytest.approx(normalised_score(h.log_prob, limit, "average"))
+    assert [h.score for h in out] == sorted((h.score for h in out), reverse=True)
