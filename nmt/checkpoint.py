@@ -213,16 +213,26 @@ def vocabs_of(payload: dict[str, Any], path: str | Path) -> tuple[Vocab, Vocab]:
                               f"cannot be loaded ({type(e).__name__})") from None
 
 
-def _same_task(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Whether two payloads' weights can be averaged: same model config, language pair,
-    subword settings, SentencePiece models and tensor shapes."""
+def _task_mismatch(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """Why two payloads' weights cannot be averaged (None when they can): another model
+    config, language pair, subword settings or SentencePiece model, or the first tensor
+    whose name or shape differs (with both shapes)."""
     langs = ("src_lang", "tgt_lang")
-    return (a["config"]["model"] == b["config"]["model"]
-            and a["config"]["subwords"] == b["config"]["subwords"]
-            and all(a["config"]["data"].get(k) == b["config"]["data"].get(k) for k in langs)
-            and a["src_spm"] == b["src_spm"] and a["tgt_spm"] == b["tgt_spm"]
-            and a["model"].keys() == b["model"].keys()
-            and all(a["model"][k].shape == b["model"][k].shape for k in a["model"]))
+    if a["config"].get("model") != b["config"].get("model"):
+        return "another model configuration"
+    if any(a["config"].get("data", {}).get(k) != b["config"].get("data", {}).get(k) for k in langs):
+        return "another language pair"
+    if a["config"].get("subwords") != b["config"].get("subwords") or \
+            a["src_spm"] != b["src_spm"] or a["tgt_spm"] != b["tgt_spm"]:
+        return "another vocabulary (subword settings or SentencePiece model)"
+    for key in a["model"]:
+        if key not in b["model"]:
+            return f"tensor {key!r} is missing in one of them"
+        if a["model"][key].shape != b["model"][key].shape:
+            return (f"tensor {key!r} has shape {tuple(a['model'][key].shape)} here but "
+                    f"{tuple(b['model'][key].shape)} there")
+    extra = [k for k in b["model"] if k not in a["model"]]
+    return f"tensor {extra[0]!r} is missing in one of them" if extra else None
 
 
 def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
@@ -232,20 +242,31 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
 
     Raises:
         CheckpointError: no paths, an unreadable file, or checkpoints that differ in model
-            config, language pair, subword settings, SentencePiece models or tensor shapes.
+            config, language pair, subword settings, SentencePiece models or tensor shapes
+            (the message names the first mismatching tensor and both shapes).
+
+    Floating-point weights are summed in float64 and cast back to their dtype, so the
+    average is the same whatever the order of ``paths``; integer tensors (counters) are
+    taken from the last checkpoint.
     """
     if not paths:
         raise CheckpointError("no checkpoints to average")
     payloads = [read_payload(p) for p in paths]
     last = payloads[-1]
     for path, payload in zip(paths, payloads):
-        if not _same_task(payload, last):
+        why = _task_mismatch(payload, last)
+        if why:
             raise CheckpointError(f"{path}: a different model, language pair or vocabulary from "
-                                  f"{paths[-1]}; only checkpoints of one run can be averaged")
+                                  f"{paths[-1]} ({why}); only checkpoints of one run can be "
+                                  "averaged")
     averaged = {}
     for key, value in last["model"].items():
         if value.is_floating_point():
-            averaged[key] = sum(p["model"][key] for p in payloads) / len(payloads)
+            # float64 sum: the result does not depend on the order of the files
+            total = torch.zeros(value.shape, dtype=torch.float64)
+            for p in payloads:
+                total += p["model"][key].to(torch.float64)
+            averaged[key] = (total / len(payloads)).to(value.dtype)
         else:
             averaged[key] = value
     return {**last, "model": averaged, "train_state": None,

@@ -77,3 +77,37 @@ def test_average_refuses_checkpoints_of_another_language_pair(tmp_path, toy_voca
     save_atomic(make_payload(reversed_cfg, b, src, tgt), tmp_path / "c.pt")
     with pytest.raises(CheckpointError, match="c.pt: a different model, language pair or vocabulary"):
         average_checkpoints([tmp_path / "c.pt", tmp_path / "a.pt"])
+
+
+def test_average_names_the_mismatching_tensor_and_is_order_independent(tmp_path, toy_vocabs):
+    """NMT-26: the refusal names the tensor and both shapes; float64 accumulation."""
+    from nmt.checkpoint import average_checkpoints
+
+    src, tgt = toy_vocabs
+    cfg = _cfg()
+    paths = []
+    for i in range(4):
+        torch.manual_seed(i)
+        m = tiny_model(src, tgt)
+        with torch.no_grad():
+            for p in m.parameters():
+                p.mul_(torch.rand_like(p) * 1e3)  # wide range: float32 sums depend on order
+        payload = make_payload(cfg, m, src, tgt)
+        save_atomic(payload, tmp_path / f"m{i}.pt")
+        paths.append(tmp_path / f"m{i}.pt")
+    fwd = average_checkpoints(paths)["model"]
+    rev = average_checkpoints(paths[::-1])["model"]
+    loaded = [read_payload(p)["model"] for p in paths]
+    for key, value in fwd.items():
+        assert torch.equal(value, rev[key]), key
+        if value.is_floating_point():
+            exact = sum(x[key].double() for x in loaded) / len(loaded)
+            assert torch.equal(value, exact.to(value.dtype)), key
+    bad = read_payload(paths[0])
+    key = next(iter(bad["model"]))
+    shape = tuple(bad["model"][key].shape)
+    bad["model"][key] = torch.zeros(shape[0] + 1, *shape[1:])
+    torch.save(bad, tmp_path / "bad.pt")
+    with pytest.raises(CheckpointError, match=rf"bad.pt: .*tensor '{key}' has shape "
+                       rf"\({shape[0] + 1}, .*\) here but \({shape[0]}, .*\) there"):
+        average_checkpoints([paths[0], tmp_path / "bad.pt", paths[1]])
