@@ -22,6 +22,7 @@ BEAM_OPTION = typer.Option(None, min=1, help="Beam size (1 = greedy); default: t
                            "checkpoint's search.beam_size.")
 ALPHA_OPTION = typer.Option(None, min=0.0, help="GNMT length penalty alpha.")
 LENGTH_PENALTY_OPTION = typer.Option(None, help="gnmt | average | none.")
+DEVICE_OPTION = typer.Option("auto", help="auto (CUDA when present) | cpu | cuda | cuda:N.")
 
 USER_ERRORS = (ConfigError, DataError, CheckpointError, ValueError, OSError)
 
@@ -80,6 +81,7 @@ def evaluate(
     beam: Optional[int] = BEAM_OPTION,
     alpha: Optional[float] = ALPHA_OPTION,
     length_penalty: Optional[str] = LENGTH_PENALTY_OPTION,
+    device: str = DEVICE_OPTION,
 ) -> None:
     """Decode a test set and report sacreBLEU, chrF and BLEU by source length."""
     from nmt.scoring import evaluate_checkpoints
@@ -91,9 +93,12 @@ def evaluate(
                                       buckets=buckets, batch_size=batch_size,
                                       n_examples=examples, data_path=data_path,
                                       beam_size=beam, alpha=alpha,
-                                      length_penalty=_length_penalty(length_penalty))
+                                      length_penalty=_length_penalty(length_penalty),
+                                      device=device)
     except USER_ERRORS as e:
         _fail(e)
+    for warning in report.warnings:
+        typer.echo(warning, err=True)
     typer.echo(report.table)
     if json_out is not None:
         json_out.write_text(json.dumps(report.json, indent=2) + "\n", encoding="utf-8")
@@ -115,14 +120,16 @@ def translate(
     beam: Optional[int] = BEAM_OPTION,
     alpha: Optional[float] = ALPHA_OPTION,
     length_penalty: Optional[str] = LENGTH_PENALTY_OPTION,
+    device: str = DEVICE_OPTION,
 ) -> None:
     """Translate interactively (terminal) or as a filter (one line out per line in)."""
     from nmt.checkpoint import load_checkpoint
     from nmt.interactive import run_filter, run_interactive
+    from nmt.train import pick_device
     from nmt.translate import decoding_from_config
 
     try:
-        loaded = load_checkpoint(checkpoint)
+        loaded = load_checkpoint(checkpoint, pick_device(device, "--device"))
         decoding = decoding_from_config(loaded.cfg, beam, alpha, _length_penalty(length_penalty),
                                         nbest)
         if nbest > decoding.beam_size:
@@ -131,7 +138,9 @@ def translate(
     except USER_ERRORS as e:
         _fail(e)
     if input is None and output is None and sys.stdin.isatty():
-        run_interactive(loaded, attention, decoding, plot)
+        code = run_interactive(loaded, attention, decoding, plot)
+        if code:
+            raise typer.Exit(code)
         return
     try:
         run_filter(loaded, input, output, attention, decoding, batch_size, plot)

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TextIO
 
 from nmt.checkpoint import Loaded
-from nmt.translate import Decoding, Translation, strongest_alignment, translate_lines
+from nmt.translate import (Decoding, Translation, strongest_alignment, translate_lines,
+                           truncation_warning)
 
 
 def _attention_lines(tr: Translation) -> list[str]:
@@ -57,9 +58,14 @@ def _one_line(text: str) -> str:
 
 def run_interactive(loaded: Loaded, show_attention: bool, decoding: Decoding,
                     plot: Path | None = None, stdin: TextIO = sys.stdin,
-                    stdout: TextIO = sys.stdout) -> None:
+                    stdout: TextIO = sys.stdout) -> int:
     """Prompt, translate each line, print; empty lines are skipped; Ctrl-D/Ctrl-C quit.
-    With ``plot`` the heatmap of the latest sentence is written there."""
+    With ``plot`` the heatmap of the latest sentence is written there.
+
+    Returns:
+        the exit status: 0 after Ctrl-D (end of input), 130 after Ctrl-C (interrupted,
+        as shells expect), at the prompt or during a translation.
+    """
     d = loaded.cfg.data
     stdout.write(f"nmt {d.src_lang}->{d.tgt_lang} ({loaded.cfg.model.attention} attention). "
                  "Type a sentence; Ctrl-D to quit.\n")
@@ -70,15 +76,16 @@ def run_interactive(loaded: Loaded, show_attention: bool, decoding: Decoding,
         stdout.flush()
         try:
             line = stdin.readline()
+            if not line:
+                stdout.write("\n")
+                return 0
+            if not line.strip():
+                continue
+            tr = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, [line],
+                                 decoding=decoding)[0]
         except KeyboardInterrupt:
-            line = ""
-        if not line:
             stdout.write("\n")
-            return
-        if not line.strip():
-            continue
-        tr = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, [line],
-                             decoding=decoding)[0]
+            return 130
         if tr.truncated:
             stdout.write("(warning: input cut to the first 400 pieces)\n")
         stdout.write(_one_line(tr.text) + "\n")
@@ -116,12 +123,9 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
         for tr, path in zip(drawn, plot_paths(plot, len(drawn))):
             draw(tr, path)
             print(f"heatmap: {path}", file=sys.stderr)
-    cut_lines = [i + 1 for i, t in enumerate(results) if t.truncated]
-    if cut_lines:
-        shown = ", ".join(map(str, cut_lines[:10])) + (", ..." if len(cut_lines) > 10 else "")
-        word = "line" if len(cut_lines) == 1 else "lines"
-        print(f"warning: {input_path or 'stdin'}: {len(cut_lines)} input {word} cut to the first "
-              f"400 pieces ({word} {shown}, counting from 1)", file=sys.stderr)
+    warning = truncation_warning(results, str(input_path or "stdin"))
+    if warning:
+        print(warning, file=sys.stderr)
     out = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout
     try:
         for i, tr in enumerate(results):

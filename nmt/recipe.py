@@ -17,21 +17,35 @@ from nmt.data import FilterStats, add_joined_pairs, encode_pairs, filter_trainin
 from nmt.evaluate import score
 from nmt.longsets import long_sentence_set
 from nmt.model import build_model, count_parameters
-from nmt.train import TrainState, train
+from nmt.train import TrainState, pick_device, train
 from nmt.translate import decoding_from_config, translate_lines
 from nmt.vocab import Vocab, train_vocab
 
 
-def build_vocabs(cfg: Config, pairs: list[Pair]) -> tuple[Vocab, Vocab]:
-    """Train SentencePiece on the training pairs only (joint or one per side)."""
+def build_vocabs(cfg: Config, pairs: list[Pair], log: Callable[[str], None] = print
+                 ) -> tuple[Vocab, Vocab]:
+    """Train SentencePiece on the training pairs only (joint or one per side). A corpus
+    too small for ``subwords.vocab_size`` gets a smaller model and a visible warning.
+
+    Raises:
+        ValueError: SentencePiece refuses the settings (see :func:`nmt.vocab.train_vocab`).
+    """
     s = cfg.subwords
     if s.joint:
         joint = train_vocab([p.src for p in pairs] + [p.tgt for p in pairs], s.vocab_size,
                             s.model_type, s.character_coverage)
-        return joint, joint
-    src = train_vocab([p.src for p in pairs], s.vocab_size, s.model_type, s.character_coverage)
-    tgt = train_vocab([p.tgt for p in pairs], s.vocab_size, s.model_type, s.character_coverage)
-    return src, tgt
+        sides = {"joint": joint}
+    else:
+        sides = {side: train_vocab([getattr(p, side) for p in pairs], s.vocab_size,
+                                   s.model_type, s.character_coverage)
+                 for side in ("src", "tgt")}
+    for side, vocab in sides.items():
+        if len(vocab) < s.vocab_size:
+            log(f"warning: subwords.vocab_size: {s.vocab_size} is more than the {side} side of "
+                f"this corpus supports; using {len(vocab)} pieces")
+    if s.joint:
+        return sides["joint"], sides["joint"]
+    return sides["src"], sides["tgt"]
 
 
 def training_pairs(d: DataConfig) -> tuple[list[Pair], list[Pair], FilterStats]:
@@ -62,6 +76,7 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     rank = int(os.environ.get("RANK", "0"))  # under torchrun only rank 0 talks and writes
     if rank != 0:
         log = lambda _msg: None  # noqa: E731
+    pick_device(cfg.train.device)  # an unavailable device fails now, before any work
     out = cfg.out_dir()
     payload = None
     if resume:
@@ -89,7 +104,7 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     if payload is not None:
         src_vocab, tgt_vocab = vocabs_of(payload, out / "last.pt")
     else:  # joined pairs repeat sentences: the vocabulary sees each original pair once
-        src_vocab, tgt_vocab = build_vocabs(cfg, [p for p in raw_train if p.src and p.tgt])
+        src_vocab, tgt_vocab = build_vocabs(cfg, [p for p in raw_train if p.src and p.tgt], log)
     log(f"vocabulary: {len(src_vocab)} source / {len(tgt_vocab)} target pieces")
     train_ex = encode_pairs(train_pairs, src_vocab, tgt_vocab)
     valid_ex = encode_pairs([p for p in valid_pairs if p.src and p.tgt], src_vocab, tgt_vocab)

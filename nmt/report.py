@@ -22,7 +22,7 @@ from nmt.longsets import long_sentence_set
 from nmt.plots import curves_from_rows, plot_attention, plot_bleu_by_length, plot_length_histogram
 from nmt.recipe import training_pairs
 from nmt.study import PlannedRun
-from nmt.translate import Decoding, translate_lines
+from nmt.translate import Decoding, translate_lines, truncation_warning
 
 
 @dataclass
@@ -74,6 +74,9 @@ def _decode(run: PlannedRun, loaded: Loaded, ts: TestSet, log: Callable[[str], N
         out = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, ts.sources,
                               decoding=Decoding(max_ratio=loaded.cfg.train.max_output_ratio))
     hyps = [" ".join(t.text.split()) for t in out]
+    warning = truncation_warning(out, f"{run.cfg.name} on {ts.name}")
+    if warning:
+        log(warning)
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
     return hyps

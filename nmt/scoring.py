@@ -4,7 +4,7 @@ by side (corpus BLEU, chrF, BLEU by source length, sacreBLEU signatures)."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ from nmt.config import DataConfig
 from nmt.corpus import DataError, read_lines, read_split
 from nmt.evaluate import Scores, format_table, parse_buckets, score
 from nmt.train import pick_device
-from nmt.translate import decoding_from_config, translate_lines
+from nmt.translate import decoding_from_config, translate_lines, truncation_warning
 
 
 @dataclass
@@ -24,6 +24,7 @@ class Report:
 
     table: str
     json: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)  # printed on stderr (e.g. cut input)
 
 
 def stored_corpus(data: DataConfig, data_path: str | None = None) -> DataConfig:
@@ -69,16 +70,17 @@ def evaluate_checkpoints(checkpoints: list[Path], split: str | None = None,
                          buckets: str = "1-10,11-20,21-30,31-", batch_size: int = 64,
                          n_examples: int = 0, data_path: str | None = None,
                          beam_size: int | None = None, alpha: float | None = None,
-                         length_penalty: str | None = None) -> Report:
+                         length_penalty: str | None = None, device: str = "auto") -> Report:
     """Translate the test set with each checkpoint and score it. Search settings default
     to each checkpoint's ``search`` config; given values override them.
 
     Raises:
-        CheckpointError, DataError, ValueError (bad ``buckets``).
+        CheckpointError, DataError, ValueError (bad ``buckets``), DeviceError (``device``
+        is not available here).
     """
     ranges = parse_buckets(buckets)
-    device = pick_device("auto")
-    names, results, records, example_lines = [], [], [], []
+    device = pick_device(device, "--device")
+    names, results, records, example_lines, warnings = [], [], [], [], []
     for path in checkpoints:
         loaded = load_checkpoint(path, device)
         label, sources, references = _test_set(loaded, split, src, ref, data_path)
@@ -87,6 +89,9 @@ def evaluate_checkpoints(checkpoints: list[Path], split: str | None = None,
             translations = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab,
                                            sources, batch_size=batch_size, decoding=decoding)
         hyps = [t.text for t in translations]
+        warning = truncation_warning(translations, f"{label} ({path})")
+        if warning:
+            warnings.append(warning)
         s: Scores = score(hyps, references, sources, ranges)
         name = loaded.cfg.name if loaded.cfg.name not in names else str(path)
         names.append(name)
@@ -103,4 +108,4 @@ def evaluate_checkpoints(checkpoints: list[Path], split: str | None = None,
     table += format_table(names, results)
     if example_lines:
         table += "\n\nexample translations:\n" + "\n".join(example_lines)
-    return Report(table, records)
+    return Report(table, records, warnings)

@@ -125,3 +125,17 @@ def strongest_alignment(tr: Translation) -> list[tuple[str, str, float]]:
         w, s = tr.attention[t].max(dim=0)
         out.append((piece, tr.src_pieces[int(s)], float(w)))
     return out
+
+
+def truncation_warning(translations: list[Translation], where: str,
+                       max_src_pieces: int = 400) -> str | None:
+    """The warning every command prints when sources were cut to ``max_src_pieces``
+    pieces: ``where`` (a file or test set) and the cut lines, counting from 1 (the first
+    10, then "..."); None when nothing was cut. Nothing is ever cut silently."""
+    cut = [i + 1 for i, t in enumerate(translations) if t.truncated]
+    if not cut:
+        return None
+    shown = ", ".join(map(str, cut[:10])) + (", ..." if len(cut) > 10 else "")
+    word = "line" if len(cut) == 1 else "lines"
+    return (f"warning: {where}: {len(cut)} input {word} cut to the first {max_src_pieces} "
+            f"pieces ({word} {shown}, counting from 1)")

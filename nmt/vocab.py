@@ -4,6 +4,7 @@ checkpoints as serialized model bytes."""
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterable
 
 import sentencepiece as spm
@@ -55,12 +56,34 @@ def train_vocab(
     failing (``hard_vocab_limit=False``).
 
     Raises:
-        ValueError: no non-empty sentence to train on.
+        ValueError: no non-empty sentence to train on, or SentencePiece refuses the settings
+            (one line naming ``subwords.vocab_size`` with the value and the minimum the
+            corpus needs, or the setting SentencePiece names).
     """
     data = [s for s in sentences if s.strip()]
     if not data:
         raise ValueError("cannot train SentencePiece: no non-empty training sentence")
     buf = io.BytesIO()
+    try:
+        _train_spm(data, buf, vocab_size, model_type, character_coverage, seed_sentencepiece_size)
+    except (RuntimeError, ValueError, OSError) as e:  # SentencePiece's own errors
+        msg = str(e).strip()
+        low = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", msg)
+        if low:
+            raise ValueError(
+                f"subwords.vocab_size: {vocab_size} is too small for this corpus: its "
+                f"characters alone need {low.group(2)} pieces (at character_coverage "
+                f"{character_coverage}); set subwords.vocab_size to at least {low.group(2)}, "
+                "or lower subwords.character_coverage") from None
+        first = msg.splitlines()[-1] if msg else type(e).__name__
+        raise ValueError(f"subwords: SentencePiece refused vocab_size={vocab_size}, "
+                         f"model_type={model_type}, character_coverage={character_coverage}: "
+                         f"{first}") from None
+    return Vocab(buf.getvalue())
+
+
+def _train_spm(data: list[str], buf: io.BytesIO, vocab_size: int, model_type: str,
+               character_coverage: float, seed_sentencepiece_size: int) -> None:
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(data),
         model_writer=buf,
@@ -78,4 +101,3 @@ def train_vocab(
         num_threads=1,
         minloglevel=2,
     )
-    return Vocab(buf.getvalue())

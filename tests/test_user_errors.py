@@ -1,0 +1,170 @@
+"""One-line errors and visible warnings for what a user can get wrong (shared/cases
+NMT-22, NMT-23, NMT-24, NMT-27), each on the case's own input where it has one."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import REPO
+
+CASES = REPO.parent / "shared" / "cases"
+TOY = CASES / "nmt_toy.yaml"
+
+
+def _nmt(*args, cwd: Path = REPO, timeout: int = 300, input: str | None = None):
+    return subprocess.run([sys.executable, "-m", "nmt", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, timeout=timeout, input=input,
+                          stdin=None if input is not None else subprocess.DEVNULL)
+
+
+def _one_line_error(r) -> str:
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.startswith("error:")]
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+def _case(name: str, tmp_path: Path) -> Path:
+    if not (CASES / name).is_dir():
+        pytest.skip(f"{CASES / name} not found")
+    shutil.copytree(CASES / name, tmp_path / name)
+    shutil.copy(TOY, tmp_path / "nmt_toy.yaml")
+    return tmp_path / name
+
+
+@pytest.fixture(scope="module")
+def toy_checkpoint(tmp_path_factory):
+    """A 2-epoch toy model trained on the NMT-22 case's corpus (with its long line)."""
+    tmp = tmp_path_factory.mktemp("toy")
+    if not (CASES / "NMT-22").is_dir():
+        pytest.skip("shared/cases not found")
+    case = _case("NMT-22", tmp)
+    r = _nmt("train", "../nmt_toy.yaml", cwd=case)
+    assert r.returncode == 0, r.stderr
+    return case, case / "runs" / "toy" / "best.pt"
+
+
+# --- NMT-24: an unavailable device -------------------------------------------------------
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_requested_without_cuda_is_one_line(tmp_path, toy_checkpoint):
+    case = _case("NMT-24", tmp_path)
+    msg = _one_line_error(_nmt("train", "../nmt_toy.yaml", "train.device=cuda", cwd=case))
+    assert "train.device: CUDA requested ('cuda') but not available" in msg
+    assert not (case / "runs").exists()  # refused before any work
+    _case_dir, ckpt = toy_checkpoint
+    msg = _one_line_error(_nmt("evaluate", ckpt, "--device", "cuda:1"))
+    assert "--device: CUDA requested ('cuda:1')" in msg
+    msg = _one_line_error(_nmt("translate", ckpt, "--device", "cuda", input="ein mann\n"))
+    assert "--device: CUDA requested" in msg
+
+
+def test_unknown_device_names_the_option(toy_checkpoint):
+    _case_dir, ckpt = toy_checkpoint
+    msg = _one_line_error(_nmt("translate", ckpt, "--device", "tpu", input="x\n"))
+    assert "--device: 'tpu'" in msg
+
+
+# --- NMT-27: a vocabulary size the corpus cannot support ----------------------------------
+
+def test_vocab_size_below_the_characters_is_one_line(tmp_path):
+    case = _case("NMT-27", tmp_path)
+    msg = _one_line_error(_nmt("train", "../nmt_toy.yaml", "subwords.vocab_size=30", cwd=case))
+    assert "subwords.vocab_size: 30 is too small for this corpus" in msg
+    import re
+
+    from nmt.vocab import train_vocab
+
+    minimum = int(re.search(r"at least (\d+)", msg).group(1))
+    src = [x.strip() for x in (case / "train.de").read_text(encoding="utf-8").splitlines()]
+    assert len(train_vocab(src, minimum)) == minimum  # the stated minimum is the real one
+    with pytest.raises(ValueError, match=f"at least {minimum}"):
+        train_vocab(src, minimum - 1)
+
+
+def test_vocab_size_above_what_the_corpus_allows_is_a_visible_warning(tmp_path):
+    case = _case("NMT-27", tmp_path)
+    r = _nmt("train", "../nmt_toy.yaml", "subwords.vocab_size=8000", "train.max_epochs=1",
+             cwd=case)
+    assert r.returncode == 0, r.stderr
+    warn = [x for x in r.stderr.splitlines() if x.startswith("warning: subwords.vocab_size")]
+    assert len(warn) == 2  # source and target side
+    import re
+
+    assert re.search(r"8000 is more than the src side of this corpus supports; using \d\d pieces",
+                     warn[0]), warn[0]
+
+
+def test_other_sentencepiece_refusals_name_the_setting():
+    from nmt.vocab import train_vocab
+
+    with pytest.raises(ValueError, match=r"^subwords: SentencePiece refused vocab_size=50, "
+                                         r"model_type=bogus"):
+        train_vocab(["ein mann läuft ."] * 20, 50, model_type="bogus")
+
+
+# --- NMT-22: nothing is cut silently -------------------------------------------------------
+
+def test_evaluate_warns_naming_the_cut_lines(toy_checkpoint):
+    case, ckpt = toy_checkpoint
+    r = _nmt("evaluate", ckpt, "--src", case / "long.de", "--ref", case / "long.en")
+    assert r.returncode == 0, r.stderr
+    warn = [x for x in r.stderr.splitlines() if x.startswith("warning:")]
+    assert len(warn) == 1 and "1 input line cut to the first 400 pieces (line 2," in warn[0]
+    r = _nmt("translate", ckpt, "-i", case / "long.de")
+    assert "1 input line cut to the first 400 pieces (line 2," in r.stderr
+
+
+def test_truncation_warning_lists_the_first_lines():
+    from nmt.translate import Translation, truncation_warning
+
+    ts = [Translation("x", "y", [], [], None, truncated=i % 2 == 1) for i in range(30)]
+    w = truncation_warning(ts, "f.de")
+    assert w == ("warning: f.de: 15 input lines cut to the first 400 pieces (lines 2, 4, 6, 8, "
+                 "10, 12, 14, 16, 18, 20, ..., counting from 1)")
+    assert truncation_warning(ts[:1], "f.de") is None
+
+
+# --- NMT-23: Ctrl-C at the interactive prompt exits 130, Ctrl-D exits 0 --------------------
+
+def _interactive(ckpt: Path, key: bytes) -> int:
+    pid, fd = pty.fork()
+    if pid == 0:  # child: the real command on a terminal
+        os.execv(sys.executable, [sys.executable, "-m", "nmt", "translate", str(ckpt)])
+    out, end = b"", time.time() + 120
+    while b"> " not in out and time.time() < end:
+        if select.select([fd], [], [], 0.2)[0]:
+            try:
+                out += os.read(fd, 4096)
+            except OSError:
+                break
+    os.write(fd, key)
+    end = time.time() + 60
+    while time.time() < end:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if select.select([fd], [], [], 0.2)[0]:
+            try:
+                os.read(fd, 4096)
+            except OSError:
+                pass
+    os.kill(pid, 9)
+    raise AssertionError("nmt translate did not exit")
+
+
+def test_ctrl_c_at_the_prompt_exits_130_and_ctrl_d_exits_0(toy_checkpoint):
+    _case_dir, ckpt = toy_checkpoint
+    assert _interactive(ckpt, b"\x03") == 130
+    assert _interactive(ckpt, b"\x04") == 0
