@@ -194,6 +194,27 @@ class StudyConfig:
     report_dir: str = "reports/{name}"
 
 
+# Keys that only extend or budget a run: ``--resume`` applies (and logs) new values of
+# these; any other difference from the stored configuration is refused.
+RESUME_ADJUSTABLE = ("train.max_epochs", "train.max_minutes", "train.patience",
+                     "train.valid_every_steps", "train.keep_checkpoints", "train.progress",
+                     "train.threads", "train.device")
+
+
+def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = ""
+                       ) -> list[tuple[str, Any, Any]]:
+    """Every dotted key whose value differs between two nested config dicts, in key order,
+    as ``(key, value in a, value in b)``."""
+    out = []
+    for k in sorted(set(a) | set(b)):
+        va, vb = a.get(k), b.get(k)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            out += config_differences(va, vb, f"{prefix}{k}.")
+        elif va != vb:
+            out.append((f"{prefix}{k}", va, vb))
+    return out
+
+
 def _plain(x: Any) -> Any:
     if isinstance(x, dict):
         return {k: _plain(v) for k, v in x.items()}

@@ -11,7 +11,7 @@ import torch
 import yaml
 
 from nmt.checkpoint import CheckpointError, read_payload, stored_config, vocabs_of
-from nmt.config import Config, DataConfig
+from nmt.config import RESUME_ADJUSTABLE, Config, ConfigError, DataConfig, config_differences
 from nmt.corpus import DataError, Pair, read_split
 from nmt.data import FilterStats, add_joined_pairs, encode_pairs, filter_training_pairs
 from nmt.evaluate import score
@@ -66,6 +66,26 @@ def training_pairs(d: DataConfig) -> tuple[list[Pair], list[Pair], FilterStats]:
     return raw, kept, stats
 
 
+def _resume_config(stored: Config, given: Config, path, log: Callable[[str], None]) -> Config:
+    """The configuration a resumed run continues with: the given one, when it differs from
+    the stored one only in keys that extend or budget the run (``RESUME_ADJUSTABLE``; each
+    change is logged), so a finished run can be extended.
+
+    Raises:
+        ConfigError: another key differs; the message names every such key with both values.
+    """
+    diffs = config_differences(stored.to_dict(), given.to_dict())
+    fixed = [d for d in diffs if d[0] not in RESUME_ADJUSTABLE]
+    if fixed:
+        shown = "; ".join(f"{k}: {a!r} (stored) vs {b!r} (given)" for k, a, b in fixed)
+        raise ConfigError(f"{path}: --resume with a configuration that differs from the one "
+                          f"the run was trained with ({shown}); only "
+                          f"{', '.join(RESUME_ADJUSTABLE)} may change on resume")
+    for key, a, b in diffs:
+        log(f"resume: {key} changed from {a!r} to {b!r}")
+    return given
+
+
 def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] = print
                  ) -> TrainState:
     """Train a model as configured; with ``resume`` continue ``{out_dir}/last.pt``.
@@ -81,10 +101,7 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     payload = None
     if resume:
         payload = read_payload(out / "last.pt")
-        stored = stored_config(payload, out / "last.pt")
-        if stored != cfg:
-            log("note: resuming with the configuration stored in the checkpoint")
-        cfg = stored
+        cfg = _resume_config(stored_config(payload, out / "last.pt"), cfg, out / "last.pt", log)
         if payload.get("train_state") is None:
             raise CheckpointError(f"{out / 'last.pt'}: has no training state to resume")
     elif (out / "last.pt").exists():

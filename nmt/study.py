@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from nmt.checkpoint import read_payload, stored_config
-from nmt.config import Config, StudyConfig, load_config
+from nmt.config import Config, StudyConfig, config_differences, load_config
 
 
 class StudyError(RuntimeError):
@@ -59,17 +59,6 @@ def run_overrides(study: StudyConfig, attention: str, cap: int | None) -> list[s
             f"name={study.run_prefix}_{label}"]
 
 
-def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
-    keys = []
-    for k in sorted(set(a) | set(b)):
-        va, vb = a.get(k), b.get(k)
-        if isinstance(va, dict) and isinstance(vb, dict):
-            keys += _differences(va, vb, f"{prefix}{k}.")
-        elif va != vb:
-            keys.append(f"{prefix}{k}: {va!r} (run) vs {vb!r} (study)")
-    return keys
-
-
 def plan(study: StudyConfig) -> list[PlannedRun]:
     """Decide for each model (every attention type, then the training-length axis:
     ``cap_attentions`` for each of ``extra_caps``) whether to reuse, resume or train it.
@@ -89,7 +78,8 @@ def plan(study: StudyConfig) -> list[PlannedRun]:
             payload = read_payload(last)
             stored = stored_config(payload, last)
             if stored != cfg:
-                diff = "; ".join(_differences(stored.to_dict(), cfg.to_dict()))
+                diff = "; ".join(f"{k}: {a!r} (run) vs {b!r} (study)" for k, a, b in
+                                 config_differences(stored.to_dict(), cfg.to_dict()))
                 raise StudyError(f"{last} was trained with a different config ({diff}); "
                                  "delete the run or change run_prefix")
             counters = (payload.get("train_state") or {}).get("counters", {})

@@ -202,8 +202,23 @@ class Trainer:
                                   f"({type(e).__name__}: {why})") from None
         self.state.interrupted = None
         self.started = time.monotonic() - self.state.elapsed_s
-        self.log(f"resumed at epoch {self.state.epoch + 1}, batch {self.state.batch_in_epoch}, "
-                 f"step {self.state.step}")
+        st = self.state
+        self.log(f"resumed at step {st.step}: {st.epoch} epoch(s) and {st.batch_in_epoch} "
+                 f"batch(es) of epoch {st.epoch + 1} done, {st.elapsed_s / 60:.1f} min trained, "
+                 f"best val BLEU {st.best_bleu:.2f}")
+        if st.done and self._budget_left():
+            # a finished run whose budget was extended on --resume (max_epochs, ...)
+            st.done = False
+            self.log("the run had finished; continuing with the extended budget")
+        elif st.done:
+            self.log("the run has finished and its budget is spent: nothing to do (extend it "
+                     "with e.g. train.max_epochs=N or train.max_minutes=M)")
+
+    def _budget_left(self) -> bool:
+        """Whether epochs, minutes and patience all allow more training."""
+        st, t = self.state, self.t
+        return (st.epoch < t.max_epochs and not self.out_of_time()
+                and (t.patience is None or st.bad_epochs < t.patience))
 
     def save(self, name: str) -> None:
         """Write a resumable checkpoint ``{out_dir}/{name}`` (rank 0 only)."""

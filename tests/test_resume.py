@@ -118,3 +118,33 @@ def test_resume_with_schedule_and_step_validation_and_average(tmp_path, multi30k
     a, b = (read_payload(ref / n)["model"] for n in ["step_00000100.pt", "step_00000120.pt"])
     key = next(k for k in a if a[k].is_floating_point())
     assert torch.allclose(read_payload(avg)["model"][key], (a[key] + b[key]) / 2)
+
+
+def test_resume_refuses_a_different_config_and_extends_a_finished_run(tmp_path, multi30k_dir):
+    """Kind 4 of issue 12: --resume never silently uses either configuration."""
+    out = tmp_path / "run"
+    one = ["train.max_epochs=1", "data.train_limit=80"]
+    r = subprocess.run(_cmd(multi30k_dir, out, *one), cwd=REPO, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    # a key that changes the model or the data: refused, every differing key named
+    r = subprocess.run(_cmd(multi30k_dir, out, *one, "model.attention=dot", "train.lr=0.01")
+                       + ["--resume"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "model.attention: 'additive' (stored) vs 'dot' (given)" in r.stderr
+    assert "train.lr: 0.001 (stored) vs 0.01 (given)" in r.stderr
+    # the same budget: finished, nothing to do, the true position in the log
+    r = subprocess.run(_cmd(multi30k_dir, out, *one) + ["--resume"], cwd=REPO,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "resumed at step 20: 1 epoch(s) and 0 batch(es) of epoch 2 done" in r.stderr
+    assert "nothing to do" in r.stderr
+    # a budget key: applied, logged, and the finished run goes on
+    r = subprocess.run(_cmd(multi30k_dir, out, "train.max_epochs=2", "data.train_limit=80")
+                       + ["--resume"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "resume: train.max_epochs changed from 1 to 2" in r.stderr
+    assert "continuing with the extended budget" in r.stderr
+    steps = [json.loads(x)["step"] for x in (out / "valid_log.jsonl").read_text().splitlines()]
+    assert steps == [20, 40]
+    assert read_payload(out / "last.pt")["config"]["train"]["max_epochs"] == 2
