@@ -97,6 +97,8 @@ def evaluate(
                                       device=device)
     except USER_ERRORS as e:
         _fail(e)
+    if os.environ.get("RANK", "0") != "0":
+        return  # under torchrun every rank decodes the same; rank 0 alone reports
     for warning in report.warnings:
         typer.echo(warning, err=True)
     typer.echo(report.table)

@@ -229,6 +229,19 @@ class Trainer:
               "rng": _rng_state(), "counters": self.state.__dict__.copy()}
         save_atomic(make_payload(self.cfg, self.model, *self.vocabs, ts), self.out / name)
 
+    def _shared(self, value: float) -> float:
+        """Rank 0's ``value``, on every rank (under torchrun); a no-op on one process.
+        Every decision taken from validation or the clock goes through here, so that all
+        ranks take it together and keep identical weights."""
+        if self.world == 1:
+            return value
+        t = torch.tensor([value], dtype=torch.float64, device=self.device)
+        dist.broadcast(t, 0)
+        return float(t.item())
+
+    def _out_of_time_shared(self) -> bool:
+        return bool(self._shared(float(self.out_of_time())))
+
     def out_of_time(self) -> bool:
         """True when the rest of the budget is needed for the final validation."""
         return (self.t.max_minutes is not None
@@ -308,7 +321,7 @@ class Trainer:
                 self.log(f"{stop.signal} received at step {st.step}: saved "
                          f"{self.out / 'last.pt'}; continue with --resume")
                 return False
-            if self.out_of_time():
+            if self._out_of_time_shared():
                 break
             if (t.valid_every_steps and st.step % t.valid_every_steps == 0
                     and st.batch_in_epoch < len(batches)):
@@ -330,8 +343,8 @@ class Trainer:
         began = time.monotonic()
         record = _validate_and_log(self.cfg, self.model, self.net, self.valid_examples,
                                    self.validate, self.device, st, train_loss, self.started,
-                                   self.rank, self.log, self._epochs_done())
-        st.last_valid_s = time.monotonic() - began
+                                   self.rank, self.log, self._epochs_done(), self._shared)
+        st.last_valid_s = self._shared(time.monotonic() - began)
         record["lr"] = self.optimizer.param_groups[0]["lr"]
         if self.rank == 0:
             with open(self.out / "valid_log.jsonl", "a", encoding="utf-8") as f:
@@ -342,7 +355,7 @@ class Trainer:
         elif t.patience is not None and st.bad_epochs >= t.patience:
             self.log(f"early stopping: no val BLEU gain for {t.patience} validations")
             st.done = True
-        if self.out_of_time():
+        if self._out_of_time_shared():
             self.log(f"time budget of {t.max_minutes} min reached")
             st.done = True
         if st.epoch >= t.max_epochs:
@@ -357,6 +370,21 @@ class Trainer:
             for old in sorted(self.out.glob("step_*.pt"))[: -t.keep_checkpoints]:
                 old.unlink()
 
+    def _check_ranks_agree(self) -> None:
+        """Compare a checksum of the weights and the learning rate across ranks; rank 0
+        logs that they agree, or every rank raises TrainingError."""
+        with torch.no_grad():
+            total = sum(p.double().sum() * (i + 1) for i, p in
+                        enumerate(self.model.parameters()))
+        mine = torch.tensor([float(total), self.optimizer.param_groups[0]["lr"],
+                             float(self.state.step)], dtype=torch.float64, device=self.device)
+        gathered = [torch.zeros_like(mine) for _ in range(self.world)]
+        dist.all_gather(gathered, mine)
+        if any(not torch.equal(g, gathered[0]) for g in gathered):
+            raise TrainingError("ranks disagree at the end of training (weights checksum, lr, "
+                                f"step per rank: {[g.tolist() for g in gathered]})")
+        self.log(f"ranks agree: identical weights, learning rate and step on {self.world} ranks")
+
     def run(self) -> TrainState:
         """Train until the epoch or time budget, early stopping, or a signal."""
         with _StopFlag() as stop:
@@ -364,6 +392,7 @@ class Trainer:
                 if not self._epoch(stop):
                     break
         if self.world > 1 and dist.is_initialized():
+            self._check_ranks_agree()
             dist.barrier()  # rank 0 may still be writing; tearing down under it aborts gloo
             dist.destroy_process_group()
         return self.state
@@ -398,8 +427,12 @@ def _validate_and_log(cfg: Config, model: Seq2Seq, net: torch.nn.Module,
                       valid_examples: list[Example], validate: Validate,
                       device: torch.device, state: TrainState, train_loss: float,
                       started: float, rank: int, log: Callable[[str], None],
-                      epochs_done: float) -> dict[str, Any]:
-    """Validation loss, perplexity and BLEU; updates best score and patience counters."""
+                      epochs_done: float, shared: Callable[[float], float] = lambda x: x
+                      ) -> dict[str, Any]:
+    """Validation loss, perplexity and BLEU; updates best score and patience counters.
+
+    Rank 0 validates; ``shared`` gives its BLEU to every rank, so the best score, patience
+    and the LR schedule are decided once and agree on all ranks."""
     record: dict[str, Any] = {"epoch": state.epoch, "epochs_done": round(epochs_done, 3),
                               "step": state.step,
                               "train_loss": round(train_loss, 6)}
@@ -409,8 +442,9 @@ def _validate_and_log(cfg: Config, model: Seq2Seq, net: torch.nn.Module,
         scores = validate(model)
         record.update(val_loss=round(val_loss, 6), val_ppl=round(math.exp(min(val_loss, 50)), 3),
                       **{f"val_{k}": v for k, v in scores.items()})
-    bleu = float(record.get("val_bleu", -1.0))
-    improved = rank == 0 and bleu > state.best_bleu
+    bleu = shared(float(record.get("val_bleu", -1.0)))
+    record["val_bleu"] = bleu if rank != 0 else record.get("val_bleu", bleu)
+    improved = bleu > state.best_bleu
     if improved:
         state.best_bleu, state.bad_epochs = bleu, 0
     else:

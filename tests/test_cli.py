@@ -138,6 +138,37 @@ def test_torchrun_two_processes_train_with_ddp(tmp_path):
     assert len(records) == 2
     # 200 pairs / 32 per batch = 7 batches, 3 per rank per epoch
     assert json.loads(records[-1])["step"] == 6
+    assert "ranks agree: identical weights, learning rate and step on 2 ranks" in r.stderr
+    # evaluate under torchrun: one report, printed once
+    r = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "-m", "nmt",
+         "evaluate", str(tmp_path / "ddp" / "best.pt"), "--data-path", str(MULTI30K)],
+        capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("BLEU signature") == 1
+
+
+@pytest.mark.parametrize("extra", [
+    ["train.lr_schedule=plateau", "train.lr_patience=1", "train.max_epochs=4",
+     "train.patience=2", "train.valid_every_steps=2"],
+    ["train.lr_schedule=warmup_decay", "train.warmup_steps=3", "train.valid_every_steps=2"],
+    ["train.max_minutes=0.05", "train.max_epochs=50", "train.patience=null"],
+])
+def test_torchrun_ranks_agree_for_every_schedule_and_budget(tmp_path, extra):
+    """Decisions taken from validation or the clock (LR steps, early stopping, best
+    checkpoint, time budget) are rank 0's, shared; the run ends with a weight check."""
+    from conftest import MULTI30K
+
+    if not (MULTI30K / "train.de.gz").exists():
+        pytest.skip(f"Multi30k not found at {MULTI30K}")
+    r = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "-m", "nmt",
+         "train", "configs/multi30k_deen_additive.yaml", *TINY, f"data.path={MULTI30K}",
+         "name=ddp", f"train.out_dir={tmp_path}/{{name}}", *extra],
+        capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "ranks agree: identical weights, learning rate and step on 2 ranks" in r.stderr
+    assert r.stdout.count("best val BLEU") == 1
 
 
 def test_translate_is_interactive_on_a_terminal(trained):
