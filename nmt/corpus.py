@@ -23,6 +23,18 @@ class DataError(ValueError):
     """A corpus file or dataset is missing or malformed; the message says where."""
 
 
+MAX_REPORTED = 10  # malformed records named in one error; the count covers all of them
+
+
+def _raise_all(problems: list[str], what: str) -> None:
+    """One error naming every problem (the first MAX_REPORTED, then how many more)."""
+    if not problems:
+        return
+    shown = "; ".join(problems[:MAX_REPORTED])
+    more = f"; and {len(problems) - MAX_REPORTED} more" if len(problems) > MAX_REPORTED else ""
+    raise DataError(f"{len(problems)} {what}: {shown}{more}")
+
+
 @dataclass(frozen=True)
 class Pair:
     """One source/target sentence pair with the place it came from."""
@@ -50,25 +62,30 @@ def read_lines(path: Path) -> list[str]:
         raise DataError(f"{path}: file not found")
     opener = gzip.open if path.suffix == ".gz" else open
     lines: list[str] = []
+    bad: list[str] = []
     try:
         with opener(path, "rb") as f:
             for lineno, raw in enumerate(f, 1):
                 try:
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
-                    raise DataError(
-                        f"{path}:{lineno}: invalid UTF-8 at byte {e.start} of the line"
-                    ) from e
+                    bad.append(f"{path}:{lineno}: invalid UTF-8 at byte {e.start} of the line")
+                    continue
                 lines.append(_clean(text))
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise DataError(f"{path}: gzip file is cut short or corrupt ({e})") from e
+    _raise_all(bad, f"lines of {path} are not UTF-8")
     return lines
 
 
 def _find_split_file(directory: Path, split: str, lang: str) -> Path:
-    for name in (f"{split}.{lang}", f"{split}.{lang}.gz"):
-        if (directory / name).exists():
-            return directory / name
+    found = [directory / n for n in (f"{split}.{lang}", f"{split}.{lang}.gz")
+             if (directory / n).exists()]
+    if len(found) == 2:  # never guess which of two copies is meant
+        raise DataError(f"{directory}: both {found[0].name} and {found[1].name} exist; "
+                        "remove or rename one so the split is unambiguous")
+    if found:
+        return found[0]
     names = [p.name.removesuffix(".gz") for p in directory.iterdir()] if directory.is_dir() else []
     splits = sorted({n.rsplit(".", 1)[0] for n in names if n.endswith(f".{lang}")})
     raise DataError(
@@ -105,23 +122,24 @@ def read_tsv_split(path: Path) -> list[Pair]:
     if not path.exists():
         raise DataError(f"{path}: file not found")
     opener = gzip.open if path.suffix == ".gz" else open
-    pairs = []
+    pairs, bad = [], []
     try:
         with opener(path, "rb") as f:
             for lineno, raw in enumerate(f, 1):
                 try:
                     text = raw.decode("utf-8").rstrip("\r\n").replace("\ufeff", "")
-                except UnicodeDecodeError as e:
-                    raise DataError(f"{path}:{lineno}: invalid UTF-8") from e
+                except UnicodeDecodeError:
+                    bad.append(f"{path}:{lineno}: invalid UTF-8")
+                    continue
                 fields = text.split("\t")
                 if len(fields) != 2:
-                    raise DataError(
-                        f"{path}:{lineno}: expected 2 tab-separated fields "
-                        f"(source, target), found {len(fields)}"
-                    )
+                    bad.append(f"{path}:{lineno}: expected 2 tab-separated fields "
+                               f"(source, target), found {len(fields)}")
+                    continue
                 pairs.append(Pair(_clean(fields[0]), _clean(fields[1]), f"{path}:{lineno}"))
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise DataError(f"{path}: gzip file is cut short or corrupt ({e})") from e
+    _raise_all(bad, f"malformed lines in {path}")
     return pairs
 
 
@@ -169,19 +187,42 @@ def read_hf_split(cfg: DataConfig, split: str) -> list[Pair]:
         raise DataError(f"cannot load {name} split {hub_split!r}: {why} ({e}). {OFFLINE_HINT}") from e
     except Exception as e:  # datasets raises many types for bad names/splits
         raise DataError(f"cannot load {name} split {hub_split!r}: {e}. {OFFLINE_HINT}") from e
-    pairs = []
-    for i, row in enumerate(ds):
+    return pairs_from_records(ds, cfg.src_lang, cfg.tgt_lang, f"{name}[{hub_split}]")
+
+
+def pairs_from_records(rows, src_lang: str, tgt_lang: str, where: str) -> list[Pair]:
+    """Pairs from dataset rows (dicts): either a ``translation`` dict ``{lang: text}`` or
+    one column per language. Never guesses: a row with both layouts, a missing language
+    key, or a value that is missing (None) or not a string is reported with its index
+    (every such row, the first 10 named), not turned into text.
+
+    Raises:
+        DataError: malformed rows, naming ``where[index]``.
+    """
+    pairs, bad = [], []
+    for i, row in enumerate(rows):
+        loc = f"{where}[{i}]"
+        if not isinstance(row, dict):
+            bad.append(f"{loc}: a {type(row).__name__}, not a record")
+            continue
         record = row.get("translation", row)
-        if not isinstance(record, dict) or cfg.src_lang not in record or cfg.tgt_lang not in record:
+        if "translation" in row and (src_lang in row or tgt_lang in row):
+            bad.append(f"{loc}: both a 'translation' column and {src_lang!r}/{tgt_lang!r} "
+                       "columns; ambiguous")
+            continue
+        if not isinstance(record, dict) or src_lang not in record or tgt_lang not in record:
             keys = sorted(record) if isinstance(record, dict) else type(record).__name__
-            raise DataError(
-                f"{name}[{hub_split}][{i}]: no {cfg.src_lang!r}/{cfg.tgt_lang!r} keys "
-                f"(found {keys}); set data.src_lang and data.tgt_lang"
-            )
-        pairs.append(
-            Pair(_clean(str(record[cfg.src_lang])), _clean(str(record[cfg.tgt_lang])),
-                 f"{name}[{hub_split}][{i}]")
-        )
+            bad.append(f"{loc}: no {src_lang!r}/{tgt_lang!r} keys (found {keys}); set "
+                       "data.src_lang and data.tgt_lang")
+            continue
+        values = {lang: record[lang] for lang in (src_lang, tgt_lang)}
+        wrong = [f"{lang!r} is {'missing (None)' if v is None else type(v).__name__}"
+                 for lang, v in values.items() if not isinstance(v, str)]
+        if wrong:
+            bad.append(f"{loc}: {', '.join(wrong)}, expected text")
+            continue
+        pairs.append(Pair(_clean(values[src_lang]), _clean(values[tgt_lang]), loc))
+    _raise_all(bad, "malformed records")
     return pairs
 
 

@@ -60,6 +60,8 @@ class FilterStats:
     kept: int
     empty: int
     too_long: int
+    # where the skipped pairs came from ("file:line" or "dataset[split][i]"), in order
+    skipped: tuple[str, ...] = ()
 
 
 def filter_training_pairs(pairs: list[Pair], max_words: int | None) -> tuple[list[Pair], FilterStats]:
@@ -67,17 +69,20 @@ def filter_training_pairs(pairs: list[Pair], max_words: int | None) -> tuple[lis
 
     Training data only: evaluation splits are never filtered.
     """
-    kept, empty, too_long = [], 0, 0
+    kept, empty, too_long, skipped = [], 0, 0, []
     for p in pairs:
         if not p.src or not p.tgt:
             empty += 1
+            skipped.append(f"{p.origin} (empty side)")
         elif max_words is not None and (
             len(p.src.split()) > max_words or len(p.tgt.split()) > max_words
         ):
             too_long += 1
+            if "joined)" not in p.origin:  # joined pairs over the cap are by design
+                skipped.append(f"{p.origin} (over {max_words} words)")
         else:
             kept.append(p)
-    return kept, FilterStats(len(kept), empty, too_long)
+    return kept, FilterStats(len(kept), empty, too_long, tuple(skipped))
 
 
 def evenly_spaced(n: int, m: int | None) -> list[int]:

@@ -115,6 +115,9 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     log(f"train {d.src_lang}->{d.tgt_lang}{joined}: kept {stats.kept} pairs, skipped "
         f"{stats.empty} with an empty side and {stats.too_long} longer than "
         f"{d.max_train_words} words")
+    if stats.skipped:
+        more = f", and {len(stats.skipped) - 10} more" if len(stats.skipped) > 10 else ""
+        log(f"skipped training pairs: {'; '.join(stats.skipped[:10])}{more}")
     if not train_pairs:
         raise DataError(f"no training pairs left in split {d.train_split!r}")
     valid_pairs = read_split(d, d.valid_split, d.valid_limit)

@@ -204,3 +204,59 @@ def test_training_pairs_with_per_k_and_cap_from_a_config(tmp_path):
     raw, kept, stats = training_pairs(d)
     assert len(raw) == 40 and stats.kept + stats.too_long == 40 + 5 + 5
     assert all(len(p.src.split()) <= 20 for p in kept)
+
+
+# --- readers never guess (issue 12 kind 5) -------------------------------------------------
+
+def test_plain_and_gzip_copies_of_a_split_are_ambiguous(tmp_path):
+    write_split(tmp_path, "train", "de", ["a"])
+    write_split(tmp_path, "train", "de", ["b"], gz=True)
+    write_split(tmp_path, "train", "en", ["c"])
+    with pytest.raises(DataError, match=r"both train\.de and train\.de\.gz exist"):
+        read_dir_split(tmp_path, "train", "de", "en")
+
+
+def test_every_malformed_tsv_line_and_bad_utf8_line_is_named(tmp_path):
+    path = tmp_path / "c.tsv"
+    path.write_bytes(b"a\tb\nno tab\nx\ty\tz\nok\tfine\n\xff\xfe\tq\n")
+    with pytest.raises(DataError) as e:
+        read_tsv_split(path)
+    msg = str(e.value)
+    assert msg.startswith("3 malformed lines in")
+    assert all(f"c.tsv:{n}:" in msg for n in (2, 3, 5)) and "c.tsv:4" not in msg
+    txt = tmp_path / "t.de"
+    txt.write_bytes(b"gut\n\xff eins\nauch gut\n\xc3 zwei\n")
+    from nmt.corpus import read_lines
+
+    with pytest.raises(DataError, match=r"2 lines of .*t\.de are not UTF-8: .*t\.de:2: .*t\.de:4:"):
+        read_lines(txt)
+
+
+def test_records_with_missing_values_or_two_layouts_are_reported_with_their_index():
+    from nmt.corpus import pairs_from_records
+
+    rows = [{"de": "Hallo", "en": "Hello"}, {"de": None, "en": "x"}, {"de": "y", "en": 3},
+            {"translation": {"de": "a", "en": "b"}, "de": "c", "en": "d"},
+            {"translation": {"de": "a", "en": "b"}}]
+    with pytest.raises(DataError) as e:
+        pairs_from_records(rows, "de", "en", "ds[train]")
+    msg = str(e.value)
+    assert msg.startswith("3 malformed records")
+    assert "ds[train][1]: 'de' is missing (None)" in msg
+    assert "ds[train][2]: 'en' is int" in msg
+    assert "ds[train][3]: both a 'translation' column" in msg
+    good = pairs_from_records([rows[0], rows[4]], "de", "en", "ds[train]")
+    assert [(p.src, p.tgt, p.origin) for p in good] == [("Hallo", "Hello", "ds[train][0]"),
+                                                       ("a", "b", "ds[train][1]")]
+    many = [{"de": None, "en": "x"}] * 25
+    with pytest.raises(DataError, match=r"^25 malformed records: .*\[9\]: .*; and 15 more$"):
+        pairs_from_records(many, "de", "en", "ds")
+
+
+def test_skipped_training_pairs_are_reported_with_their_lines():
+    pairs = [Pair("a b", "c", "f:1"), Pair("", "x", "f:2"), Pair("a " * 9, "c", "f:3"),
+             Pair("a " * 9, "c", "f:1 (+1 joined)")]
+    kept, stats = filter_training_pairs(pairs, max_words=5)
+    assert [p.origin for p in kept] == ["f:1"]
+    assert stats.skipped == ("f:2 (empty side)", "f:3 (over 5 words)")
+    assert (stats.empty, stats.too_long) == (1, 2)
