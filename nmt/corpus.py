@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import os
 import socket
+import threading
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,15 +151,27 @@ OFFLINE_HINT = (
 
 
 def _hub_reachable(timeout_s: float = 5.0) -> bool:
-    """True when the hub's host accepts a TCP connection (datasets itself retries ~30 s)."""
+    """True when the hub's host accepts a TCP connection within ``timeout_s`` seconds in
+    all (datasets itself retries for a minute and more). The name lookup is inside the
+    bound too: a resolver that never answers would otherwise wait far longer than the
+    socket timeout, so the check runs in a daemon thread that is abandoned at the deadline."""
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
     parsed = urlparse(endpoint)
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    try:
-        socket.create_connection((parsed.hostname or "huggingface.co", port), timeout_s).close()
-    except OSError:
-        return False
-    return True
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection((parsed.hostname or "huggingface.co", port),
+                                     timeout_s).close()
+            result.append(True)
+        except OSError:
+            result.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return bool(result and result[0])
 
 
 def read_hf_split(cfg: DataConfig, split: str) -> list[Pair]:

@@ -35,8 +35,10 @@ class Vocab:
         return self.sp.encode(text, out_type=str)
 
     def decode(self, ids: Iterable[int]) -> str:
-        """Detokenized text of ``ids``; specials are dropped."""
-        return self.sp.decode([i for i in ids if i > EOS])
+        """Detokenized text of ``ids``; PAD, BOS and EOS are dropped, while an unknown
+        piece (UNK) is shown as SentencePiece renders it, `` ⁇ ``, so that a hypothesis
+        never silently loses a word (and BLEU counts it as the miss it is)."""
+        return self.sp.decode([i for i in ids if i == UNK or i > EOS])
 
     def id_to_piece(self, i: int) -> str:
         """The piece string of id ``i`` (for alignments and heatmaps)."""

@@ -260,3 +260,25 @@ def test_skipped_training_pairs_are_reported_with_their_lines():
     assert [p.origin for p in kept] == ["f:1"]
     assert stats.skipped == ("f:2 (empty side)", "f:3 (over 5 words)")
     assert (stats.empty, stats.too_long) == (1, 2)
+
+
+def test_hub_check_is_bounded_even_when_name_lookup_hangs(monkeypatch):
+    import socket
+    import time
+
+    from nmt import corpus
+
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: time.sleep(60))
+    began = time.monotonic()
+    assert corpus._hub_reachable(timeout_s=1.0) is False
+    assert time.monotonic() - began < 3.0
+
+
+def test_unknown_piece_in_output_is_shown_not_dropped(toy_vocabs):
+    from nmt.vocab import BOS, EOS, PAD, UNK
+
+    _src, tgt = toy_vocabs
+    ids = tgt.encode("a man runs")
+    text = tgt.decode([BOS, ids[0], UNK, *ids[1:], EOS, PAD])
+    assert "⁇" in text
+    assert text.replace("⁇", "").split() == tgt.decode(ids).split()
