@@ -168,3 +168,29 @@ def test_bucket_drop_is_the_difference_of_the_two_bucket_scores():
     flat = bucket_drop(refs, refs, sources, (1, 9), (10, None), n_samples=50)
     assert flat.delta == pytest.approx(0.0) and flat.p_value == 1.0
     assert bucket_drop(refs, refs, sources, (1, 9), (500, None), n_samples=10) is None
+
+
+@pytest.mark.parametrize("case", ["pair2", "same", "one"])
+def test_bootstrap_matches_the_nmt35_reference(case):
+    """shared/cases/NMT-35: corpus BLEU resampled with replacement, hypothesis and reference
+    together; the intervals of the case's reference (B=1000) whatever the generator."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "shared" / "cases" / "NMT-35"
+    if not root.is_dir():
+        pytest.skip("shared/cases/NMT-35 not found")
+    expected = json.loads((root / "expected.json").read_text())[case]
+    hyps = (root / case / "hyp.en").read_text(encoding="utf-8").splitlines()
+    refs = (root / case / "ref.en").read_text(encoding="utf-8").splitlines()
+    iv = bootstrap_ci(hyps, refs, n_samples=1000, seed=12345)
+    assert iv.score == pytest.approx(expected["corpus_bleu"])
+    low, high = expected["percentile_95_ci_B1000_numpy_seed12345"]
+    assert iv.low == pytest.approx(low, abs=1e-6) and iv.high == pytest.approx(high, abs=1e-6)
+    # every resampled score is one the exact distribution allows
+    from nmt.bootstrap import _metric, _resample, _sentence_stats
+
+    m = _metric("bleu")
+    samples = _resample(m, _sentence_stats(m, hyps, refs), 200, 1).samples
+    allowed = {round(float(k), 6) for k in expected["exact_distribution_of_one_resample"]}
+    assert {round(float(x), 6) for x in samples} <= allowed
