@@ -117,6 +117,9 @@ class TrainConfig:
     label_smoothing: float = 0.0
     max_epochs: int = 30
     max_minutes: float | None = None  # wall-clock budget, validation included
+    # stop after this many optimizer steps (batches): a budget that, unlike minutes, does
+    # not depend on what else runs on the machine; None = no step limit
+    max_steps: int | None = None
     patience: int | None = 5  # validations without a val BLEU gain before stopping
     max_output_ratio: float = 2.0  # decode at most ratio * src_len + 10 pieces
     valid_max_sentences: int | None = None
@@ -196,7 +199,8 @@ class StudyConfig:
 
 # Keys that only extend or budget a run: ``--resume`` applies (and logs) new values of
 # these; any other difference from the stored configuration is refused.
-RESUME_ADJUSTABLE = ("train.max_epochs", "train.max_minutes", "train.patience",
+RESUME_ADJUSTABLE = ("train.max_epochs", "train.max_minutes", "train.max_steps",
+                     "train.patience",
                      "train.valid_every_steps", "train.keep_checkpoints", "train.progress",
                      "train.threads", "train.device")
 
@@ -309,6 +313,7 @@ def _validate(cfg: Config) -> None:
         "train.batch_size": t.batch_size,
         "train.max_tokens": t.max_tokens,
         "train.max_epochs": t.max_epochs,
+        "train.max_steps": t.max_steps,
         "train.patience": t.patience,
         "train.threads": t.threads,
         "train.valid_max_sentences": t.valid_max_sentences,

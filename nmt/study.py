@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from nmt.checkpoint import read_payload, stored_config
-from nmt.config import Config, StudyConfig, config_differences, load_config
+from nmt.config import RESUME_ADJUSTABLE, Config, StudyConfig, config_differences, load_config
 
 
 class StudyError(RuntimeError):
@@ -77,13 +77,15 @@ def plan(study: StudyConfig) -> list[PlannedRun]:
         if last.exists():
             payload = read_payload(last)
             stored = stored_config(payload, last)
-            if stored != cfg:
-                diff = "; ".join(f"{k}: {a!r} (run) vs {b!r} (study)" for k, a, b in
-                                 config_differences(stored.to_dict(), cfg.to_dict()))
+            diffs = config_differences(stored.to_dict(), cfg.to_dict())
+            fixed = [d for d in diffs if d[0] not in RESUME_ADJUSTABLE]
+            if fixed:
+                diff = "; ".join(f"{k}: {a!r} (run) vs {b!r} (study)" for k, a, b in fixed)
                 raise StudyError(f"{last} was trained with a different config ({diff}); "
                                  "delete the run or change run_prefix")
             counters = (payload.get("train_state") or {}).get("counters", {})
-            action = "reuse" if counters.get("done") else "resume"
+            # a changed budget (steps, minutes, epochs...) resumes the run with the new one
+            action = "reuse" if counters.get("done") and not diffs else "resume"
         runs.append(PlannedRun(attention, cfg, action, cap))
     return runs
 

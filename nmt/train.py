@@ -218,6 +218,7 @@ class Trainer:
         """Whether epochs, minutes and patience all allow more training."""
         st, t = self.state, self.t
         return (st.epoch < t.max_epochs and not self.out_of_time()
+                and (t.max_steps is None or st.step < t.max_steps)
                 and (t.patience is None or st.bad_epochs < t.patience))
 
     def save(self, name: str) -> None:
@@ -321,7 +322,8 @@ class Trainer:
                 self.log(f"{stop.signal} received at step {st.step}: saved "
                          f"{self.out / 'last.pt'}; continue with --resume")
                 return False
-            if self._out_of_time_shared():
+            if self._out_of_time_shared() or (t.max_steps is not None
+                                              and st.step >= t.max_steps):
                 break
             if (t.valid_every_steps and st.step % t.valid_every_steps == 0
                     and st.batch_in_epoch < len(batches)):
@@ -359,6 +361,9 @@ class Trainer:
             self.log(f"time budget of {t.max_minutes} min reached")
             st.done = True
         if st.epoch >= t.max_epochs:
+            st.done = True
+        if t.max_steps is not None and st.step >= t.max_steps:
+            self.log(f"step budget of {t.max_steps} steps reached")
             st.done = True
         if self.world > 1:
             flag = torch.tensor([int(st.done)], device=self.device)
