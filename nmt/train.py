@@ -212,7 +212,7 @@ class Trainer:
             self.log("the run had finished; continuing with the extended budget")
         elif st.done:
             self.log("the run has finished and its budget is spent: nothing to do (extend it "
-                     "with e.g. train.max_epochs=N or train.max_minutes=M)")
+                     "with e.g. train.max_steps=N, train.max_epochs=N or train.max_minutes=M)")
 
     def _budget_left(self) -> bool:
         """Whether epochs, minutes and patience all allow more training."""

@@ -95,3 +95,21 @@ def test_study_cap_options_are_checked(tmp_path):
     path.write_text("attentions: [none]\ndrop_buckets: '1-10'\n")
     with pytest.raises(ConfigError, match="drop_buckets: expected two ranges"):
         load_study_config(path)
+
+
+def test_a_changed_budget_resumes_while_another_change_is_refused(long_study):
+    from nmt.study import StudyError, plan
+
+    tmp, cfg = long_study
+    raw = json.loads(cfg.read_text())
+    raw["overrides"].append("train.max_steps=3")
+    budget = tmp / "budget.yaml"
+    budget.write_text(json.dumps(raw))
+    assert {r.label: r.action for r in plan(load_study_config(budget))} == {
+        "none": "resume", "additive": "resume", "additive-15": "resume"}
+    assert {r.action for r in plan(load_study_config(cfg))} == {"reuse"}
+    raw["overrides"].append("model.emb_dim=8")
+    other = tmp / "other.yaml"
+    other.write_text(json.dumps(raw))
+    with pytest.raises(StudyError, match=r"model.emb_dim: 24 \(run\) vs 8 \(study\)"):
+        plan(load_study_config(other))
