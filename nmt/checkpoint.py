@@ -94,14 +94,16 @@ def read_payload(path: str | Path) -> dict[str, Any]:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         refused = _refused_global(str(e))
+        if not refused:  # garbage, not a refused object
+            raise CheckpointError(f"{path}: not a readable nmt checkpoint (not a torch file, "
+                                  "or damaged)") from None
         raise CheckpointError(
             f"{path}: refused: the file holds Python objects other than tensors and plain data"
             f"{f' ({refused})' if refused else ''}; nmt checkpoints never contain code, so "
             "this file was not made by nmt or was tampered with (nothing in it was run)") from None
     except Exception as e:
-        why = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
-        raise CheckpointError(f"{path}: not a readable nmt checkpoint "
-                              f"({type(e).__name__}{': ' + why if why else ''})") from None
+        raise CheckpointError(f"{path}: not a readable nmt checkpoint (truncated, damaged or not "
+                              f"a torch file; {type(e).__name__})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not an nmt checkpoint (no '{FORMAT}' marker)")
     if payload.get("version") != VERSION:
@@ -180,12 +182,26 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Loa
     cfg = stored_config(payload, path)
     src_vocab, tgt_vocab = vocabs_of(payload, path)
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
-    try:
-        model.load_state_dict(payload["model"])
-    except RuntimeError as e:
-        raise CheckpointError(f"{path}: weights do not match the stored config: {e}") from e
+    why = weights_mismatch(model, payload["model"])
+    if why:
+        raise CheckpointError(f"{path}: weights do not match the stored config: {why}")
+    model.load_state_dict(payload["model"])
     model.to(device).eval()
     return Loaded(cfg, model, src_vocab, tgt_vocab, payload)
+
+
+def weights_mismatch(model: torch.nn.Module, weights: dict[str, Any]) -> str | None:
+    """Why ``weights`` cannot be loaded into ``model`` (the first missing, unexpected or
+    differently shaped tensor, with both shapes), or None when they fit."""
+    expected = model.state_dict()
+    for key, value in expected.items():
+        if key not in weights:
+            return f"tensor {key!r} is missing"
+        if tuple(weights[key].shape) != tuple(value.shape):
+            return (f"tensor {key!r} has shape {tuple(weights[key].shape)}, the model needs "
+                    f"{tuple(value.shape)}")
+    extra = [k for k in weights if k not in expected]
+    return f"unexpected tensor {extra[0]!r}" if extra else None
 
 
 def stored_config(payload: dict[str, Any], path: str | Path) -> Config:
@@ -252,6 +268,8 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
     if not paths:
         raise CheckpointError("no checkpoints to average")
     payloads = [read_payload(p) for p in paths]
+    for p, payload in zip(paths, payloads):
+        stored_config(payload, p)  # an invalid stored config is refused, as translate does
     last = payloads[-1]
     for path, payload in zip(paths, payloads):
         why = _task_mismatch(payload, last)

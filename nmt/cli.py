@@ -164,6 +164,9 @@ def average(
     for p in inputs:
         paths += sorted(p.glob("step_*.pt")) if p.is_dir() else [p]
     if last is not None:
+        if len(paths) < last:
+            _fail(CheckpointError(f"--last {last}: only {len(paths)} checkpoint(s) found in "
+                                  f"{', '.join(map(str, inputs))}"))
         paths = paths[-last:]
     try:
         if not paths:

@@ -202,7 +202,7 @@ class StudyConfig:
 RESUME_ADJUSTABLE = ("train.max_epochs", "train.max_minutes", "train.max_steps",
                      "train.patience",
                      "train.valid_every_steps", "train.keep_checkpoints", "train.progress",
-                     "train.threads", "train.device")
+                     "train.threads", "train.device", "train.out_dir")
 
 
 def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = ""
@@ -217,6 +217,41 @@ def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = ""
         elif va != vb:
             out.append((f"{prefix}{k}", va, vb))
     return out
+
+
+def parse_buckets(text: str, option: str = "--buckets") -> tuple[tuple[int, int | None], ...]:
+    """Parse ``"1-10,11-20,21-30,31-"`` (a trailing ``-`` or ``+`` means no upper bound).
+
+    Raises:
+        ValueError: malformed, empty, overlapping or unordered ranges.
+    """
+    buckets: list[tuple[int, int | None]] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            raise ValueError(f"{option}: empty range in {text!r}")
+        if part.endswith("+") or part.endswith("-"):
+            lo, hi = part[:-1], None
+        elif "-" in part:
+            lo, hi_s = part.split("-", 1)
+            hi = int(hi_s) if hi_s.strip().isdigit() else None
+            if hi is None:
+                raise ValueError(f"{option}: bad range {part!r}; use e.g. 1-10,11-20,21-")
+        else:
+            raise ValueError(f"{option}: bad range {part!r}; use e.g. 1-10,11-20,21-")
+        if not lo.strip().isdigit():
+            raise ValueError(f"{option}: bad range {part!r}; use e.g. 1-10,11-20,21-")
+        lo_i = int(lo)
+        if lo_i < 1:
+            raise ValueError(f"{option}: range {part!r} starts below 1 word")
+        if hi is not None and hi < lo_i:
+            raise ValueError(f"{option}: range {part!r} ends before it starts")
+        if buckets and (buckets[-1][1] is None or lo_i <= buckets[-1][1]):
+            raise ValueError(f"{option}: range {part!r} overlaps or precedes the one before")
+        buckets.append((lo_i, hi))
+    if not buckets:
+        raise ValueError(f"{option}: no range given")
+    return tuple(buckets)
 
 
 def _plain(x: Any) -> Any:
@@ -428,7 +463,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         raw = yaml.safe_load(text) or {}
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: invalid YAML: {e}") from e
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return raw
@@ -461,15 +499,22 @@ def load_study_config(path: str | Path, overrides: list[str] | None = None) -> S
                 raise ConfigError(f"{key}: must be positive")
         if any(k < 1 for k in cfg.join_ks):
             raise ConfigError("join_ks: every k must be at least 1")
-        # checked here, before hours of training; nmt.evaluate.parse_buckets reads them later
+        # checked here, before hours of training, with the parser the report uses
         for key in ("buckets", "drop_buckets"):
-            parts = [p.strip() for p in getattr(cfg, key).split(",")]
-            if not all(re.fullmatch(r"\d+-\d+|\d+[-+]", p) for p in parts):
-                raise ConfigError(f"{key}: {getattr(cfg, key)!r} is not a list of ranges such "
-                                  "as '1-10,11-20,61-'")
-        if len(cfg.drop_buckets.split(",")) != 2:
+            try:
+                parse_buckets(getattr(cfg, key), key)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
+        if len(parse_buckets(cfg.drop_buckets, "drop_buckets")) != 2:
             raise ConfigError(f"drop_buckets: expected two ranges such as '1-10,51-60', "
                               f"got {cfg.drop_buckets!r}")
+        for key in ("attentions", "cap_attentions"):
+            values = getattr(cfg, key)
+            for a in values:
+                if a not in ATTENTION_TYPES:
+                    raise ConfigError(f"{key}: {a!r} is not one of {', '.join(ATTENTION_TYPES)}")
+            if len(set(values)) != len(values):
+                raise ConfigError(f"{key}: {list(values)} names an attention twice")
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from e
     return cfg
@@ -488,4 +533,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     try:
         return from_dict(raw)
     except ConfigError as e:
-        raise ConfigError(f"{path}: {e}") from e
+        key = str(e).split(":", 1)[0]
+        given = [o for o in overrides or [] if o.split("=", 1)[0].strip() == key]
+        where = f"{path} with override {given[-1]!r}" if given else str(path)
+        raise ConfigError(f"{where}: {e}") from None

@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
 
+from nmt.config import parse_buckets  # noqa: F401  (re-exported: --buckets parsing)
+
 DEFAULT_BUCKETS: tuple[tuple[int, int | None], ...] = ((1, 10), (11, 20), (21, 30), (31, None))
 
 
@@ -40,41 +42,6 @@ class Scores:
     def to_json(self) -> dict:
         """Plain dict for ``--json`` (BLEU and chrF 0-100)."""
         return asdict(self)
-
-
-def parse_buckets(text: str) -> tuple[tuple[int, int | None], ...]:
-    """Parse ``"1-10,11-20,21-30,31-"`` (a trailing ``-`` or ``+`` means no upper bound).
-
-    Raises:
-        ValueError: malformed, empty, overlapping or unordered ranges.
-    """
-    buckets: list[tuple[int, int | None]] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            raise ValueError(f"--buckets: empty range in {text!r}")
-        if part.endswith("+") or part.endswith("-"):
-            lo, hi = part[:-1], None
-        elif "-" in part:
-            lo, hi_s = part.split("-", 1)
-            hi = int(hi_s) if hi_s.strip().isdigit() else None
-            if hi is None:
-                raise ValueError(f"--buckets: bad range {part!r}; use e.g. 1-10,11-20,21-")
-        else:
-            raise ValueError(f"--buckets: bad range {part!r}; use e.g. 1-10,11-20,21-")
-        if not lo.strip().isdigit():
-            raise ValueError(f"--buckets: bad range {part!r}; use e.g. 1-10,11-20,21-")
-        lo_i = int(lo)
-        if lo_i < 1:
-            raise ValueError(f"--buckets: range {part!r} starts below 1 word")
-        if hi is not None and hi < lo_i:
-            raise ValueError(f"--buckets: range {part!r} ends before it starts")
-        if buckets and (buckets[-1][1] is None or lo_i <= buckets[-1][1]):
-            raise ValueError(f"--buckets: range {part!r} overlaps or precedes the one before")
-        buckets.append((lo_i, hi))
-    if not buckets:
-        raise ValueError("--buckets: no range given")
-    return tuple(buckets)
 
 
 def bucket_label(lo: int, hi: int | None) -> str:

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from nmt.checkpoint import CheckpointError, make_payload, save_atomic
+from nmt.checkpoint import CheckpointError, make_payload, save_atomic, weights_mismatch
 from nmt.config import Config
 from nmt.data import Example, collate, make_batches
 from nmt.model import Seq2Seq
@@ -190,6 +190,9 @@ class Trainer:
                 fit this run (a damaged or foreign file).
         """
         ts = payload["train_state"]
+        why = weights_mismatch(self.model, payload["model"])
+        if why:
+            raise CheckpointError(f"{self.out / 'last.pt'}: cannot resume: {why}")
         try:
             self.model.load_state_dict(payload["model"])
             self.optimizer.load_state_dict(ts["optimizer"])

@@ -147,3 +147,42 @@ def test_study_reuse_refuses_a_planted_checkpoint(tmp_path):
     with pytest.raises(CheckpointError, match="s_none/last.pt: refused"):
         plan(load_study_config(study_yaml))
     assert not marker.exists()
+
+
+def test_garbage_truncated_and_misfit_files_get_clear_messages(tmp_path, toy_vocabs):
+    from nmt.checkpoint import load_checkpoint
+
+    (tmp_path / "noise.pt").write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(CheckpointError, match=r"noise.pt: not a readable nmt checkpoint"):
+        read_payload(tmp_path / "noise.pt")
+    src, tgt = toy_vocabs
+    payload = make_payload(_cfg(), tiny_model(src, tgt), src, tgt)
+    save_atomic(payload, tmp_path / "ok.pt")
+    data = (tmp_path / "ok.pt").read_bytes()
+    (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match=r"cut.pt: not a readable nmt checkpoint "
+                                              r"\(truncated, damaged or not a torch file"):
+        read_payload(tmp_path / "cut.pt")
+    key = next(iter(payload["model"]))
+    shape = tuple(payload["model"][key].shape)
+    torch.save({**payload, "model": {**payload["model"], key: torch.zeros(3, 3, 3)}},
+               tmp_path / "shape.pt")
+    with pytest.raises(CheckpointError, match=rf"tensor '{key}' has shape \(3, 3, 3\), the "
+                                              rf"model needs \({shape[0]}, "):
+        load_checkpoint(tmp_path / "shape.pt")
+    weights = dict(payload["model"])
+    weights.pop(key)
+    torch.save({**payload, "model": weights}, tmp_path / "missing.pt")
+    with pytest.raises(CheckpointError, match=rf"tensor '{key}' is missing"):
+        load_checkpoint(tmp_path / "missing.pt")
+
+
+def test_average_last_n_needs_n_checkpoints(tmp_path, toy_vocabs):
+    src, tgt = toy_vocabs
+    run = tmp_path / "run"
+    for i in (1, 2, 3):
+        save_atomic(make_payload(_cfg(), tiny_model(src, tgt), src, tgt),
+                    run / f"step_{i:08d}.pt")
+    r = _nmt("average", str(run), "--last", "5", "-o", str(tmp_path / "a.pt"))
+    assert r.returncode == 2 and "--last 5: only 3 checkpoint(s) found" in r.stderr
+    assert not (tmp_path / "a.pt").exists()

@@ -1,4 +1,5 @@
 """Config loading, dotted overrides and validation errors that name the key."""
+import re
 
 import pytest
 
@@ -78,3 +79,33 @@ def test_every_shipped_config_loads():
             load_config(study.base_config, list(study.overrides))
         else:
             load_config(path)
+
+
+def test_study_ranges_and_attention_lists_are_checked_before_training(tmp_path):
+    from nmt.config import load_study_config
+
+    path = tmp_path / "s.yaml"
+    for text, message in [
+        ("buckets: '1-10,5-20'\n", "buckets: range '5-20' overlaps"),
+        ("drop_buckets: '10-1,20-30'\n", "drop_buckets: range '10-1' ends before it starts"),
+        ("drop_buckets: '0-5,6-9'\n", "drop_buckets: range '0-5' starts below 1 word"),
+        ("attentions: [none, none, additive]\n", "attentions: ['none', 'none', 'additive'] names"),
+        ("cap_attentions: [bogus]\n", "cap_attentions: 'bogus' is not one of"),
+    ]:
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_study_config(path)
+
+
+def test_errors_name_the_override_and_the_yaml_line(tmp_path):
+    from nmt.config import load_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text("model:\n  emb_dim: 16\n")
+    with pytest.raises(ConfigError, match=re.escape(
+            "c.yaml with override 'model.emb_dim=-3': model.emb_dim: must be positive")):
+        load_config(path, ["model.emb_dim=-3"])
+    path.write_text("model:\n  emb_dim: [1\n  x: 2\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml:3:\d+: invalid YAML: ") as e:
+        load_config(path)
+    assert "\n" not in str(e.value)
