@@ -151,8 +151,8 @@ def test_torchrun_two_processes_train_with_ddp(tmp_path):
 @pytest.mark.parametrize("extra", [
     ["train.lr_schedule=plateau", "train.lr_patience=1", "train.max_epochs=4",
      "train.patience=2", "train.valid_every_steps=2"],
-    ["train.lr_schedule=warmup_decay", "train.warmup_steps=3", "train.valid_every_steps=2"],
-    ["train.max_minutes=0.05", "train.max_epochs=50", "train.patience=null"],
+    ["train.lr_schedule=warmup_decay", "train.warmup_steps=3", "train.valid_every_steps=2",
+     "train.max_minutes=0.05", "train.max_epochs=50", "train.patience=null"],
 ])
 def test_torchrun_ranks_agree_for_every_schedule_and_budget(tmp_path, extra):
     """Decisions taken from validation or the clock (LR steps, early stopping, best
