@@ -395,6 +395,8 @@ class Trainer:
 
     def run(self) -> TrainState:
         """Train until the epoch or time budget, early stopping, or a signal."""
+        if self.state.done:  # resumed with its budget spent: record the config it now has
+            self.save("last.pt")
         with _StopFlag() as stop:
             while not self.state.done and self.state.epoch < self.t.max_epochs:
                 if not self._epoch(stop):
