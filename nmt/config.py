@@ -202,7 +202,7 @@ class StudyConfig:
 RESUME_ADJUSTABLE = ("train.max_epochs", "train.max_minutes", "train.max_steps",
                      "train.patience",
                      "train.valid_every_steps", "train.keep_checkpoints", "train.progress",
-                     "train.threads", "train.device", "train.out_dir")
+                     "train.threads", "train.device", "train.out_dir", "name")
 
 
 def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = ""
