@@ -87,6 +87,8 @@ class BucketRow:
         vs_baseline: paired BLEU comparison; None for the baseline and empty buckets.
         len_ratio: hypothesis/reference length in BLEU's 13a tokens, summed over the
             bucket (sacreBLEU's ``sys_len / ref_len``); None when the bucket is empty.
+        over_long: fraction (0-1) of the bucket's sentences whose hypothesis has more than
+            1.5 times as many words as its reference (the signature of repetition loops).
         brevity_penalty: BLEU's brevity penalty for the bucket, ``min(1, exp(1 - r/c))``
             (Papineni et al. 2002, sec. 2.2.2), as sacreBLEU computes it; 1 means not
             penalised, so BLEU below it with BP near 1 is wrong content, not short output.
@@ -105,6 +107,8 @@ class BucketRow:
     vs_baseline: PairedResult | None
     len_ratio: float | None = None
     brevity_penalty: float | None = None
+    over_long: float | None = None  # share of sentences whose hypothesis has > 1.5x the
+    # reference's words: repetition loops, which a bucket's length ratio averages away
 
     @property
     def label(self) -> str:
@@ -265,7 +269,9 @@ def study_table(systems: dict[str, list[str]], refs: list[str], sources: list[st
                 chrf=_interval(scored[s, "chrf"]) if idx else None,
                 vs_baseline=paired,
                 len_ratio=whole.sys_len / whole.ref_len if whole and whole.ref_len else None,
-                brevity_penalty=whole.bp if whole else None))
+                brevity_penalty=whole.bp if whole else None,
+                over_long=(sum(len(systems[s][i].split()) > 1.5 * len(refs[i].split())
+                               for i in idx) / len(idx)) if idx else None))
     return rows
 
 
@@ -292,14 +298,15 @@ def format_markdown(rows: list[BucketRow]) -> str:
     baseline = next((r.baseline for r in rows if r.baseline is not None), None)
     delta_head = f"ΔBLEU vs {baseline} (p)" if baseline is not None else "ΔBLEU"
     lines = [f"| Source words | System | n | BLEU [95% CI] | chrF [95% CI] | hyp/ref length "
-             f"| BP | {delta_head} |",
-             "|---|---|---:|---|---|---:|---:|---|"]
+             f"| BP | hyp > 1.5× ref | {delta_head} |",
+             "|---|---|---:|---|---|---:|---:|---:|---|"]
     for r in rows:
         n = f"{r.n} (n<{r.min_bucket})" if r.too_few else str(r.n)
         ratio = "–" if r.len_ratio is None else f"{r.len_ratio:.2f}"
         bp = "–" if r.brevity_penalty is None else f"{r.brevity_penalty:.2f}"
+        loops = "–" if r.over_long is None else f"{100 * r.over_long:.0f}%"
         lines.append(f"| {r.label} | {r.system} | {n} | {_cell(r.bleu)} | {_cell(r.chrf)} "
-                     f"| {ratio} | {bp} | {_delta_cell(r)} |")
+                     f"| {ratio} | {bp} | {loops} | {_delta_cell(r)} |")
     return "\n".join(lines)
 
 

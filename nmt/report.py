@@ -340,6 +340,10 @@ _DEFINITIONS = """## How to read the numbers
   over the bucket); `BP`: BLEU's brevity penalty, exp(1 − 1/ratio) below ratio 1, else 1.
   BLEU is the brevity penalty times the n-gram precisions, so a low BLEU with BP near 1 is
   wrong content, and a low BLEU with a low BP is (at least partly) output that is too short.
+- `hyp > 1.5× ref`: the share of sentences whose hypothesis has more than 1.5 times the
+  words of its reference, the signature of a decoder caught in a repetition loop; a
+  bucket's length ratio can look normal while a part of its sentences loop and another
+  part stop early.
 - `ΔBLEU vs none (p)`: paired bootstrap (Koehn 2004) on the same resamples; p is the
   fraction of resamples in which the model is *not* better than the fixed-vector model,
   so p < 0.05 means better with 95% confidence.

@@ -194,3 +194,13 @@ def test_bootstrap_matches_the_nmt35_reference(case):
     samples = _resample(m, _sentence_stats(m, hyps, refs), 200, 1).samples
     allowed = {round(float(k), 6) for k in expected["exact_distribution_of_one_resample"]}
     assert {round(float(x), 6) for x in samples} <= allowed
+
+
+def test_over_long_share_counts_hypotheses_longer_than_one_and_a_half_references():
+    refs = corpus(40, seed=9)
+    looping = [r + " " + r if i % 4 == 0 else r for i, r in enumerate(refs)]  # 10 of 40 loop
+    rows = study_table({"ok": refs, "loop": looping}, refs, refs, ((1, None),), baseline="ok",
+                       n_samples=10)
+    share = {r.system: r.over_long for r in rows}
+    assert share == {"ok": 0.0, "loop": pytest.approx(10 / 40)}
+    assert "| 25% |" in format_markdown(rows)
