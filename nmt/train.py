@@ -453,7 +453,7 @@ def _validate_and_log(cfg: Config, model: Seq2Seq, net: torch.nn.Module,
         record.update(val_loss=round(val_loss, 6), val_ppl=round(math.exp(min(val_loss, 50)), 3),
                       **{f"val_{k}": v for k, v in scores.items()})
     bleu = shared(float(record.get("val_bleu", -1.0)))
-    record["val_bleu"] = bleu if rank != 0 else record.get("val_bleu", bleu)
+    record["val_bleu"] = bleu  # rank 0's score, on every rank
     improved = bleu > state.best_bleu
     if improved:
         state.best_bleu, state.bad_epochs = bleu, 0
