@@ -63,3 +63,25 @@ def multi30k() -> Path:
     if not (MULTI30K / "train.de.gz").exists():
         pytest.skip(f"Multi30k not found at {MULTI30K} (set NMT_MULTI30K)")
     return MULTI30K
+
+
+def run_tiny_study(tmp: Path, overrides: list[str], spec: dict):
+    """Write ``{tmp}/study.yaml`` (``spec`` plus ``overrides`` applied to every model, runs
+    under ``{tmp}/runs``), run ``nmt study`` on it and return (config path, result); skips
+    the test when the local Multi30k is missing."""
+    import json
+    import subprocess
+    import sys
+
+    if not (MULTI30K / "train.de.gz").exists():
+        pytest.skip(f"Multi30k not found at {MULTI30K}")
+    cfg = tmp / "study.yaml"
+    cfg.write_text(json.dumps({
+        "base_config": "configs/multi30k_deen_additive.yaml", "long_set_split": "test_2016_flickr",
+        "report_dir": f"{tmp}/report", **spec,
+        "overrides": [f"data.path={MULTI30K}", *overrides, "train.max_epochs=1",
+                      "train.progress=false", f"train.out_dir={tmp}/runs/{{name}}"]}))
+    r = subprocess.run([sys.executable, "-m", "nmt", "study", str(cfg)], cwd=REPO,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    return cfg, r

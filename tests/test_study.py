@@ -14,25 +14,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def study_files(tmp_path_factory):
-    from conftest import MULTI30K
+    from conftest import run_tiny_study
 
-    if not (MULTI30K / "train.de.gz").exists():
-        pytest.skip(f"Multi30k not found at {MULTI30K}")
     tmp = tmp_path_factory.mktemp("study")
-    overrides = [f"data.path={MULTI30K}", "data.train_limit=200", "data.valid_limit=30",
-                 "subwords.vocab_size=300", "model.emb_dim=32", "model.enc_hidden=32",
-                 "model.dec_hidden=64", "model.attn_dim=32", "model.output_dim=32",
-                 "train.max_epochs=1", "train.progress=false", f"train.out_dir={tmp}/runs/{{name}}"]
-    cfg = tmp / "study.yaml"
-    cfg.write_text(json.dumps({
-        "name": "tiny", "run_prefix": "tiny", "base_config": "configs/multi30k_deen_additive.yaml",
-        "attentions": ["none", "additive", "dot"], "overrides": overrides, "parallel": 2,
-        "test_splits": ["test_2016_flickr"], "long_set_split": "test_2016_flickr",
-        "join_ks": [1, 3], "n_samples": 50, "heatmap_sentences": ["Ein Mann schläft."],
-        "sampled_heatmaps": 1, "report_dir": f"{tmp}/report"}))
-    r = subprocess.run([sys.executable, "-m", "nmt", "study", str(cfg)], cwd=REPO,
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr
+    cfg, r = run_tiny_study(tmp, [
+        "data.train_limit=200", "data.valid_limit=30", "subwords.vocab_size=300",
+        "model.emb_dim=32", "model.enc_hidden=32", "model.dec_hidden=64", "model.attn_dim=32",
+        "model.output_dim=32"], {
+        "name": "tiny", "run_prefix": "tiny", "attentions": ["none", "additive", "dot"],
+        "parallel": 2, "test_splits": ["test_2016_flickr"], "join_ks": [1, 3],
+        "n_samples": 50, "heatmap_sentences": ["Ein Mann schläft."], "sampled_heatmaps": 1})
     return tmp, cfg, r
 
 

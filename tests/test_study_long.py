@@ -3,8 +3,6 @@ validation, the training-length axis (-N models), and the report's length-ratio,
 penalty, drop and long-alignment sections."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,29 +14,19 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def long_study(tmp_path_factory):
-    from conftest import MULTI30K
+    from conftest import run_tiny_study
 
-    if not (MULTI30K / "train.de.gz").exists():
-        pytest.skip(f"Multi30k not found at {MULTI30K}")
     tmp = tmp_path_factory.mktemp("long_study")
-    overrides = [f"data.path={MULTI30K}", "data.train_limit=240", "data.valid_limit=24",
-                 "data.train_join_ks=[2,3]", "data.train_join_per_k=30",
-                 "data.max_train_words=40", "data.valid_join_ks=[2]",
-                 "subwords.vocab_size=300", "model.emb_dim=24", "model.enc_hidden=24",
-                 "model.dec_hidden=48", "model.attn_dim=24", "model.output_dim=24",
-                 "train.max_epochs=1", "train.progress=false", f"train.out_dir={tmp}/runs/{{name}}"]
-    cfg = tmp / "study.yaml"
-    cfg.write_text(json.dumps({
-        "name": "long", "run_prefix": "long", "base_config": "configs/multi30k_deen_additive.yaml",
-        "attentions": ["none", "additive"], "extra_caps": [15], "cap_attentions": ["additive"],
-        "overrides": overrides, "parallel": 2, "test_splits": [],
-        "long_set_split": "test_2016_flickr", "join_ks": [1, 4], "n_samples": 40,
-        "buckets": "1-10,11-30,31-", "drop_buckets": "1-10,31-",
-        "heatmap_sentences": [], "sampled_heatmaps": 0, "long_heatmap_words": [35, 70],
-        "long_heatmaps": 1, "report_dir": f"{tmp}/report"}))
-    r = subprocess.run([sys.executable, "-m", "nmt", "study", str(cfg)], cwd=REPO,
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr
+    cfg, _r = run_tiny_study(tmp, [
+        "data.train_limit=240", "data.valid_limit=24", "data.train_join_ks=[2,3]",
+        "data.train_join_per_k=30", "data.max_train_words=40", "data.valid_join_ks=[2]",
+        "subwords.vocab_size=300", "model.emb_dim=24", "model.enc_hidden=24",
+        "model.dec_hidden=48", "model.attn_dim=24", "model.output_dim=24"], {
+        "name": "long", "run_prefix": "long", "attentions": ["none", "additive"],
+        "extra_caps": [15], "cap_attentions": ["additive"], "parallel": 2, "test_splits": [],
+        "join_ks": [1, 4], "n_samples": 40, "buckets": "1-10,11-30,31-",
+        "drop_buckets": "1-10,31-", "heatmap_sentences": [], "sampled_heatmaps": 0,
+        "long_heatmap_words": [35, 70], "long_heatmaps": 1})
     return tmp, cfg
 
 
