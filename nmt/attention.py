@@ -6,6 +6,11 @@ that are exactly 0 on padding; the context vector is the weighted sum of memory.
 
 Keys that depend only on the memory (``U h_i`` for additive, ``W h_i`` for general) are
 computed once per sentence by ``precompute`` and travel with the batch, not on the module.
+
+Global attention reads every source position; :class:`LocalAttention` (Luong et al. 2015,
+section 3.2) wraps any scorer and reads only a window of 2D+1 positions around a centre
+p_t; multi-head attention is in nmt/multihead.py; nmt/decoder.py's ``build_attention``
+is the one switch between them.
 """
 
 from __future__ import annotations
@@ -100,7 +105,7 @@ class GeneralScorer(nn.Module):
 
 
 def build_scorer(kind: str, query_dim: int, memory_dim: int, attn_dim: int) -> nn.Module | None:
-    """The scorer for ``kind``; ``none`` (fixed-vector model) has no scorer.
+    """The global scorer for ``kind``; ``none`` (fixed-vector model) has no scorer.
 
     Raises:
         ValueError: unknown kind, or dot/scaled_dot with ``query_dim != memory_dim``.
@@ -137,3 +142,81 @@ def attend(
     weights = masked_softmax(scorer(query, keys), mask)  # (B, S)
     context = torch.bmm(weights.unsqueeze(1), memory).squeeze(1)  # (B, M)
     return context, weights
+
+
+class LocalAttention(nn.Module):
+    """Luong et al. (2015), section 3.2: attention restricted to the window
+    ``[p_t - D, p_t + D]`` of source positions around an aligned position p_t.
+
+    * ``local_m`` (monotonic): ``p_t = t``, the target position (0-based), and the weights
+      are the softmax of the scores over the window (the paper's eq. 7 on the window).
+    * ``local_p`` (predictive, eq. 9-10): ``p_t = S * sigmoid(v_p^T tanh(W_p h_t))`` with
+      S the sentence's source length, and the window softmax is multiplied by
+      ``exp(-(s - p_t)^2 / (2 sigma^2))``, ``sigma = D / 2``. As in the paper the factor is
+      applied after the softmax, so these weights sum to less than 1.
+
+    Positions outside the window or on padding get weight exactly 0. p_t of ``local_m`` is
+    clamped to the sentence's last position, so a target longer than its source still
+    reads the source end (the paper leaves that case open). Scores are computed for every
+    position and then masked: simpler than gathering windows, and the same result.
+
+    Args:
+        kind: ``local_m`` | ``local_p``.
+        scorer: any global scorer (additive, dot, general, scaled dot) for ``align``.
+        query_dim: D_q, decoder state size (local_p's position predictor reads it).
+        window: D, half-width of the window in source pieces (the paper uses 10).
+        predictor_dim: hidden size of W_p (local_p only).
+
+    Raises:
+        ValueError: unknown ``kind`` or ``window < 1``.
+    """
+
+    def __init__(self, kind: str, scorer: nn.Module, query_dim: int, window: int,
+                 predictor_dim: int):
+        super().__init__()
+        if kind not in ("local_m", "local_p"):
+            raise ValueError(f"unknown local attention {kind!r}; expected local_m or local_p")
+        if window < 1:
+            raise ValueError(f"local attention window D must be >= 1, got {window}")
+        self.kind, self.score, self.window = kind, scorer, window
+        if kind == "local_p":
+            self.W_p = nn.Linear(query_dim, predictor_dim, bias=False)
+            self.v_p = nn.Linear(predictor_dim, 1, bias=False)
+
+    def precompute(self, memory: torch.Tensor) -> torch.Tensor:
+        """(B, S, M) memory -> the inner scorer's keys (B, S, *)."""
+        return self.score.precompute(memory)
+
+    def centre(self, query: torch.Tensor, mask: torch.Tensor, t: int) -> torch.Tensor:
+        """The aligned source position p_t, (B,) float, in [0, S] for each sentence.
+
+        Args:
+            query: (B, D_q) decoder state. mask: (B, S) True on real source positions.
+            t: target position (0-based) of the step.
+        """
+        src_len = mask.sum(dim=-1).to(query.dtype)  # (B,)
+        if self.kind == "local_m":
+            return torch.full_like(src_len, float(t)).minimum((src_len - 1).clamp(min=0))
+        return src_len * torch.sigmoid(self.v_p(torch.tanh(self.W_p(query)))).squeeze(-1)
+
+    def read(self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor,
+             mask: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """One local attention read.
+
+        Args:
+            query: (B, D_q). keys: (B, S, *) from :meth:`precompute`. memory: (B, S, M).
+            mask: (B, S) bool, True on real positions. t: target position (0-based).
+
+        Returns:
+            context (B, M) and attention weights (B, S), 0 outside the window.
+        """
+        p = self.centre(query, mask, t)  # (B,)
+        positions = torch.arange(mask.size(1), device=mask.device, dtype=query.dtype)
+        offset = positions.unsqueeze(0) - p.unsqueeze(1)  # (B, S): s - p_t
+        in_window = mask & (offset.abs() <= self.window)
+        weights = masked_softmax(self.score(query, keys), in_window)  # (B, S)
+        if self.kind == "local_p":
+            sigma = self.window / 2.0
+            weights = weights * torch.exp(-offset.pow(2) / (2.0 * sigma * sigma))
+        context = torch.bmm(weights.unsqueeze(1), memory).squeeze(1)  # (B, M)
+        return context, weights

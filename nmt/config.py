@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 import yaml
 
-ATTENTION_TYPES = ("additive", "dot", "general", "scaled_dot", "none")
+ATTENTION_TYPES = ("additive", "dot", "general", "scaled_dot", "local_m", "local_p",
+                   "multihead", "none")
 
 
 class ConfigError(ValueError):
@@ -86,12 +87,19 @@ class ModelConfig:
     enc_layers: int = 1
     dec_layers: int = 1
     dropout: float = 0.3
-    attention: Literal["additive", "dot", "general", "scaled_dot", "none"] = "additive"
+    # global: additive | dot | general | scaled_dot; local (Luong et al. 2015, sec. 3.2):
+    # local_m | local_p, scored with local_score; multihead (heads heads); none
+    attention: Literal["additive", "dot", "general", "scaled_dot", "local_m", "local_p",
+                       "multihead", "none"] = "additive"
     # bahdanau: attend with s_{t-1}, then GRU([y; c]); luong: GRU first, then attend
     step_order: Literal["bahdanau", "luong"] = "bahdanau"
     attn_dim: int = 256  # additive attention's hidden size A
     output_dim: int = 256  # pre-output / attentional vector size
     tie_embeddings: bool = False  # needs output_dim == emb_dim
+    # local attention's alignment score (Luong's best: general) and window half-width D
+    local_score: Literal["additive", "dot", "general", "scaled_dot"] = "general"
+    local_window: int = 10  # source pieces on each side of p_t (the paper's D = 10)
+    heads: int = 4  # multihead: h heads of (2 * enc_hidden) / h dims each
 
 
 @dataclass(frozen=True)
@@ -194,6 +202,10 @@ class StudyConfig:
     # data.max_train_words=cap, as runs {run_prefix}_{attention}-{cap}
     extra_caps: tuple[int, ...] = ()
     cap_attentions: tuple[str, ...] = ("none", "additive")
+    # multi-head attention with other head counts: for each h, a ``multihead`` model with
+    # model.heads=h, run {run_prefix}_multihead-{h}h (same total size, so a fair
+    # single-head vs multi-head comparison: h=1 against the ``multihead`` of attentions)
+    head_counts: tuple[int, ...] = ()
     report_dir: str = "reports/{name}"
 
 
@@ -393,6 +405,19 @@ def _validate(cfg: Config) -> None:
             f"model.attention: {m.attention!r} scores s.h_i and needs model.dec_hidden "
             f"({m.dec_hidden}) == 2 * model.enc_hidden ({2 * m.enc_hidden})"
         )
+    if (m.attention in ("local_m", "local_p") and m.local_score in ("dot", "scaled_dot")
+            and m.dec_hidden != 2 * m.enc_hidden):
+        raise ConfigError(
+            f"model.local_score: {m.local_score!r} scores s.h_i and needs model.dec_hidden "
+            f"({m.dec_hidden}) == 2 * model.enc_hidden ({2 * m.enc_hidden})"
+        )
+    if m.local_window < 1:
+        raise ConfigError(f"model.local_window: must be >= 1, got {m.local_window}")
+    if m.heads < 1 or (2 * m.enc_hidden) % m.heads:
+        raise ConfigError(
+            f"model.heads: {m.heads} must be >= 1 and divide the memory size "
+            f"2 * model.enc_hidden = {2 * m.enc_hidden}"
+        )
     if m.tie_embeddings and m.output_dim != m.emb_dim:
         raise ConfigError(
             f"model.tie_embeddings: needs model.output_dim ({m.output_dim}) == "
@@ -490,6 +515,9 @@ def load_study_config(path: str | Path, overrides: list[str] | None = None) -> S
                 raise ConfigError(f"cap_attentions: {a!r} is not in attentions")
         if any(c <= 0 for c in cfg.extra_caps):
             raise ConfigError("extra_caps: every cap must be a positive number of words")
+        if any(h <= 0 for h in cfg.head_counts) or len(set(cfg.head_counts)) != len(cfg.head_counts):
+            raise ConfigError(f"head_counts: expected distinct positive head counts, got "
+                              f"{list(cfg.head_counts)}")
         if len(cfg.long_heatmap_words) != 2 or cfg.long_heatmap_words[0] > cfg.long_heatmap_words[1]:
             raise ConfigError("long_heatmap_words: expected [low, high] with low <= high")
         if cfg.baseline not in cfg.attentions:

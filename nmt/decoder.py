@@ -11,6 +11,9 @@ Step orders (everything else is equal across attention types, for fair compariso
 * ``luong`` (Luong et al. 2015, sec. 3 and 3.3): ``s_t = GRU([E y_{t-1}; h~_{t-1}], s_{t-1})``
   (input feeding), attend with s_t, attentional vector ``h~_t = tanh(W_c [c_t; s_t])``.
 
+Attention is global (additive, dot, general, scaled_dot), local (``local_m``, ``local_p``;
+Luong et al. 2015, sec. 3.2) or ``multihead`` (Vaswani et al. 2017, sec. 3.2.2, one query
+per step); :func:`build_attention` is the switch.
 With attention ``none`` (Cho et al. 2014, eq. 3-4) the context ``c = tanh(V [h_fwd_n; h_bwd_1])``
 is computed once from the encoder's final states and given to every step unchanged.
 """
@@ -22,9 +25,41 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from nmt.attention import attend, build_scorer
+from nmt.attention import LocalAttention, attend, build_scorer
 from nmt.encoder import EncoderOutput
+from nmt.multihead import MultiHeadAttention
 from nmt.vocab import PAD
+
+GLOBAL_SCORES = ("additive", "dot", "general", "scaled_dot")
+
+
+def build_attention(kind: str, query_dim: int, memory_dim: int, attn_dim: int, *,
+                    local_score: str = "general", window: int = 10, heads: int = 4
+                    ) -> nn.Module | None:
+    """The decoder's attention for ``kind`` (``model.attention``).
+
+    Args:
+        kind: additive | dot | general | scaled_dot (global), local_m | local_p (local,
+            scored with ``local_score``), multihead (``heads`` heads), or none.
+        query_dim: D. memory_dim: M. attn_dim: A (additive scorer, local_p predictor).
+
+    Returns:
+        a global scorer (``forward(query, keys) -> scores``), a module with
+        ``read(query, keys, memory, mask, t)`` (local, multihead), or None for ``none``.
+
+    Raises:
+        ValueError: unknown kind or score, dot scores with ``query_dim != memory_dim``,
+            a window < 1, or ``memory_dim`` not divisible by ``heads``.
+    """
+    if kind in ("local_m", "local_p"):
+        if local_score not in GLOBAL_SCORES:
+            raise ValueError(f"unknown local attention score {local_score!r}; expected one "
+                             f"of {', '.join(GLOBAL_SCORES)}")
+        scorer = build_scorer(local_score, query_dim, memory_dim, attn_dim)
+        return LocalAttention(kind, scorer, query_dim, window, attn_dim)
+    if kind == "multihead":
+        return MultiHeadAttention(memory_dim, heads, query_dim=query_dim)
+    return build_scorer(kind, query_dim, memory_dim, attn_dim)
 
 
 @dataclass
@@ -49,24 +84,30 @@ class Memory:
 
 @dataclass
 class DecoderState:
-    """Recurrent state. hidden: (L, B, D). feed: (B, O) last attentional vector (luong)."""
+    """Recurrent state. hidden: (L, B, D). feed: (B, O) last attentional vector (luong).
+    t: the target position (0-based) of the next step, shared by every row (local_m's
+    window centre)."""
 
     hidden: torch.Tensor
     feed: torch.Tensor | None
+    t: int = 0
 
     def index_select(self, idx: torch.Tensor) -> "DecoderState":
         """Rows ``idx`` (K,) of the state: hidden (L, K, D), feed (K, O)."""
         return DecoderState(self.hidden.index_select(1, idx),
-                            None if self.feed is None else self.feed.index_select(0, idx))
+                            None if self.feed is None else self.feed.index_select(0, idx),
+                            self.t)
 
 
 @dataclass
 class StepOutput:
-    """pre_output: (B, O) input to the generator. attention: (B, S) weights, or None."""
+    """pre_output: (B, O) input to the generator. attention: (B, S) weights, or None;
+    for ``multihead`` the mean over heads, with each head's weights in heads (B, h, S)."""
 
     pre_output: torch.Tensor
     state: DecoderState
     attention: torch.Tensor | None
+    heads: torch.Tensor | None = None
 
 
 class Decoder(nn.Module):
@@ -74,18 +115,22 @@ class Decoder(nn.Module):
 
     Args:
         vocab_size: V_tgt. emb_dim: E. hidden: D. layers: L. memory_dim: M.
-        attention: additive | dot | general | scaled_dot | none.
-        step_order: bahdanau | luong. attn_dim: A. output_dim: O. dropout: probability.
+        attention: additive | dot | general | scaled_dot | local_m | local_p | multihead |
+            none. step_order: bahdanau | luong. attn_dim: A. output_dim: O.
+        dropout: probability. local_score, window: local attention's score and D.
+        heads: multihead's h.
     """
 
     def __init__(self, vocab_size: int, emb_dim: int, hidden: int, layers: int,
                  memory_dim: int, attention: str, step_order: str, attn_dim: int,
-                 output_dim: int, dropout: float):
+                 output_dim: int, dropout: float, *, local_score: str = "general",
+                 window: int = 10, heads: int = 4):
         super().__init__()
         self.attention_type, self.step_order = attention, step_order
         self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD)
         self.dropout = nn.Dropout(dropout)
-        self.scorer = build_scorer(attention, hidden, memory_dim, attn_dim)
+        self.scorer = build_attention(attention, hidden, memory_dim, attn_dim,
+                                      local_score=local_score, window=window, heads=heads)
         # the fixed-vector model's c; unused parameters otherwise are not created
         self.fixed = nn.Linear(memory_dim, memory_dim) if attention == "none" else None
         self.init = nn.Linear(memory_dim, layers * hidden)
@@ -112,10 +157,17 @@ class Decoder(nn.Module):
             feed = enc.memory.new_zeros(B, self.output_dim)
         return mem, DecoderState(h0, feed)
 
-    def _read(self, query: torch.Tensor, mem: Memory) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _read(self, query: torch.Tensor, mem: Memory, t: int
+              ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """context (B, M), attention weights (B, S) or None, per-head weights (B, h, S)."""
         if self.scorer is None:
-            return mem.fixed_context, None
-        return attend(self.scorer, query, mem.keys, mem.memory, mem.mask)
+            return mem.fixed_context, None, None
+        if isinstance(self.scorer, LocalAttention):
+            return (*self.scorer.read(query, mem.keys, mem.memory, mem.mask, t), None)
+        if isinstance(self.scorer, MultiHeadAttention):
+            context, heads = self.scorer.read_heads(query, mem.keys, mem.mask)
+            return context, heads.mean(dim=1), heads
+        return (*attend(self.scorer, query, mem.keys, mem.memory, mem.mask), None)
 
     def _rnn(self, x: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
         new = []
@@ -136,33 +188,38 @@ class Decoder(nn.Module):
             :class:`StepOutput` with pre_output (B, O) and attention weights (B, S).
         """
         y = self.dropout(self.embed(prev))  # (B, E)
+        t = state.t
         if self.step_order == "bahdanau":
-            context, weights = self._read(state.hidden[-1], mem)  # (B, M), (B, S)
+            context, weights, heads = self._read(state.hidden[-1], mem, t)  # (B, M), (B, S)
             hidden = self._rnn(torch.cat([y, context], dim=-1), state.hidden)
             out = torch.tanh(self.pre_output(torch.cat([hidden[-1], context, y], dim=-1)))
-            return StepOutput(self.dropout(out), DecoderState(hidden, None), weights)
+            return StepOutput(self.dropout(out), DecoderState(hidden, None, t + 1), weights, heads)
         hidden = self._rnn(torch.cat([y, state.feed], dim=-1), state.hidden)
-        context, weights = self._read(hidden[-1], mem)
+        context, weights, heads = self._read(hidden[-1], mem, t)
         out = torch.tanh(self.pre_output(torch.cat([context, hidden[-1]], dim=-1)))  # h~_t
-        return StepOutput(self.dropout(out), DecoderState(hidden, out), weights)
+        return StepOutput(self.dropout(out), DecoderState(hidden, out, t + 1), weights, heads)
 
     def unroll(self, tgt_in: torch.Tensor, state: DecoderState, mem: Memory
-               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+               ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """Teacher forcing over a whole target.
 
         Args:
             tgt_in: (B, T) BOS y1..y_{T-1}.
 
         Returns:
-            pre-outputs (B, T, O) and attention weights (B, T, S) (None for ``none``).
+            pre-outputs (B, T, O), attention weights (B, T, S) (None for ``none``) and
+            per-head weights (B, h, T, S) (``multihead`` only, else None).
         """
         B, T = tgt_in.shape
-        outs, weights = [], []
+        outs, weights, heads = [], [], []
         for t in range(T):
             step = self.step(tgt_in[:, t], state, mem)
             state = step.state
             outs.append(step.pre_output)
             if step.attention is not None:
                 weights.append(step.attention)
+            if step.heads is not None:
+                heads.append(step.heads)
         attn = torch.stack(weights, dim=1) if weights else None  # (B, T, S)
-        return torch.stack(outs, dim=1), attn  # (B, T, O)
+        per_head = torch.stack(heads, dim=2) if heads else None  # (B, h, T, S)
+        return torch.stack(outs, dim=1), attn, per_head  # (B, T, O)

@@ -39,7 +39,7 @@ class Seq2Seq(nn.Module):
                ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Teacher-forced logits (B, T, V) and attention weights (B, T, S) or None."""
         mem, state = self.encode(src, src_len)
-        pre, attn = self.decoder.unroll(tgt_in, state, mem)
+        pre, attn, _ = self.decoder.unroll(tgt_in, state, mem)
         return self.generator(pre), attn
 
     def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor,
@@ -59,8 +59,16 @@ class Seq2Seq(nn.Module):
 
     def attention_weights(self, src: torch.Tensor, src_len: torch.Tensor,
                           tgt_in: torch.Tensor) -> torch.Tensor | None:
-        """Teacher-forced attention weights (B, T, S); None for the fixed-vector model."""
+        """Teacher-forced attention weights (B, T, S); None for the fixed-vector model.
+        For ``multihead`` the mean over heads (see :meth:`head_weights`)."""
         return self.logits(src, src_len, tgt_in)[1]
+
+    def head_weights(self, src: torch.Tensor, src_len: torch.Tensor,
+                     tgt_in: torch.Tensor) -> torch.Tensor | None:
+        """Teacher-forced per-head attention weights (B, h, T, S) of a ``multihead``
+        model (each head's row sums to 1 over real source positions); None otherwise."""
+        mem, state = self.encode(src, src_len)
+        return self.decoder.unroll(tgt_in, state, mem)[2]
 
 
 def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
@@ -68,7 +76,8 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
     encoder = Encoder(src_vocab_size, cfg.emb_dim, cfg.enc_hidden, cfg.enc_layers, cfg.dropout)
     decoder = Decoder(tgt_vocab_size, cfg.emb_dim, cfg.dec_hidden, cfg.dec_layers,
                       2 * cfg.enc_hidden, cfg.attention, cfg.step_order, cfg.attn_dim,
-                      cfg.output_dim, cfg.dropout)
+                      cfg.output_dim, cfg.dropout, local_score=cfg.local_score,
+                      window=cfg.local_window, heads=cfg.heads)
     generator = nn.Linear(cfg.output_dim, tgt_vocab_size)
     if cfg.tie_embeddings:
         generator.weight = decoder.embed.weight

@@ -1,8 +1,10 @@
 """Scaled dot-product and multi-head attention, Vaswani et al. (2017), section 3.2.
 
-Standalone reference implementation (not used by the GRU model). Axis letters: B batch,
-T query length, S key length, h heads, d_k key/query size, d_v value size.
-Masks are bool with True = may attend.
+:class:`MultiHeadAttention` is also the GRU decoder's ``attention: multihead``: one query
+(the decoder state) per step over the encoder memory, keys and values projected once per
+sentence (:meth:`MultiHeadAttention.precompute`). Axis letters: B batch, T query length,
+S key length, h heads, d_k key/query size, d_v value size. Masks are bool with
+True = may attend.
 """
 
 from __future__ import annotations
@@ -78,18 +80,22 @@ class MultiHeadAttention(nn.Module):
     ``head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)`` and d_k = d_v = d_model / h.
 
     The h per-head projections are stored as one (d_model, d_model) linear each for
-    W_q, W_k, W_v, which is the same map split column-wise into h blocks.
+    W_q, W_k, W_v, which is the same map split column-wise into h blocks. The total size
+    does not depend on h, so models with different h have the same parameter count, and
+    h = 1 is single-head scaled dot-product attention over learned projections.
 
     Args:
-        d_model: model width.
+        d_model: model width (in the GRU decoder: the encoder memory size M).
         num_heads: h.
         dropout: dropout probability on the attention weights (before multiplying V).
+        query_dim: size of the queries if not d_model (the decoder state size D).
 
     Raises:
         ValueError: if d_model is not divisible by num_heads.
     """
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0):
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0,
+                 query_dim: int | None = None):
         super().__init__()
         if num_heads <= 0 or d_model % num_heads != 0:
             raise ValueError(
@@ -98,7 +104,7 @@ class MultiHeadAttention(nn.Module):
         self.d_model = d_model
         self.num_heads = num_heads
         self.d_k = d_model // num_heads
-        self.W_q = nn.Linear(d_model, d_model)
+        self.W_q = nn.Linear(query_dim or d_model, d_model)
         self.W_k = nn.Linear(d_model, d_model)
         self.W_v = nn.Linear(d_model, d_model)
         self.W_o = nn.Linear(d_model, d_model)
@@ -146,3 +152,28 @@ class MultiHeadAttention(nn.Module):
         batch, _, length, _ = heads.shape
         concat = heads.transpose(1, 2).reshape(batch, length, self.d_model)
         return self.W_o(concat), weights
+
+    def precompute(self, memory: torch.Tensor) -> torch.Tensor:
+        """Keys and values of a sentence, projected once: (B, S, d_model) memory ->
+        (B, S, 2*d_model), ``[K W^K ; V W^V]`` side by side (one tensor, so beam search
+        reorders it like any other scorer's keys)."""
+        return torch.cat([self.W_k(memory), self.W_v(memory)], dim=-1)
+
+    def read_heads(self, query: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One decoder step: a single query per sentence over its precomputed keys.
+
+        Args:
+            query: (B, query_dim) decoder state. keys: (B, S, 2*d_model) from
+                :meth:`precompute`. mask: (B, S) bool, True on real source positions.
+
+        Returns:
+            context (B, d_model), ``Concat(heads) W^O``, and per-head attention weights
+            (B, h, S), each head's row summing to 1 (0 on padding).
+        """
+        k, v = keys.split(self.d_model, dim=-1)  # (B, S, d_model) each
+        q = self._split_heads(self.W_q(query).unsqueeze(1))  # (B, h, 1, d_k)
+        weights = _attention_weights(q, self._split_heads(k), mask[:, None, None, :])
+        heads = self.dropout(weights) @ self._split_heads(v)  # (B, h, 1, d_k)
+        context = self.W_o(heads.reshape(heads.size(0), self.d_model))  # (B, d_model)
+        return context, weights.squeeze(2)  # (B, d_model), (B, h, S)

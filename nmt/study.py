@@ -33,12 +33,14 @@ class PlannedRun:
     cfg: Config
     action: str  # "reuse" | "resume" | "train"
     cap: int | None = None  # data.max_train_words of an extra training-length run
+    heads: int | None = None  # model.heads of an extra multi-head run
 
     @property
     def label(self) -> str:
-        """The model's name in tables and plots: ``additive``, or ``additive-30`` for a run
-        of the training-length axis (Bahdanau et al.'s RNNsearch-30)."""
-        return self.attention if self.cap is None else f"{self.attention}-{self.cap}"
+        """The model's name in tables and plots: ``additive``, ``additive-30`` for a run
+        of the training-length axis (Bahdanau et al.'s RNNsearch-30), ``multihead-1h`` for
+        a multi-head run with another head count."""
+        return model_label(self.attention, self.cap, self.heads)
 
     @property
     def out_dir(self) -> Path:
@@ -47,31 +49,41 @@ class PlannedRun:
 
     def overrides(self, study: StudyConfig) -> list[str]:
         """The ``key=value`` overrides that turn the base config into this run's config."""
-        return run_overrides(study, self.attention, self.cap)
+        return run_overrides(study, self.attention, self.cap, self.heads)
 
 
-def run_overrides(study: StudyConfig, attention: str, cap: int | None) -> list[str]:
-    """Study overrides, then the model's attention, name and (for the training-length
-    axis) ``data.max_train_words=cap``."""
+def model_label(attention: str, cap: int | None = None, heads: int | None = None) -> str:
+    """``attention``, ``attention-{cap}`` or ``attention-{heads}h``."""
+    if cap is not None:
+        return f"{attention}-{cap}"
+    return attention if heads is None else f"{attention}-{heads}h"
+
+
+def run_overrides(study: StudyConfig, attention: str, cap: int | None,
+                  heads: int | None = None) -> list[str]:
+    """Study overrides, then the model's attention, name, ``data.max_train_words=cap``
+    (the training-length axis) and ``model.heads=heads`` (the head-count axis)."""
     extra = [] if cap is None else [f"data.max_train_words={cap}"]
-    label = attention if cap is None else f"{attention}-{cap}"
+    extra += [] if heads is None else [f"model.heads={heads}"]
     return [*study.overrides, *extra, f"model.attention={attention}",
-            f"name={study.run_prefix}_{label}"]
+            f"name={study.run_prefix}_{model_label(attention, cap, heads)}"]
 
 
 def plan(study: StudyConfig) -> list[PlannedRun]:
     """Decide for each model (every attention type, then the training-length axis:
-    ``cap_attentions`` for each of ``extra_caps``) whether to reuse, resume or train it.
+    ``cap_attentions`` for each of ``extra_caps``, then ``multihead`` with each of
+    ``head_counts``) whether to reuse, resume or train it.
 
     Raises:
         StudyError: an existing run was trained with a different config.
         ConfigError: the base config or an override is invalid.
     """
     runs = []
-    models = [(a, None) for a in study.attentions]
-    models += [(a, cap) for cap in study.extra_caps for a in study.cap_attentions]
-    for attention, cap in models:
-        cfg = load_config(study.base_config, run_overrides(study, attention, cap))
+    models = [(a, None, None) for a in study.attentions]
+    models += [(a, cap, None) for cap in study.extra_caps for a in study.cap_attentions]
+    models += [("multihead", None, h) for h in study.head_counts]
+    for attention, cap, heads in models:
+        cfg = load_config(study.base_config, run_overrides(study, attention, cap, heads))
         last = cfg.out_dir() / "last.pt"
         action = "train"
         if last.exists():
@@ -86,7 +98,7 @@ def plan(study: StudyConfig) -> list[PlannedRun]:
             counters = (payload.get("train_state") or {}).get("counters", {})
             # a changed budget (steps, minutes, epochs...) resumes the run with the new one
             action = "reuse" if counters.get("done") and not diffs else "resume"
-        runs.append(PlannedRun(attention, cfg, action, cap))
+        runs.append(PlannedRun(attention, cfg, action, cap, heads))
     return runs
 
 
