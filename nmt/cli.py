@@ -1,4 +1,5 @@
-"""The ``nmt`` command: ``train``, ``evaluate``, ``translate`` (typer wiring only)."""
+"""The ``nmt`` command: ``train``, ``evaluate``, ``translate``, ``average``, ``study``,
+``heads`` (typer wiring only)."""
 
 from __future__ import annotations
 
@@ -194,6 +195,43 @@ def study(
         cfg = load_study_config(config, overrides or [])
         path = run_study(cfg, report_only=report_only, log=lambda m: typer.echo(m, err=True))
     except (*USER_ERRORS, StudyError) as e:
+        _fail(e)
+    typer.echo(f"report: {path}")
+
+
+@app.command()
+def heads(
+    checkpoint: Path = typer.Argument(..., help="Checkpoint to analyse (any attention but "
+                                      "none; multihead shows every head)."),
+    compare: Optional[list[Path]] = typer.Option(None, "--compare", help="Checkpoint whose "
+                                                 "attention is shown beside the heads, e.g. "
+                                                 "a single-head model (repeatable)."),
+    split: Optional[str] = typer.Option(None, help="Test split of the checkpoint's corpus "
+                                        "(default: its first data.test_splits)."),
+    src: Optional[Path] = typer.Option(None, help="Source file instead of --split."),
+    ref: Optional[Path] = typer.Option(None, help="Reference file (with --src; unused in "
+                                       "the statistics, read to check the pairing)."),
+    data_path: Optional[str] = typer.Option(None, help="Corpus directory replacing the "
+                                            "checkpoint's data.path."),
+    max_sentences: Optional[int] = typer.Option(None, min=1, help="Use the first N "
+                                                "sentences only."),
+    maps: int = typer.Option(3, min=0, help="Heatmaps of the N sentences (8-25 words) "
+                             "whose heads agree least."),
+    sentence: Optional[list[str]] = typer.Option(None, "--sentence", help="Draw the heads "
+                                                 "for this source sentence instead "
+                                                 "(repeatable)."),
+    out: Path = typer.Option(Path("heads"), "--out", help="Directory for heads.md, "
+                             "heads.json and heads_N.png."),
+    device: str = DEVICE_OPTION,
+) -> None:
+    """Per-head attention statistics (entropy, diagonality, final token and punctuation,
+    agreement between heads) and per-head heatmaps on a test set."""
+    from nmt.heads import HeadsError, heads_report
+
+    try:
+        path = heads_report(checkpoint, out, compare or [], split, src, ref, data_path,
+                            max_sentences, maps, sentence or [], device)
+    except (*USER_ERRORS, HeadsError) as e:
         _fail(e)
     typer.echo(f"report: {path}")
 

@@ -183,3 +183,46 @@ def plot_length_histogram(counts: dict[str, list[int]], labels: list[str], path:
         return _save(fig, path)
     finally:
         plt.close(fig)
+
+
+def plot_head_maps(panels: list[tuple[str, list[str], list[str], object]], path: str | Path,
+                   title: str) -> Path:
+    """Attention heatmaps side by side, one panel per head (or per model), on the same
+    fixed grey scale as :func:`plot_attention`.
+
+    Args:
+        panels: ``(panel title, src_pieces, tgt_pieces, weights (T, S))`` per panel.
+        path: PNG to write (parent directories are created).
+
+    Raises:
+        ValueError: no panel, or a panel's weights do not match its pieces.
+    """
+    if not panels:
+        raise ValueError("plot_head_maps needs at least one panel")
+    arrays = []
+    for name, src, tgt, weights in panels:
+        w = _as_array(weights)
+        if w.shape != (len(tgt), len(src)):
+            raise ValueError(f"panel {name!r}: weights have shape {tuple(w.shape)} but there "
+                             f"are {len(tgt)} target and {len(src)} source pieces")
+        arrays.append(w)
+    S = max(w.shape[1] for w in arrays)
+    T = max(w.shape[0] for w in arrays)
+    width = min(max(1.5 + 0.2 * S, 3.5), 9.0)
+    height = min(max(1.5 + 0.2 * T, 3.0), 10.0)
+    fig, axes = plt.subplots(1, len(panels), figsize=(width * len(panels), height),
+                             squeeze=False)
+    try:
+        fontsize = 7 if max(S, T) <= 40 else 5
+        for ax, (name, src, tgt, _), w in zip(axes[0], panels, arrays):
+            ax.imshow(w, cmap="gray", vmin=0.0, vmax=1.0, aspect="auto",
+                      interpolation="nearest")
+            ax.xaxis.tick_top()
+            ax.set_xticks(range(len(src)), src, rotation=90, fontsize=fontsize)
+            ax.set_yticks(range(len(tgt)), tgt, fontsize=fontsize)
+            ax.set_title(name, fontsize=9, pad=10)
+        fig.suptitle(title, fontsize=10)
+        fig.tight_layout()
+        return _save(fig, path)
+    finally:
+        plt.close(fig)

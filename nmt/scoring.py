@@ -45,7 +45,7 @@ def stored_corpus(data: DataConfig, data_path: str | None = None) -> DataConfig:
     return data
 
 
-def _test_set(loaded, split: str | None, src: Path | None, ref: Path | None,
+def test_set(loaded, split: str | None, src: Path | None, ref: Path | None,
               data_path: str | None) -> tuple[str, list[str], list[str]]:
     """(label, sources, references) from files or a named split of the checkpoint's corpus."""
     if src is not None or ref is not None:
@@ -83,7 +83,7 @@ def evaluate_checkpoints(checkpoints: list[Path], split: str | None = None,
     names, results, records, example_lines, warnings = [], [], [], [], []
     for path in checkpoints:
         loaded = load_checkpoint(path, device)
-        label, sources, references = _test_set(loaded, split, src, ref, data_path)
+        label, sources, references = test_set(loaded, split, src, ref, data_path)
         decoding = decoding_from_config(loaded.cfg, beam_size, alpha, length_penalty)
         with torch.inference_mode():
             translations = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab,

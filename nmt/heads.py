@@ -1,0 +1,285 @@
+"""``nmt heads``: what each attention head of a trained model looks at.
+
+The model translates a test set (greedy search); its per-head attention weights are then
+read back by teacher forcing on its own hypotheses (the same weights the search saw,
+dropout being off). Statistics per head, over every target step of every sentence:
+
+* **entropy** of the head's distribution over source pieces (nats); beside it the entropy
+  of a uniform distribution over the same sources (a head that spreads evenly reaches it);
+* **diagonal distance**: for target step t of T and a source of S pieces, the distance in
+  pieces between the head's most attended position and ``t * (S - 1) / (T - 1)``, the
+  position a strictly proportional (diagonal) alignment would give; also as a share of S;
+* **final** and **punctuation**: how often the most attended piece is the source's last
+  position (``</s>``) or a punctuation piece;
+* **agreement**: for each pair of heads, how often their most attended positions coincide.
+
+A model with one attention (any type but ``none``) is analysed as a single head, so a
+multi-head model can be put beside a single-head one.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from nmt.data import Example, collate, make_batches
+from nmt.search import greedy
+from nmt.vocab import EOS
+
+
+class HeadsError(ValueError):
+    """The checkpoint has no attention to analyse (the fixed-vector model)."""
+
+
+@dataclass
+class HeadStats:
+    """One head's statistics, averaged over ``steps`` target steps (see module docstring).
+
+    Attributes:
+        entropy: nats. uniform_entropy: nats, log S averaged over the same steps.
+        diagonal_distance: source pieces. diagonal_share: the same divided by S.
+        final_share, punctuation_share: fractions of steps in [0, 1].
+    """
+
+    head: int
+    entropy: float
+    uniform_entropy: float
+    diagonal_distance: float
+    diagonal_share: float
+    final_share: float
+    punctuation_share: float
+    steps: int
+
+
+@dataclass
+class SentenceHeads:
+    """Per-head weights of one translated sentence.
+
+    Attributes:
+        weights: (h, T, S) attention weights, T hypothesis pieces + ``</s>``, S source
+            pieces + ``</s>``.
+    """
+
+    index: int
+    source: str
+    hypothesis: str
+    src_pieces: list[str]
+    tgt_pieces: list[str]
+    weights: torch.Tensor
+
+
+@dataclass
+class HeadAnalysis:
+    """Everything ``nmt heads`` reports for one model."""
+
+    name: str
+    attention: str
+    heads: int
+    sentences: int
+    stats: list[HeadStats]
+    agreement: list[list[float]]  # (h, h): share of steps with the same argmax position
+    per_sentence_agreement: list[float] = field(default_factory=list, repr=False)
+
+    def to_json(self) -> dict:
+        """A JSON-ready dict (per-sentence agreement left out)."""
+        d = asdict(self)
+        d.pop("per_sentence_agreement")
+        return d
+
+
+def _is_punctuation(piece: str) -> bool:
+    text = piece.replace("\u2581", "")
+    return bool(text) and all(unicodedata.category(c).startswith("P") for c in text)
+
+
+@torch.no_grad()
+def head_weights_of(model, src_vocab, tgt_vocab, sources: list[str], batch_size: int = 64,
+                    max_ratio: float = 2.0) -> list[SentenceHeads]:
+    """Translate ``sources`` greedily and return each sentence's per-head weights.
+
+    Empty sources are skipped. Returns one :class:`SentenceHeads` per non-empty source, in
+    input order; ``weights`` is (h, T, S) with h = 1 for a single-attention model.
+
+    Raises:
+        HeadsError: the model is the fixed-vector model (no attention).
+    """
+    if model.decoder.scorer is None:
+        raise HeadsError("this checkpoint is the fixed-vector model (attention: none); it "
+                         "has no attention weights to analyse")
+    device = next(model.parameters()).device
+    model.eval()
+    examples = []
+    for i, line in enumerate(sources):
+        ids = src_vocab.encode(line.strip())
+        if ids:
+            examples.append(Example(ids[:400] + [EOS], [], i))
+    out: dict[int, SentenceHeads] = {}
+    for chunk in make_batches(examples, batch_size):
+        batch = collate(chunk)
+        src = batch.src.to(device)
+        hyps = greedy(model, src, batch.src_len, max_ratio)
+        forced = collate([Example(e.src, h.tokens, e.index) for e, h in zip(chunk, hyps)])
+        per_head = model.head_weights(src, batch.src_len, forced.tgt_in.to(device))
+        if per_head is None:  # one attention: (B, T, S) -> (B, 1, T, S)
+            per_head = model.attention_weights(src, batch.src_len,
+                                               forced.tgt_in.to(device)).unsqueeze(1)
+        for b, (e, h) in enumerate(zip(chunk, hyps)):
+            T, S = len(h.tokens) + 1, len(e.src)
+            out[e.index] = SentenceHeads(
+                e.index, sources[e.index], tgt_vocab.decode(h.tokens),
+                [src_vocab.id_to_piece(x) for x in e.src[:-1]] + ["</s>"],
+                [tgt_vocab.id_to_piece(x) for x in h.tokens] + ["</s>"],
+                per_head[b, :, :T, :S].float().cpu())
+    return [out[i] for i in sorted(out)]
+
+
+def _argmax_agreement(pos: torch.Tensor) -> torch.Tensor:
+    """(h, T) argmax positions -> (h, h) counts of steps where two heads agree."""
+    return (pos.unsqueeze(0) == pos.unsqueeze(1)).sum(dim=-1).float()
+
+
+def analyse(sentences: list[SentenceHeads], name: str, attention: str) -> HeadAnalysis:
+    """Per-head statistics over ``sentences`` (see the module docstring).
+
+    Raises:
+        HeadsError: no sentence to analyse.
+    """
+    if not sentences:
+        raise HeadsError("no non-empty source sentence to analyse")
+    h = sentences[0].weights.size(0)
+    sums = torch.zeros(h, 6, dtype=torch.float64)  # entropy, uniform, dist, share, final, punct
+    agree = torch.zeros(h, h, dtype=torch.float64)
+    steps = 0
+    per_sentence = []
+    for sent in sentences:
+        w = sent.weights  # (h, T, S)
+        _, T, S = w.shape
+        p = w / w.sum(dim=-1, keepdim=True).clamp_min(1e-12)  # local_p rows sum below 1
+        entropy = -(p * p.clamp_min(1e-12).log()).sum(dim=-1)  # (h, T)
+        pos = w.argmax(dim=-1)  # (h, T)
+        expected = torch.arange(T, dtype=torch.float64) * (S - 1) / max(T - 1, 1)  # (T,)
+        dist = (pos.double() - expected).abs()  # (h, T)
+        punct = torch.tensor([_is_punctuation(x) for x in sent.src_pieces])  # (S,)
+        sums[:, 0] += entropy.double().sum(dim=-1)
+        sums[:, 1] += T * torch.log(torch.tensor(float(S), dtype=torch.float64))
+        sums[:, 2] += dist.sum(dim=-1)
+        sums[:, 3] += (dist / S).sum(dim=-1)
+        sums[:, 4] += (pos == S - 1).double().sum(dim=-1)
+        sums[:, 5] += punct[pos].double().sum(dim=-1)
+        pair = _argmax_agreement(pos).double()
+        agree += pair
+        off = pair.sum() - pair.diagonal().sum()
+        per_sentence.append(float(off / (T * h * (h - 1))) if h > 1 else 1.0)
+        steps += T
+    means = (sums / steps).tolist()
+    stats = [HeadStats(i + 1, *means[i], steps) for i in range(h)]
+    return HeadAnalysis(name, attention, h, len(sentences), stats, (agree / steps).tolist(),
+                        per_sentence)
+
+
+def disagreeing_sentences(analysis: HeadAnalysis, sentences: list[SentenceHeads], n: int,
+                          min_words: int = 8, max_words: int = 25) -> list[int]:
+    """Positions in ``sentences`` of the ``n`` sentences of ``min_words``..``max_words``
+    source words whose heads agree least (ties: the earlier sentence first)."""
+    fits = [i for i, s in enumerate(sentences) if min_words <= len(s.source.split()) <= max_words]
+    fits.sort(key=lambda i: (analysis.per_sentence_agreement[i], i))
+    return fits[:n]
+
+
+def format_markdown(analyses: list[HeadAnalysis]) -> str:
+    """The statistics of every model as Markdown tables (one row per head)."""
+    lines = ["| model | head | entropy (nats) | uniform (nats) | diagonal distance (pieces) "
+             "| diagonal distance / S | on final `</s>` | on punctuation |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for a in analyses:
+        for s in a.stats:
+            lines.append(f"| {a.name} | {s.head} | {s.entropy:.2f} | {s.uniform_entropy:.2f} | "
+                         f"{s.diagonal_distance:.1f} | {s.diagonal_share:.2f} | "
+                         f"{s.final_share:.1%} | {s.punctuation_share:.1%} |")
+    for a in analyses:
+        if a.heads < 2:
+            continue
+        lines += ["", f"Head agreement of {a.name} (share of target steps where both heads' "
+                  "most attended source piece is the same):", "",
+                  "| | " + " | ".join(f"head {j + 1}" for j in range(a.heads)) + " |",
+                  "| --- |" + " --- |" * a.heads]
+        for i, row in enumerate(a.agreement):
+            lines.append(f"| head {i + 1} | " + " | ".join(f"{v:.2f}" for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_json(analyses: list[HeadAnalysis], path: Path, meta: dict) -> Path:
+    """``meta`` (commands, split, decoding) and every analysis as JSON at ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**meta, "models": [a.to_json() for a in analyses]}, indent=2)
+                    + "\n", encoding="utf-8")
+    return path
+
+
+def heads_report(checkpoint: Path, out_dir: Path, compare: list[Path] = (),
+                 split: str | None = None, src: Path | None = None, ref: Path | None = None,
+                 data_path: str | None = None, max_sentences: int | None = None,
+                 maps: int = 3, sentences: list[str] = (), device: str = "auto",
+                 batch_size: int = 64) -> Path:
+    """Analyse ``checkpoint`` (and each ``compare`` checkpoint) on a test set and write
+    ``heads.md``, ``heads.json`` and per-head heatmaps ``heads_N.png`` to ``out_dir``.
+
+    Heatmaps are drawn for ``sentences`` if given, else for the ``maps`` test sentences
+    (8-25 words) whose heads agree least; each compare model's map is drawn beside the
+    heads for the same source. Returns the Markdown path.
+
+    Raises:
+        CheckpointError, DataError, DeviceError, HeadsError.
+    """
+    from nmt.checkpoint import load_checkpoint
+    from nmt.plots import plot_head_maps
+    from nmt.scoring import test_set
+    from nmt.train import pick_device
+
+    dev = pick_device(device, "--device")
+    loaded = load_checkpoint(checkpoint, dev)
+    label, sources, _ = test_set(loaded, split, src, ref, data_path)
+    sources = sources[:max_sentences] if max_sentences else sources
+    models = [(checkpoint, loaded)] + [(p, load_checkpoint(p, dev)) for p in compare]
+    analyses, per_model = [], []
+    for path, m in models:
+        sents = head_weights_of(m.model, m.src_vocab, m.tgt_vocab, sources, batch_size,
+                                m.cfg.train.max_output_ratio)
+        name = m.cfg.name if m.cfg.model.attention != "multihead" else \
+            f"{m.cfg.name} ({m.cfg.model.heads} heads)"
+        analyses.append(analyse(sents, name, m.cfg.model.attention))
+        per_model.append(sents)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    main, main_sents = analyses[0], per_model[0]
+    if sentences:
+        drawn = [(s, head_weights_of(loaded.model, loaded.src_vocab, loaded.tgt_vocab, [s])[0])
+                 for s in sentences]
+    else:
+        drawn = [(main_sents[i].source, main_sents[i])
+                 for i in disagreeing_sentences(main, main_sents, maps)]
+    md = [f"# Attention heads of {main.name}", "",
+          f"Test set: {label}, {main.sentences} sentences, greedy search; weights read back "
+          "by teacher forcing on each model's own hypothesis. Statistics: see "
+          "`nmt/heads.py`.", "", format_markdown(analyses)]
+    for n, (source, sent) in enumerate(drawn, 1):
+        panels = [(f"head {k + 1}", sent.src_pieces, sent.tgt_pieces, sent.weights[k])
+                  for k in range(sent.weights.size(0))]
+        for _path, m in models[1:]:
+            other = head_weights_of(m.model, m.src_vocab, m.tgt_vocab, [source])
+            if other:
+                o = other[0]
+                panels.append((f"{m.cfg.name}", o.src_pieces, o.tgt_pieces, o.weights.mean(0)))
+        name = f"heads_{n}.png"
+        plot_head_maps(panels, out_dir / name, f"{main.name}: {source[:70]}")
+        md += ["", f"**Sentence {n}** source: {source}  ", f"hypothesis: {sent.hypothesis}", "",
+               f"![heads of sentence {n}]({name})"]
+    path = out_dir / "heads.md"
+    path.write_text("\n".join(md) + "\n", encoding="utf-8")
+    write_json(analyses, out_dir / "heads.json",
+               {"checkpoint": str(checkpoint), "compare": [str(p) for p in compare],
+                "test_set": label, "search": "greedy"})
+    return path

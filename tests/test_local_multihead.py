@@ -1,0 +1,259 @@
+"""Local attention (Luong et al. 2015, sec. 3.2), multi-head attention in the GRU decoder,
+the head analysis of ``nmt heads``, and the textbook reason for 1/sqrt(d_k)."""
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import TOY_PAIRS, tiny_model
+from nmt.attention import LocalAttention, build_scorer, masked_softmax
+from nmt.config import ConfigError, load_config, load_study_config
+from nmt.corpus import Pair
+from nmt.data import collate, encode_pairs
+from nmt.heads import SentenceHeads, analyse, head_weights_of
+from nmt.multihead import MultiHeadAttention, scaled_dot_product_attention
+from nmt.search import beam_search, greedy
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _memory(B=3, S=12, M=8, D=8, lengths=(12, 9, 3)):
+    torch.manual_seed(0)
+    mask = torch.arange(S)[None, :] < torch.tensor(lengths)[:, None]
+    return torch.randn(B, D), torch.randn(B, S, M), mask
+
+
+@pytest.mark.parametrize("kind", ["local_m", "local_p"])
+@pytest.mark.parametrize("score", ["general", "additive", "dot"])
+def test_local_weights_are_exactly_zero_outside_the_window_and_on_padding(kind, score):
+    query, memory, mask = _memory()
+    att = LocalAttention(kind, build_scorer(score, 8, 8, 6), query_dim=8, window=2,
+                         predictor_dim=6)
+    for t in (0, 4, 20):
+        _, w = att.read(query, att.precompute(memory), memory, mask, t)
+        p = att.centre(query, mask, t)
+        s = torch.arange(memory.size(1)).float()
+        outside = ((s[None, :] - p[:, None]).abs() > 2) | ~mask
+        assert torch.equal(w[outside], torch.zeros(int(outside.sum())))
+        assert (w[~outside] > 0).all()  # every real position inside the window is read
+
+
+def test_local_m_centre_is_the_target_position_clamped_to_the_source():
+    query, memory, mask = _memory()
+    att = LocalAttention("local_m", build_scorer("dot", 8, 8, 6), 8, 2, 6)
+    assert att.centre(query, mask, 1).tolist() == [1.0, 1.0, 1.0]
+    assert att.centre(query, mask, 5).tolist() == [5.0, 5.0, 2.0]  # third source: 3 pieces
+    _, w = att.read(query, memory, memory, mask, 1)
+    # local-m: plain softmax of the scores over positions 0..3 (p_t = 1, D = 2)
+    scores = torch.bmm(memory, query.unsqueeze(2)).squeeze(2)
+    window = mask & (torch.arange(12)[None, :] <= 3)
+    assert torch.allclose(w, masked_softmax(scores, window), atol=1e-6)
+    assert torch.allclose(w.sum(-1), torch.ones(3), atol=1e-6)
+
+
+def test_local_p_applies_the_gaussian_as_the_paper_defines():
+    query, memory, mask = _memory()
+    D = 4
+    att = LocalAttention("local_p", build_scorer("general", 8, 8, 6), 8, D, 5)
+    keys = att.precompute(memory)
+    _, w = att.read(query, keys, memory, mask, 0)
+    # eq. 9: p_t = S * sigmoid(v_p^T tanh(W_p h_t)), S the sentence's own source length
+    S = mask.sum(-1).float()
+    p = S * torch.sigmoid(att.v_p(torch.tanh(att.W_p(query)))).squeeze(-1)
+    assert ((p >= 0) & (p <= S)).all()
+    # eq. 10: a_t(s) = align(h_t, h_s) * exp(-(s - p_t)^2 / (2 sigma^2)), sigma = D / 2,
+    # align = softmax of the general score over the window
+    s = torch.arange(12).float()
+    window = mask & ((s[None, :] - p[:, None]).abs() <= D)
+    align = masked_softmax(torch.bmm(keys, query.unsqueeze(2)).squeeze(2), window)
+    gauss = torch.exp(-(s[None, :] - p[:, None]) ** 2 / (2 * (D / 2) ** 2))
+    assert torch.allclose(w, align * gauss, atol=1e-6)
+    assert (w.sum(-1) <= 1 + 1e-6).all() and (w.sum(-1) < 1).any()
+    # the Gaussian is differentiable in p_t: the position predictor learns
+    w.sum().backward()
+    assert att.v_p.weight.grad.abs().sum() > 0
+
+
+def test_multihead_with_one_head_is_single_head_scaled_dot_product_attention():
+    query, memory, mask = _memory(D=6)
+    mha = MultiHeadAttention(8, 1, query_dim=6)
+    context, weights = mha.read_heads(query, mha.precompute(memory), mask)
+    out, ref_w = scaled_dot_product_attention(mha.W_q(query).unsqueeze(1), mha.W_k(memory),
+                                              mha.W_v(memory), mask.unsqueeze(1))
+    assert weights.shape == (3, 1, 12)
+    assert torch.allclose(weights[:, 0], ref_w[:, 0], atol=1e-6)
+    assert torch.allclose(context, mha.W_o(out[:, 0]), atol=1e-6)
+
+
+def test_multihead_split_and_merge_equal_heads_computed_one_by_one():
+    query, memory, mask = _memory(D=6)
+    h, d = 4, 8
+    mha = MultiHeadAttention(d, h, query_dim=6)
+    context, weights = mha.read_heads(query, mha.precompute(memory), mask)
+    q, k, v = mha.W_q(query), mha.W_k(memory), mha.W_v(memory)
+    blocks = []
+    for i in range(h):
+        cols = slice(i * d // h, (i + 1) * d // h)
+        out, w = scaled_dot_product_attention(q[:, None, cols], k[..., cols], v[..., cols],
+                                              mask.unsqueeze(1))
+        assert torch.allclose(weights[:, i], w[:, 0], atol=1e-6)
+        blocks.append(out[:, 0])
+    assert torch.allclose(context, mha.W_o(torch.cat(blocks, -1)), atol=1e-6)
+
+
+def test_multihead_weights_per_head_are_masked_and_each_sums_to_one():
+    query, memory, mask = _memory(D=6)
+    mha = MultiHeadAttention(8, 4, query_dim=6)
+    _, weights = mha.read_heads(query, mha.precompute(memory), mask)  # (B, h, S)
+    pad = ~mask[:, None, :].expand_as(weights)
+    assert torch.equal(weights[pad], torch.zeros(int(pad.sum())))
+    assert torch.allclose(weights.sum(-1), torch.ones(3, 4), atol=1e-6)
+    # heads differ: they have their own projections
+    assert not torch.allclose(weights[:, 0], weights[:, 1])
+
+
+def test_model_head_weights_shape_per_head_masking_and_equal_size_for_every_h(toy_vocabs):
+    src_vocab, tgt_vocab = toy_vocabs
+    batch = collate(encode_pairs([Pair(s, t, "") for s, t in TOY_PAIRS], src_vocab, tgt_vocab))
+    B, T = batch.tgt_in.shape
+    S = batch.src.size(1)
+    sizes = set()
+    for h in (1, 2, 4):
+        model = tiny_model(src_vocab, tgt_vocab, attention="multihead", heads=h).eval()
+        sizes.add(sum(p.numel() for p in model.parameters()))
+        with torch.no_grad():
+            per_head = model.head_weights(batch.src, batch.src_len, batch.tgt_in)
+            mean = model.attention_weights(batch.src, batch.src_len, batch.tgt_in)
+        assert per_head.shape == (B, h, T, S)
+        pad = (batch.src == 0)[:, None, None, :].expand_as(per_head)
+        assert torch.equal(per_head[pad], torch.zeros(int(pad.sum())))
+        assert torch.allclose(per_head.sum(-1), torch.ones(B, h, T), atol=1e-5)
+        assert torch.allclose(mean, per_head.mean(1), atol=1e-6)
+    assert len(sizes) == 1  # the total size does not depend on the number of heads
+    assert tiny_model(src_vocab, tgt_vocab, attention="additive").decoder.scorer is not None
+
+
+@pytest.mark.parametrize("attention", ["local_m", "local_p", "multihead"])
+def test_beam_one_is_greedy_and_batching_does_not_change_output(toy_vocabs, attention):
+    src_vocab, tgt_vocab = toy_vocabs
+    model = tiny_model(src_vocab, tgt_vocab, attention=attention, local_window=2).eval()
+    batch = collate(encode_pairs([Pair(s, t, "") for s, t in TOY_PAIRS], src_vocab, tgt_vocab))
+    g = greedy(model, batch.src, batch.src_len)
+    b = beam_search(model, batch.src, batch.src_len, beam_size=1)
+    assert [h.tokens for h in g] == [h[0].tokens for h in b]
+    n = int(batch.src_len[-1])
+    alone = beam_search(model, batch.src[-1:, :n], batch.src_len[-1:], beam_size=3)
+    batched = beam_search(model, batch.src, batch.src_len, beam_size=3)
+    assert alone[0][0].tokens == batched[-1][0].tokens
+
+
+@pytest.mark.parametrize("d_k", [16, 64, 256, 1024])
+def test_dot_product_of_unit_variance_vectors_has_variance_d_k_and_scaling_brings_it_to_one(d_k):
+    # Vaswani et al. (2017), footnote 4: q.k = sum of d_k products of unit variance
+    g = torch.Generator().manual_seed(d_k)
+    q = torch.randn(20000, d_k, generator=g, dtype=torch.float64)
+    k = torch.randn(20000, d_k, generator=g, dtype=torch.float64)
+    dot = (q * k).sum(-1)
+    assert abs(dot.var().item() / d_k - 1) < 0.05
+    assert abs((dot / math.sqrt(d_k)).var().item() - 1) < 0.05
+    assert abs(dot.mean().item()) < 4 * math.sqrt(d_k / 20000)
+
+
+def test_config_checks_heads_window_and_local_score():
+    base = REPO / "configs/multi30k_deen_additive.yaml"
+    with pytest.raises(ConfigError, match="model.heads"):
+        load_config(base, ["model.attention=multihead", "model.heads=3"])
+    with pytest.raises(ConfigError, match="model.local_window"):
+        load_config(base, ["model.attention=local_p", "model.local_window=0"])
+    with pytest.raises(ConfigError, match="model.local_score"):
+        load_config(base, ["model.attention=local_m", "model.local_score=dot",
+                           "model.dec_hidden=256"])
+    with pytest.raises(ConfigError, match="model.local_score"):
+        load_config(base, ["model.attention=local_m", "model.local_score=cosine"])
+    cfg = load_config(base, ["model.attention=local_p", "model.local_score=additive"])
+    assert cfg.model.attention == "local_p"
+
+
+def test_study_plans_local_multihead_and_head_count_runs(tmp_path):
+    study = tmp_path / "s.yaml"
+    study.write_text("base_config: configs/multi30k_deen_additive.yaml\n"
+                     "run_prefix: t\nattentions: [none, local_p, multihead]\n"
+                     f"overrides: ['train.out_dir={tmp_path}/{{name}}']\nhead_counts: [1]\n")
+    from nmt.study import plan
+
+    runs = plan(load_study_config(study))
+    assert [r.label for r in runs] == ["none", "local_p", "multihead", "multihead-1h"]
+    assert runs[-1].cfg.model.heads == 1 and runs[2].cfg.model.heads == 4
+    assert runs[-1].cfg.name == "t_multihead-1h"
+    study.write_text("attentions: [none]\nhead_counts: [0]\n")
+    with pytest.raises(ConfigError, match="head_counts"):
+        load_study_config(study)
+
+
+def test_head_statistics_on_hand_made_weights():
+    # head 1 always on the source end, head 2 on the diagonal
+    S, T = 5, 5
+    w = torch.zeros(2, T, S)
+    w[0, :, S - 1] = 1.0
+    w[1, torch.arange(T), torch.arange(T)] = 1.0
+    sent = SentenceHeads(0, "a b , c", "x", ["▁a", "▁b", "▁,", "▁c", "</s>"], ["x"] * T, w)
+    a = analyse([sent], "m", "multihead")
+    one, two = a.stats
+    assert one.final_share == 1.0 and two.final_share == pytest.approx(1 / 5)
+    assert two.diagonal_distance == 0.0 and one.diagonal_distance == pytest.approx(2.0)
+    assert two.punctuation_share == pytest.approx(1 / 5) and one.punctuation_share == 0.0
+    assert one.entropy == pytest.approx(0.0, abs=1e-6)
+    assert one.uniform_entropy == pytest.approx(math.log(5))
+    assert a.agreement[0][1] == pytest.approx(1 / 5) and a.agreement[0][0] == 1.0
+
+
+def test_head_weights_of_a_model_match_its_greedy_search(toy_vocabs):
+    src_vocab, tgt_vocab = toy_vocabs
+    model = tiny_model(src_vocab, tgt_vocab, attention="multihead", heads=2).eval()
+    sources = [s for s, _ in TOY_PAIRS]
+    sents = head_weights_of(model, src_vocab, tgt_vocab, sources + [""])
+    assert len(sents) == len(sources)  # the empty line is skipped
+    batch = collate(encode_pairs([Pair(s, "", "") for s in sources], src_vocab, tgt_vocab))
+    hyps = greedy(model, batch.src, batch.src_len)
+    for sent, hyp, n in zip(sents, hyps, batch.src_len.tolist()):
+        assert sent.weights.shape == (2, len(sent.tgt_pieces), n)
+        rows = hyp.attention.size(0)  # greedy's (mean) attention, EOS row when produced
+        assert torch.allclose(sent.weights.mean(0)[:rows], hyp.attention, atol=1e-5)
+    none = tiny_model(src_vocab, tgt_vocab, attention="none")
+    with pytest.raises(ValueError, match="fixed-vector"):
+        head_weights_of(none, src_vocab, tgt_vocab, sources)
+
+
+def test_nmt_heads_end_to_end_and_its_errors(tmp_path):
+    from conftest import MULTI30K
+
+    if not (MULTI30K / "train.de.gz").exists():
+        pytest.skip(f"Multi30k not found at {MULTI30K}")
+    from test_cli import TINY
+
+    def nmt(*args):
+        return subprocess.run([sys.executable, "-m", "nmt", *map(str, args)],
+                              capture_output=True, text=True, cwd=REPO, timeout=600)
+
+    runs = {}
+    for name, extra in [("mh", ["model.attention=multihead", "model.heads=2"]),
+                        ("lp", ["model.attention=local_p"]), ("fixed", ["model.attention=none"])]:
+        r = nmt("train", "configs/multi30k_deen_additive.yaml", *TINY, "train.max_epochs=1",
+                f"data.path={MULTI30K}", *extra, f"name={name}", f"train.out_dir={tmp_path}/{{name}}")
+        assert r.returncode == 0, r.stderr
+        runs[name] = tmp_path / name / "best.pt"
+    out = tmp_path / "heads"
+    r = nmt("heads", runs["mh"], "--compare", runs["lp"], "--max-sentences", 30, "--maps", 1,
+            "--out", out)
+    assert r.returncode == 0, r.stderr
+    md = (out / "heads.md").read_text()
+    assert "| mh (2 heads) | 2 |" in md and "| lp | 1 |" in md
+    assert (out / "heads_1.png").stat().st_size > 1000
+    r = nmt("heads", runs["fixed"], "--out", out)
+    assert r.returncode == 2 and "fixed-vector" in r.stderr
+    r = nmt("heads", tmp_path / "missing.pt", "--out", out)
+    assert r.returncode == 2 and "missing.pt" in r.stderr
