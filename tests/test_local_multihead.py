@@ -257,3 +257,16 @@ def test_nmt_heads_end_to_end_and_its_errors(tmp_path):
     assert r.returncode == 2 and "fixed-vector" in r.stderr
     r = nmt("heads", tmp_path / "missing.pt", "--out", out)
     assert r.returncode == 2 and "missing.pt" in r.stderr
+
+
+def test_attention_memory_grows_with_n_q_times_n_kv():
+    # the O(n_q n_kv) memory of the textbook, measured by the allocation of one call; time
+    # is measured by `python -m nmt.attention_cost` but never asserted (benchmarks only)
+    from nmt.attention_cost import measure
+
+    rows = [measure(n, 32, 16, batch=2, heads=2, min_run_time=0.01) for n in (32, 64, 128)]
+    per_cell = [r.allocated_bytes / r.cells for r in rows]
+    assert max(per_cell) / min(per_cell) < 1.1  # bytes per score cell stay constant
+    assert rows[2].allocated_bytes > 3.5 * rows[0].allocated_bytes
+    kv = [measure(32, n, 16, batch=2, heads=2, min_run_time=0.01) for n in (64, 256)]
+    assert kv[1].allocated_bytes > 3 * kv[0].allocated_bytes
