@@ -305,20 +305,38 @@ def _drop_table(study: StudyConfig, drops: list[dict]) -> list[str]:
     return lines + [""]
 
 
+def _attention_name(m) -> str:
+    """``additive``, ``local_p (general, D=10)``, ``multihead (4 heads)``."""
+    if m.attention in ("local_m", "local_p"):
+        return f"{m.attention} ({m.local_score}, D={m.local_window})"
+    if m.attention == "multihead":
+        return f"multihead ({m.heads} head{'s' if m.heads != 1 else ''})"
+    return m.attention
+
+
 def _runs_section(study: StudyConfig, runs: list[PlannedRun]) -> list[str]:
     caps = sorted({r.cfg.data.max_train_words or 0 for r in runs})
     what = ("only `model.attention` differs" if len(caps) == 1 else
             "models differ only in `model.attention`, and models named `-N` were trained "
             "with `data.max_train_words=N` (the paper's RNNsearch-30/-50 axis); the others "
             f"with the cap of the overrides ({runs[0].cfg.data.max_train_words} words)")
+    if any(r.cfg.model.attention == "multihead" for r in runs):
+        heads = sorted({r.cfg.model.heads for r in runs if r.cfg.model.attention == "multihead"})
+        what += (f"; `multihead` has `model.heads` heads ({', '.join(map(str, heads))}; a "
+                 "model named `-Nh` has N), every head count with the same parameters")
+    if any(r.cfg.model.attention in ("local_m", "local_p") for r in runs):
+        m = next(r.cfg.model for r in runs if r.cfg.model.attention in ("local_m", "local_p"))
+        what += (f"; `local_m`/`local_p` score with `{m.local_score}` over a window of "
+                 f"D = {m.local_window} source pieces on each side")
     md = ["## Models\n", f"Base config `{study.base_config}` with overrides "
           f"`{' '.join(study.overrides) or '(none)'}`; {what}.\n",
-          "| model | training cap (words) | parameters | epochs | steps | wall-clock (min) "
-          "| best val score (greedy) |",
-          "| --- | --- | --- | --- | --- | --- | --- |"]
+          "| model | attention | training cap (words) | parameters | epochs | steps "
+          "| wall-clock (min) | best val score (greedy) |",
+          "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in runs:
         s = json.loads((r.out_dir / "summary.json").read_text())
-        md.append(f"| {r.label} | {r.cfg.data.max_train_words} | {s['parameters']:,} | "
+        md.append(f"| {r.label} | {_attention_name(r.cfg.model)} | "
+                  f"{r.cfg.data.max_train_words} | {s['parameters']:,} | "
                   f"{s['epochs']} | {s['steps']} | {s['elapsed_min']:.1f} | "
                   f"{s['best_val_bleu']:.2f} |")
     if runs[0].cfg.data.valid_join_ks:
