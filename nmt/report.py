@@ -330,15 +330,14 @@ def _runs_section(study: StudyConfig, runs: list[PlannedRun]) -> list[str]:
                  f"D = {m.local_window} source pieces on each side")
     md = ["## Models\n", f"Base config `{study.base_config}` with overrides "
           f"`{' '.join(study.overrides) or '(none)'}`; {what}.\n",
-          "| model | attention | training cap (words) | parameters | epochs | steps "
-          "| wall-clock (min) | best val score (greedy) |",
+          "| model | training cap (words) | parameters | epochs | steps "
+          "| wall-clock (min) | best val score (greedy) | attention |",
           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in runs:
         s = json.loads((r.out_dir / "summary.json").read_text())
-        md.append(f"| {r.label} | {_attention_name(r.cfg.model)} | "
-                  f"{r.cfg.data.max_train_words} | {s['parameters']:,} | "
+        md.append(f"| {r.label} | {r.cfg.data.max_train_words} | {s['parameters']:,} | "
                   f"{s['epochs']} | {s['steps']} | {s['elapsed_min']:.1f} | "
-                  f"{s['best_val_bleu']:.2f} |")
+                  f"{s['best_val_bleu']:.2f} | {_attention_name(r.cfg.model)} |")
     if runs[0].cfg.data.valid_join_ks:
         md.append("\nBest val score: mean of the BLEU on the validation split and on the "
                   "validation split joined as configured (each run's `valid_log.jsonl` has both).")
