@@ -14,7 +14,7 @@ from nmt.checkpoint import CheckpointError, read_payload, stored_config, vocabs_
 from nmt.config import RESUME_ADJUSTABLE, Config, ConfigError, DataConfig, config_differences
 from nmt.corpus import DataError, Pair, read_split
 from nmt.data import FilterStats, add_joined_pairs, encode_pairs, filter_training_pairs
-from nmt.evaluate import score
+from nmt.metrics import score
 from nmt.longsets import long_sentence_set
 from nmt.model import build_model, count_parameters
 from nmt.train import TrainState, pick_device, train

@@ -17,7 +17,7 @@ from nmt.bootstrap import BucketRow, bucket_drop, format_markdown, study_table
 from nmt.checkpoint import Loaded, load_checkpoint
 from nmt.config import StudyConfig
 from nmt.corpus import DataError, read_split
-from nmt.evaluate import bucket_label, parse_buckets, score
+from nmt.metrics import bucket_label, parse_buckets, score
 from nmt.longsets import long_sentence_set
 from nmt.plots import curves_from_rows, plot_attention, plot_bleu_by_length, plot_length_histogram
 from nmt.recipe import training_pairs

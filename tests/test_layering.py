@@ -19,12 +19,12 @@ def _imports(module: str) -> set[str]:
 
 def test_training_does_not_know_about_search_or_evaluation():
     for module in ["train", "model", "decoder", "encoder", "attention", "data", "checkpoint"]:
-        bad = {"nmt.search", "nmt.evaluate", "nmt.translate", "nmt.scoring"} & _imports(module)
+        bad = {"nmt.search", "nmt.metrics", "nmt.translate", "nmt.scoring"} & _imports(module)
         assert not bad, f"nmt/{module}.py imports {bad}"
 
 
 def test_scoring_modules_do_not_need_torch():
-    for module in ["evaluate", "bootstrap", "longsets"]:
+    for module in ["metrics", "bootstrap", "longsets"]:
         assert not {"torch"} & {n.split(".")[0] for n in _imports(module)}, module
 
 

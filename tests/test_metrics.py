@@ -2,7 +2,7 @@
 
 import pytest
 
-from nmt.evaluate import format_table, parse_buckets, score
+from nmt.metrics import format_table, parse_buckets, score
 
 
 def test_parse_buckets():
