@@ -85,7 +85,7 @@ def evaluate(
     device: str = DEVICE_OPTION,
 ) -> None:
     """Decode a test set and report sacreBLEU, chrF and BLEU by source length."""
-    from nmt.scoring import evaluate_checkpoints
+    from nmt.evaluate import evaluate_checkpoints
 
     if json_out is not None and not json_out.parent.is_dir():
         _fail(ValueError(f"--json: directory {json_out.parent} does not exist"))

@@ -40,7 +40,7 @@ from nmt.checkpoint import CheckpointError, load_checkpoint
 from nmt.corpus import DataError, read_split
 from nmt.data import encode_pairs, make_batches
 from nmt.recipe import training_pairs
-from nmt.scoring import stored_corpus
+from nmt.evaluate import stored_corpus
 from nmt.translate import decoding_from_config, translate_lines
 from nmt.train import Trainer, pick_device
 

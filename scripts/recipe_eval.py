@@ -78,7 +78,7 @@ def check_splits(best: Path, splits: list[str], data_path: str | None) -> None:
     from nmt.checkpoint import CheckpointError, read_payload
     from nmt.config import ConfigError, from_dict
     from nmt.corpus import DataError, read_split
-    from nmt.scoring import stored_corpus
+    from nmt.evaluate import stored_corpus
 
     try:
         data = stored_corpus(from_dict(read_payload(best)["config"]).data, data_path)
