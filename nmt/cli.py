@@ -189,7 +189,8 @@ def study(
 ) -> None:
     """Train models differing only in attention and compare them by source length."""
     from nmt.config import load_study_config
-    from nmt.study import StudyError, run_study
+    from nmt.study import run_study
+    from nmt.study_plan import StudyError
 
     try:
         cfg = load_study_config(config, overrides or [])

@@ -135,7 +135,7 @@ def test_resume_and_benchmark_refuse_in_one_line(tmp_path):
 
 
 def test_study_reuse_refuses_a_planted_checkpoint(tmp_path):
-    from nmt.study import plan
+    from nmt.study_plan import plan
 
     marker = tmp_path / "pwned.txt"
     study_yaml = tmp_path / "study.yaml"

@@ -86,7 +86,7 @@ def test_study_cap_options_are_checked(tmp_path):
 
 
 def test_a_changed_budget_resumes_while_another_change_is_refused(long_study):
-    from nmt.study import StudyError, plan
+    from nmt.study_plan import StudyError, plan
 
     tmp, cfg = long_study
     raw = json.loads(cfg.read_text())
