@@ -47,7 +47,7 @@ def train(
     resume: bool = typer.Option(False, "--resume", help="Continue {out_dir}/last.pt."),
 ) -> None:
     """Train a model; checkpoints, config and a JSONL validation log go to train.out_dir."""
-    from nmt.recipe import run_training
+    from nmt.pipeline import run_training
     from nmt.train import TrainingError
 
     try:

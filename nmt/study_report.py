@@ -20,7 +20,7 @@ from nmt.corpus import DataError, read_split
 from nmt.metrics import bucket_label, parse_buckets, score
 from nmt.longsets import long_sentence_set
 from nmt.plots import curves_from_rows, plot_attention, plot_bleu_by_length, plot_length_histogram
-from nmt.recipe import training_pairs
+from nmt.pipeline import training_pairs
 from nmt.study_plan import PlannedRun
 from nmt.translate import Decoding, translate_lines, truncation_warning
 
