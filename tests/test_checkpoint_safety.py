@@ -128,7 +128,7 @@ def test_resume_and_benchmark_refuse_in_one_line(tmp_path):
     r = _nmt("train", str(REPO / "configs/quickstart_deen.yaml"), f"train.out_dir={run}",
              "--resume")
     _one_line_refusal(r)
-    r = subprocess.run([sys.executable, str(REPO / "scripts/benchmark.py"), str(run / "last.pt")],
+    r = subprocess.run([sys.executable, "-m", "nmt.benchmark", str(run / "last.pt")],
                        capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode != 0 and "refused" in r.stderr and "Traceback" not in r.stderr
     assert not marker.exists()
