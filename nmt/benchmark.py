@@ -39,10 +39,10 @@ import torch
 from nmt.checkpoint import CheckpointError, load_checkpoint
 from nmt.corpus import DataError, read_split
 from nmt.data import encode_pairs, make_batches
-from nmt.pipeline import training_pairs
 from nmt.evaluate import stored_corpus
-from nmt.translate import decoding_from_config, translate_lines
+from nmt.pipeline import training_pairs
 from nmt.train import Trainer, pick_device
+from nmt.translate import decoding_from_config, translate_lines
 
 
 def peak_memory_mib(device: torch.device) -> float:

@@ -12,7 +12,8 @@ from typing import Optional
 import typer
 
 from nmt.checkpoint import CheckpointError
-from nmt.config import ConfigError, load_config
+from nmt.config import ConfigError
+from nmt.config_load import load_config
 from nmt.corpus import DataError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -188,7 +189,7 @@ def study(
                                      help="Do not train; report on finished runs."),
 ) -> None:
     """Train models differing only in attention and compare them by source length."""
-    from nmt.config import load_study_config
+    from nmt.config_load import load_study_config
     from nmt.study import run_study
     from nmt.study_plan import StudyError
 

@@ -12,8 +12,9 @@ import torch
 
 from nmt.checkpoint import load_checkpoint
 from nmt.config import DataConfig
+from nmt.config_load import parse_buckets
 from nmt.corpus import DataError, read_lines, read_split
-from nmt.metrics import Scores, format_table, parse_buckets, score
+from nmt.metrics import Scores, format_table, score
 from nmt.train import pick_device
 from nmt.translate import decoding_from_config, translate_lines, truncation_warning
 

@@ -7,8 +7,6 @@ from dataclasses import asdict, dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from nmt.config import parse_buckets  # noqa: F401  (re-exported: --buckets parsing)
-
 DEFAULT_BUCKETS: tuple[tuple[int, int | None], ...] = ((1, 10), (11, 20), (21, 30), (31, None))
 
 

@@ -11,11 +11,12 @@ import torch
 import yaml
 
 from nmt.checkpoint import CheckpointError, read_payload, stored_config, vocabs_of
-from nmt.config import RESUME_ADJUSTABLE, Config, ConfigError, DataConfig, config_differences
+from nmt.config import RESUME_ADJUSTABLE, Config, ConfigError, DataConfig
+from nmt.config_load import config_differences
 from nmt.corpus import DataError, Pair, read_split
 from nmt.data import FilterStats, add_joined_pairs, encode_pairs, filter_training_pairs
-from nmt.metrics import score
 from nmt.longsets import long_sentence_set
+from nmt.metrics import score
 from nmt.model import build_model, count_parameters
 from nmt.train import TrainState, pick_device, train
 from nmt.translate import decoding_from_config, translate_lines

@@ -29,7 +29,8 @@ import sys
 from pathlib import Path
 
 from nmt.checkpoint import CheckpointError, read_payload
-from nmt.config import ConfigError, from_dict
+from nmt.config import ConfigError
+from nmt.config_load import from_dict
 from nmt.corpus import DataError, read_split
 from nmt.evaluate import stored_corpus
 

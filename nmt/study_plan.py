@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.checkpoint import read_payload, stored_config
-from nmt.config import RESUME_ADJUSTABLE, Config, StudyConfig, config_differences, load_config
+from nmt.config import RESUME_ADJUSTABLE, Config, StudyConfig
+from nmt.config_load import config_differences, load_config
 
 
 class StudyError(RuntimeError):

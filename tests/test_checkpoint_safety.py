@@ -13,7 +13,7 @@ import torch
 
 from conftest import REPO, tiny_model
 from nmt.checkpoint import CheckpointError, make_payload, read_payload, save_atomic
-from nmt.config import from_dict, load_study_config
+from nmt.config_load import from_dict, load_study_config
 
 
 class _Trap:

@@ -11,7 +11,8 @@ import torch
 
 from conftest import TOY_PAIRS, tiny_model
 from nmt.attention import LocalAttention, build_scorer, masked_softmax
-from nmt.config import ConfigError, load_config, load_study_config
+from nmt.config import ConfigError
+from nmt.config_load import load_config, load_study_config
 from nmt.corpus import Pair
 from nmt.data import collate, encode_pairs
 from nmt.heads import SentenceHeads, analyse, head_weights_of
