@@ -1,5 +1,8 @@
-"""The ``nmt`` command: ``train``, ``evaluate``, ``translate``, ``average``, ``study``,
-``heads`` (typer wiring only)."""
+"""Command-line interface: the ``nmt`` command, typer wiring only.
+
+Subcommands ``train``, ``evaluate``, ``translate``, ``average``, ``study`` and ``heads``;
+each parses its options and calls the module that does the work.
+"""
 
 from __future__ import annotations
 

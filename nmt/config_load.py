@@ -1,4 +1,4 @@
-"""Reading configs: YAML files and ``key=value`` overrides, coerced to the schema and validated.
+"""Config loading: YAML files and ``key=value`` overrides, coerced to the schema and validated.
 
 The schema, every key with its type and default, is nmt/config.py. An unknown key, a value
 of the wrong type or an impossible value raises :class:`~nmt.config.ConfigError` naming

@@ -1,5 +1,8 @@
-"""``nmt evaluate``: decode a test set with one or more checkpoints and put the scores side
-by side (corpus BLEU, chrF, BLEU by source length, sacreBLEU signatures)."""
+"""``nmt evaluate``: decode a test set with one or more checkpoints and score them side by side.
+
+Corpus BLEU, chrF, BLEU by source length and the sacreBLEU signatures; the scoring itself
+is nmt/metrics.py.
+"""
 
 from __future__ import annotations
 

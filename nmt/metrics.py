@@ -1,5 +1,8 @@
-"""Scoring translations: detokenized sacreBLEU corpus BLEU and chrF with signatures, and
-BLEU bucketed by source length in words. No torch here."""
+"""Translation metrics: detokenized sacreBLEU BLEU and chrF with signatures, BLEU by length.
+
+Corpus BLEU and chrF (0-100), BLEU bucketed by source length in words, and the
+side-by-side table ``nmt evaluate`` prints. No torch here.
+"""
 
 from __future__ import annotations
 

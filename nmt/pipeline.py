@@ -1,5 +1,8 @@
-"""Wiring a training run: config -> corpus -> SentencePiece -> examples -> model -> train,
-with validation BLEU computed by greedy translation of the validation split."""
+"""The training pipeline: config -> corpus -> SentencePiece -> examples -> model -> train.
+
+``nmt train`` runs it; validation BLEU is computed by greedy translation of the
+validation split and handed to the training loop as a callable.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""The study report: decode every test set with every model, bootstrap BLEU/chrF by source
-length, draw the length plot and attention heatmaps, and write one Markdown file."""
+"""Study report: decode every test set with every model, score by length, write Markdown.
+
+BLEU/chrF by source length with bootstrap intervals, the length plot and attention
+heatmaps, in one Markdown file.
+"""
 
 from __future__ import annotations
 
