@@ -1,0 +1,1 @@
+"""nmt: recurrent neural machine translation with selectable attention, trained and evaluated."""

@@ -1,4 +1,4 @@
-"""``python -m nmt`` runs the ``nmt`` command."""
+"""Main entry point: ``python -m nmt`` runs the ``nmt`` command."""
 
 from nmt.cli import main
 

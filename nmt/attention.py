@@ -1,4 +1,4 @@
-"""Alignment scorers for the recurrent decoder.
+"""Attention for the recurrent decoder: alignment scorers, masked softmax, local attention.
 
 Each scorer turns a decoder state ``s`` (B, D) and the encoder memory ``h`` (B, S, M)
 into alignment scores (B, S); :func:`masked_softmax` turns scores into attention weights

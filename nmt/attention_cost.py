@@ -1,6 +1,8 @@
-"""The cost of scaled dot-product attention, measured: time against n_q * n_kv * d and
-memory against n_q * n_kv (the textbook's O(n_q n_kv d) time and O(n_q n_kv) memory;
-Vaswani et al. 2017, Table 1, for n_q = n_kv = n).
+"""Attention cost, measured: time and memory of scaled dot-product attention against its sizes.
+
+Time is measured against n_q * n_kv * d and memory against n_q * n_kv (the textbook's
+O(n_q n_kv d) time and O(n_q n_kv) memory; Vaswani et al. 2017, Table 1, for
+n_q = n_kv = n).
 
 Run ``python -m nmt.attention_cost OUT_DIR`` to write ``attention_cost.json``, ``.md`` and
 ``.png``. Time is the median of ``torch.utils.benchmark`` runs on one thread; memory is

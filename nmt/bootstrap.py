@@ -1,7 +1,7 @@
 """Bootstrap confidence intervals and paired significance tests, per source-length bucket.
 
 Scores are sacreBLEU corpus BLEU and chrF (0-100, default settings, as in
-:func:`nmt.evaluate.score`). Resampling follows Koehn (2004, "Statistical Significance
+:func:`nmt.metrics.score`). Resampling follows Koehn (2004, "Statistical Significance
 Tests for Machine Translation Evaluation"): draw ``len(test set)`` sentences with
 replacement, score the drawn corpus, repeat ``n_samples`` times.
 
@@ -40,7 +40,7 @@ from typing import Literal
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF
 
-from nmt.evaluate import bucket_label
+from nmt.metrics import bucket_label
 
 MetricName = Literal["bleu", "chrf"]
 _CHUNK = 256  # resamples per matrix product; bounds memory at _CHUNK * N counts

@@ -25,7 +25,8 @@ from typing import Any
 
 import torch
 
-from nmt.config import Config, ConfigError, from_dict
+from nmt.config import Config, ConfigError
+from nmt.config_load import from_dict
 from nmt.model import Seq2Seq, build_model
 from nmt.vocab import Vocab
 

@@ -1,5 +1,8 @@
-"""The ``nmt`` command: ``train``, ``evaluate``, ``translate``, ``average``, ``study``,
-``heads`` (typer wiring only)."""
+"""Command-line interface: the ``nmt`` command, typer wiring only.
+
+Subcommands ``train``, ``evaluate``, ``translate``, ``average``, ``study`` and ``heads``;
+each parses its options and calls the module that does the work.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +15,8 @@ from typing import Optional
 import typer
 
 from nmt.checkpoint import CheckpointError
-from nmt.config import ConfigError, load_config
+from nmt.config import ConfigError
+from nmt.config_load import load_config
 from nmt.corpus import DataError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -47,7 +51,7 @@ def train(
     resume: bool = typer.Option(False, "--resume", help="Continue {out_dir}/last.pt."),
 ) -> None:
     """Train a model; checkpoints, config and a JSONL validation log go to train.out_dir."""
-    from nmt.recipe import run_training
+    from nmt.pipeline import run_training
     from nmt.train import TrainingError
 
     try:
@@ -85,7 +89,7 @@ def evaluate(
     device: str = DEVICE_OPTION,
 ) -> None:
     """Decode a test set and report sacreBLEU, chrF and BLEU by source length."""
-    from nmt.scoring import evaluate_checkpoints
+    from nmt.evaluate import evaluate_checkpoints
 
     if json_out is not None and not json_out.parent.is_dir():
         _fail(ValueError(f"--json: directory {json_out.parent} does not exist"))
@@ -188,8 +192,9 @@ def study(
                                      help="Do not train; report on finished runs."),
 ) -> None:
     """Train models differing only in attention and compare them by source length."""
-    from nmt.config import load_study_config
-    from nmt.study import StudyError, run_study
+    from nmt.config_load import load_study_config
+    from nmt.study import run_study
+    from nmt.study_plan import StudyError
 
     try:
         cfg = load_study_config(config, overrides or [])

@@ -1,5 +1,7 @@
-"""Reading parallel corpora: a directory of ``{split}.{lang}`` files (plain or ``.gz``),
-a TSV file, or a Hugging Face dataset. Strings in, strings out; no tokenization here.
+"""Reading a parallel corpus: ``{split}.{lang}`` files (plain or ``.gz``), TSV or a hub dataset.
+
+The sources: a directory of ``{split}.{lang}`` files, a TSV file, or a Hugging Face
+dataset. Strings in, strings out; no tokenization here.
 
 Every defect names the file and line: different line counts are an error (never silently
 truncated), invalid UTF-8 and truncated gzip files are errors. A UTF-8 byte-order mark and

@@ -1,4 +1,4 @@
-"""From sentence pairs to padded, length-bucketed batches of piece ids.
+"""Data for the model: from sentence pairs to padded, length-bucketed batches of piece ids.
 
 Conventions: ``src = x1..xn EOS``, ``tgt_in = BOS y1..ym``, ``tgt_out = y1..ym EOS``;
 PAD is 0 and masks are True on real tokens.

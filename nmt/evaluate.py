@@ -1,103 +1,115 @@
-"""Scoring translations: detokenized sacreBLEU corpus BLEU and chrF with signatures, and
-BLEU bucketed by source length in words. No torch here."""
+"""``nmt evaluate``: decode a test set with one or more checkpoints and score them side by side.
+
+Corpus BLEU, chrF, BLEU by source length and the sacreBLEU signatures; the scoring itself
+is nmt/metrics.py.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-from sacrebleu.metrics import BLEU, CHRF
+import torch
 
-from nmt.config import parse_buckets  # noqa: F401  (re-exported: --buckets parsing)
-
-DEFAULT_BUCKETS: tuple[tuple[int, int | None], ...] = ((1, 10), (11, 20), (21, 30), (31, None))
-
-
-@dataclass
-class BucketScore:
-    """BLEU (0-100) of the sentences whose source has ``min_len``..``max_len`` words."""
-
-    min_len: int
-    max_len: int | None  # None: no upper bound
-    n: int
-    bleu: float | None  # None when the bucket is empty
+from nmt.checkpoint import load_checkpoint
+from nmt.config import DataConfig
+from nmt.config_load import parse_buckets
+from nmt.corpus import DataError, read_lines, read_split
+from nmt.metrics import Scores, format_table, score
+from nmt.train import pick_device
+from nmt.translate import decoding_from_config, translate_lines, truncation_warning
 
 
 @dataclass
-class Scores:
-    """Corpus scores of one system on one test set (BLEU and chrF are 0-100)."""
+class Report:
+    """What ``nmt evaluate`` prints (``table``) and writes with ``--json`` (``json``)."""
 
-    bleu: float
-    chrf: float
-    signature: str
-    chrf_signature: str
-    buckets: list[BucketScore]
-    # lowercased BLEU (13a tokenization), only to compare with papers that report it
-    bleu_lowercase: float | None = None
-    lowercase_signature: str | None = None
-    n_sentences: int = 0
-    # hypothesis/reference length ratio (13a tokens) and BLEU's brevity penalty (0-1]
-    len_ratio: float | None = None
-    brevity_penalty: float | None = None
-
-    def to_json(self) -> dict:
-        """Plain dict for ``--json`` (BLEU and chrF 0-100)."""
-        return asdict(self)
+    table: str
+    json: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)  # printed on stderr (e.g. cut input)
 
 
-def bucket_label(lo: int, hi: int | None) -> str:
-    """``"11-20"``, or ``"31+"`` when the bucket has no upper bound."""
-    return f"{lo}+" if hi is None else f"{lo}-{hi}"
-
-
-def score(hypotheses: list[str], references: list[str], sources: list[str],
-          buckets: tuple[tuple[int, int | None], ...] = DEFAULT_BUCKETS) -> Scores:
-    """Corpus BLEU and chrF of detokenized ``hypotheses`` against ``references``, and
-    BLEU per bucket of source length (whitespace words of the source sentence).
+def stored_corpus(data: DataConfig, data_path: str | None = None) -> DataConfig:
+    """A checkpoint's data config, with ``data_path`` (``--data-path``) replacing ``data.path``.
 
     Raises:
-        ValueError: the three lists differ in length.
+        DataError: ``data.path`` is a relative directory that does not exist from the current
+            directory; ``auto`` would otherwise fall back to the hub and fail less clearly.
     """
-    if not len(hypotheses) == len(references) == len(sources):
-        raise ValueError(f"{len(hypotheses)} hypotheses, {len(references)} references and "
-                         f"{len(sources)} sources: counts must match")
-    bleu, chrf, bleu_lc = BLEU(), CHRF(), BLEU(lowercase=True)
-    b = bleu.corpus_score(hypotheses, [references])
-    c = chrf.corpus_score(hypotheses, [references])
-    lc = bleu_lc.corpus_score(hypotheses, [references])
-    lengths = [len(s.split()) for s in sources]
-    per_bucket = []
-    for lo, hi in buckets:
-        idx = [i for i, n in enumerate(lengths) if n >= lo and (hi is None or n <= hi)]
-        value = None
-        if idx:
-            value = BLEU().corpus_score([hypotheses[i] for i in idx],
-                                        [[references[i] for i in idx]]).score
-        per_bucket.append(BucketScore(lo, hi, len(idx), value))
-    return Scores(b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()),
-                  per_bucket, lc.score, str(bleu_lc.get_signature()), len(hypotheses),
-                  b.sys_len / b.ref_len if b.ref_len else None, b.bp)
+    if data_path is not None:
+        data = dataclasses.replace(data, path=data_path)
+        if data.source in ("auto", "dir") and not Path(data_path).expanduser().is_dir():
+            raise DataError(f"--data-path {data_path!r} is not a directory")
+    if data.source == "auto" and data.path and not Path(data.path).expanduser().is_dir():
+        raise DataError(f"data.path {data.path!r} stored in the checkpoint is not a directory "
+                        f"from here ({Path.cwd()}): run from the directory you trained in, or "
+                        "pass --data-path DIR (or --src/--ref files)")
+    return data
 
 
-def format_table(names: list[str], results: list[Scores]) -> str:
-    """Side-by-side table: one column per system, rows BLEU, chrF and each bucket."""
-    width = max([14] + [len(n) + 2 for n in names])
-    head = f"{'':<24}" + "".join(f"{n:>{width}}" for n in names)
-    rows = [head, "-" * len(head)]
-    rows.append(f"{'BLEU':<24}" + "".join(f"{r.bleu:>{width}.2f}" for r in results))
-    rows.append(f"{'chrF':<24}" + "".join(f"{r.chrf:>{width}.2f}" for r in results))
-    rows.append(f"{'BLEU lowercased':<24}" + "".join(f"{r.bleu_lowercase:>{width}.2f}" for r in results))
-    for k, bucket in enumerate(results[0].buckets):
-        label = f"BLEU {bucket_label(bucket.min_len, bucket.max_len)} (n={bucket.n})"
-        cells = []
-        for r in results:
-            v = r.buckets[k].bleu
-            cells.append(f"{'-' if v is None else format(v, '.2f'):>{width}}")
-        rows.append(f"{label:<24}" + "".join(cells))
-    outside = results[0].n_sentences - sum(b.n for b in results[0].buckets)
-    if outside:
-        rows.append(f"({outside} sentences fall in no bucket)")
-    rows.append("")
-    rows.append(f"BLEU signature: {results[0].signature}")
-    rows.append(f"chrF signature: {results[0].chrf_signature}")
-    rows.append(f"lowercased BLEU (for comparison with papers only): {results[0].lowercase_signature}")
-    return "\n".join(rows)
+def test_set(loaded, split: str | None, src: Path | None, ref: Path | None,
+              data_path: str | None) -> tuple[str, list[str], list[str]]:
+    """(label, sources, references) from files or a named split of the checkpoint's corpus."""
+    if src is not None or ref is not None:
+        if src is None or ref is None:
+            raise DataError("--src and --ref must be given together")
+        if split is not None:
+            raise DataError("give either --split or --src/--ref, not both")
+        sources, references = read_lines(src), read_lines(ref)
+        if len(sources) != len(references):
+            raise DataError(f"{src} has {len(sources)} lines but {ref} has {len(references)}")
+        return src.name, sources, references
+    data = stored_corpus(loaded.cfg.data, data_path)
+    name = split or (data.test_splits[0] if data.test_splits else None)
+    if name is None:
+        raise DataError("no --split given and the checkpoint's data.test_splits is empty")
+    pairs = read_split(data, name)
+    return name, [p.src for p in pairs], [p.tgt for p in pairs]
+
+
+def evaluate_checkpoints(checkpoints: list[Path], split: str | None = None,
+                         src: Path | None = None, ref: Path | None = None,
+                         buckets: str = "1-10,11-20,21-30,31-", batch_size: int = 64,
+                         n_examples: int = 0, data_path: str | None = None,
+                         beam_size: int | None = None, alpha: float | None = None,
+                         length_penalty: str | None = None, device: str = "auto") -> Report:
+    """Translate the test set with each checkpoint and score it. Search settings default
+    to each checkpoint's ``search`` config; given values override them.
+
+    Raises:
+        CheckpointError, DataError, ValueError (bad ``buckets``), DeviceError (``device``
+        is not available here).
+    """
+    ranges = parse_buckets(buckets)
+    device = pick_device(device, "--device")
+    names, results, records, example_lines, warnings = [], [], [], [], []
+    for path in checkpoints:
+        loaded = load_checkpoint(path, device)
+        label, sources, references = test_set(loaded, split, src, ref, data_path)
+        decoding = decoding_from_config(loaded.cfg, beam_size, alpha, length_penalty)
+        with torch.inference_mode():
+            translations = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab,
+                                           sources, batch_size=batch_size, decoding=decoding)
+        hyps = [t.text for t in translations]
+        warning = truncation_warning(translations, f"{label} ({path})")
+        if warning:
+            warnings.append(warning)
+        s: Scores = score(hyps, references, sources, ranges)
+        name = loaded.cfg.name if loaded.cfg.name not in names else str(path)
+        names.append(name)
+        results.append(s)
+        records.append({"checkpoint": str(path), "name": loaded.cfg.name, "test_set": label,
+                        "attention": loaded.cfg.model.attention, "search": decoding.describe(),
+                        **s.to_json()})
+        for i in range(min(n_examples, len(sources))):
+            k = i * max(len(sources) // max(n_examples, 1), 1)
+            example_lines += [f"[{name}] SRC: {sources[k]}", f"[{name}] REF: {references[k]}",
+                              f"[{name}] HYP: {hyps[k]}", ""]
+    table = f"test set: {records[0]['test_set']} ({len(references)} sentences)\n"
+    table += "".join(f"decoding of {n}: {r['search']}\n" for n, r in zip(names, records))
+    table += format_table(names, results)
+    if example_lines:
+        table += "\n\nexample translations:\n" + "\n".join(example_lines)
+    return Report(table, records, warnings)

@@ -237,7 +237,7 @@ def heads_report(checkpoint: Path, out_dir: Path, compare: list[Path] = (),
     """
     from nmt.checkpoint import load_checkpoint
     from nmt.plots import plot_head_maps
-    from nmt.scoring import test_set
+    from nmt.evaluate import test_set
     from nmt.train import pick_device
 
     dev = pick_device(device, "--device")

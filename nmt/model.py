@@ -1,5 +1,7 @@
-"""The encoder-decoder: composition of encoder, decoder and generator, and the one factory
-where configuration becomes modules."""
+"""The encoder-decoder model: encoder, decoder and generator composed, and the one factory.
+
+:func:`build_model` is the only place where configuration becomes modules.
+"""
 
 from __future__ import annotations
 

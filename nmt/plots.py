@@ -1,7 +1,9 @@
-"""Figures for the attention study, after Bahdanau et al. (2015): BLEU against source
-sentence length with one line per model (their Fig. 2), and an attention heatmap for one
-sentence, source pieces across the top and target pieces down the side, in grey scale
-(their Fig. 3). PNG files, small enough to commit beside a Markdown report.
+"""Plots for the attention study, after Bahdanau et al. (2015), as PNG files.
+
+BLEU against source sentence length with one line per model (their Fig. 2), and an
+attention heatmap for one sentence, source pieces across the top and target pieces down
+the side, in grey scale (their Fig. 3). PNG files, small enough to commit beside a
+Markdown report.
 """
 
 from __future__ import annotations

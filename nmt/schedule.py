@@ -1,5 +1,8 @@
-"""Learning-rate schedules, built from torch's own schedulers so their state is saved and
-restored with the checkpoint."""
+"""Learning-rate schedules: constant, plateau, and warm-up then decay.
+
+They are built from torch's own schedulers, so their state is saved and restored with the
+checkpoint.
+"""
 
 from __future__ import annotations
 

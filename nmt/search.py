@@ -1,4 +1,4 @@
-"""Decoding: greedy and beam search over ``model.encode`` / ``model.step``.
+"""Search: greedy and beam search over ``model.encode`` / ``model.step``.
 
 Both searches know nothing about what the model state holds: they only call
 ``model.encode(src, src_len) -> (mem, state)``, ``model.step(prev, state, mem) ->

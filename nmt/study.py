@@ -1,10 +1,9 @@
-"""``nmt study``: train models that differ only in attention, then compare them by source
-length on every test split and on a joined long-sentence set (see nmt/longsets.py).
+"""``nmt study``: train the study's models, several at once, then write its report.
 
 Each model is an ordinary ``nmt train`` run (``runs/{run_prefix}_{attention}``), started as a
-subprocess so several can train at once. A finished run whose stored config equals the
-expected one is reused, an unfinished one is resumed, a run with a different config is an
-error. Evaluation and the report are in nmt/report.py.
+subprocess so several can train at once. Which models there are and whether each is reused,
+resumed or trained is decided in nmt/study_plan.py; evaluation and the report are in
+nmt/study_report.py.
 """
 
 from __future__ import annotations
@@ -13,93 +12,12 @@ import dataclasses
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from nmt.checkpoint import read_payload, stored_config
-from nmt.config import RESUME_ADJUSTABLE, Config, StudyConfig, config_differences, load_config
-
-
-class StudyError(RuntimeError):
-    """A study run failed or conflicts with an existing run; the message names it."""
-
-
-@dataclass
-class PlannedRun:
-    """One model of the study: its attention, full config and what must be done."""
-
-    attention: str
-    cfg: Config
-    action: str  # "reuse" | "resume" | "train"
-    cap: int | None = None  # data.max_train_words of an extra training-length run
-    heads: int | None = None  # model.heads of an extra multi-head run
-
-    @property
-    def label(self) -> str:
-        """The model's name in tables and plots: ``additive``, ``additive-30`` for a run
-        of the training-length axis (Bahdanau et al.'s RNNsearch-30), ``multihead-1h`` for
-        a multi-head run with another head count."""
-        return model_label(self.attention, self.cap, self.heads)
-
-    @property
-    def out_dir(self) -> Path:
-        """The run directory, ``runs/{run_prefix}_{attention}`` by default."""
-        return self.cfg.out_dir()
-
-    def overrides(self, study: StudyConfig) -> list[str]:
-        """The ``key=value`` overrides that turn the base config into this run's config."""
-        return run_overrides(study, self.attention, self.cap, self.heads)
-
-
-def model_label(attention: str, cap: int | None = None, heads: int | None = None) -> str:
-    """``attention``, ``attention-{cap}`` or ``attention-{heads}h``."""
-    if cap is not None:
-        return f"{attention}-{cap}"
-    return attention if heads is None else f"{attention}-{heads}h"
-
-
-def run_overrides(study: StudyConfig, attention: str, cap: int | None,
-                  heads: int | None = None) -> list[str]:
-    """Study overrides, then the model's attention, name, ``data.max_train_words=cap``
-    (the training-length axis) and ``model.heads=heads`` (the head-count axis)."""
-    extra = [] if cap is None else [f"data.max_train_words={cap}"]
-    extra += [] if heads is None else [f"model.heads={heads}"]
-    return [*study.overrides, *extra, f"model.attention={attention}",
-            f"name={study.run_prefix}_{model_label(attention, cap, heads)}"]
-
-
-def plan(study: StudyConfig) -> list[PlannedRun]:
-    """Decide for each model (every attention type, then the training-length axis:
-    ``cap_attentions`` for each of ``extra_caps``, then ``multihead`` with each of
-    ``head_counts``) whether to reuse, resume or train it.
-
-    Raises:
-        StudyError: an existing run was trained with a different config.
-        ConfigError: the base config or an override is invalid.
-    """
-    runs = []
-    models = [(a, None, None) for a in study.attentions]
-    models += [(a, cap, None) for cap in study.extra_caps for a in study.cap_attentions]
-    models += [("multihead", None, h) for h in study.head_counts]
-    for attention, cap, heads in models:
-        cfg = load_config(study.base_config, run_overrides(study, attention, cap, heads))
-        last = cfg.out_dir() / "last.pt"
-        action = "train"
-        if last.exists():
-            payload = read_payload(last)
-            stored = stored_config(payload, last)
-            diffs = config_differences(stored.to_dict(), cfg.to_dict())
-            fixed = [d for d in diffs if d[0] not in RESUME_ADJUSTABLE]
-            if fixed:
-                diff = "; ".join(f"{k}: {a!r} (run) vs {b!r} (study)" for k, a, b in fixed)
-                raise StudyError(f"{last} was trained with a different config ({diff}); "
-                                 "delete the run or change run_prefix")
-            counters = (payload.get("train_state") or {}).get("counters", {})
-            # a changed budget (steps, minutes, epochs...) resumes the run with the new one
-            action = "reuse" if counters.get("done") and not diffs else "resume"
-        runs.append(PlannedRun(attention, cfg, action, cap, heads))
-    return runs
+from nmt.config import StudyConfig
+from nmt.study_plan import PlannedRun, StudyError, plan
+from nmt.study_report import write_report
 
 
 def _start(run: PlannedRun, study: StudyConfig) -> subprocess.Popen:
@@ -153,8 +71,6 @@ def run_study(study: StudyConfig, report_only: bool = False,
     Raises:
         StudyError, ConfigError, DataError, CheckpointError.
     """
-    from nmt.report import write_report
-
     runs = plan(study)
     if report_only:
         missing = [r.cfg.name for r in runs if r.action != "reuse"]

@@ -1,5 +1,7 @@
-"""The training loop: teacher forcing, Adam, gradient clipping, validation every epoch,
-best checkpoint by validation BLEU, early stopping, wall-clock budget, exact resume.
+"""The training loop: teacher forcing, Adam, clipping, validation, early stopping, resume.
+
+Validation every epoch, the best checkpoint by validation BLEU, early stopping, a
+wall-clock budget and exact resume.
 
 Validation BLEU comes in through the ``validate`` callable, so this module knows nothing
 about search or evaluation. Under ``torchrun`` (``WORLD_SIZE`` > 1) the model is wrapped in

@@ -1,5 +1,8 @@
-"""Strings in, strings out: encode source lines, search, detokenize; order kept, one
-output per input line (an empty line gives an empty translation)."""
+"""Translating lines: encode source strings, search, detokenize; order kept.
+
+Strings in, strings out: one output per input line (an empty line gives an empty
+translation).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""SentencePiece subword vocabularies, trained on the training split only and carried in
-checkpoints as serialized model bytes."""
+"""Subword vocabularies: SentencePiece models trained on the training split only.
+
+They are carried in checkpoints as serialized model bytes.
+"""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import pytest
 
 from nmt.bootstrap import (bootstrap_ci, bucket_indices, format_markdown, paired_bootstrap,
                            study_table)
-from nmt.evaluate import score
+from nmt.metrics import score
 
 WORDS = ("a man woman dog child runs sings plays in the snow park street with red ball "
          "green big small near water jumps over").split()

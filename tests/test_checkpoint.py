@@ -8,7 +8,7 @@ import torch
 from conftest import tiny_model
 from nmt.checkpoint import (CheckpointError, load_checkpoint, make_payload, read_payload,
                             save_atomic)
-from nmt.config import from_dict
+from nmt.config_load import from_dict
 
 
 def _cfg():

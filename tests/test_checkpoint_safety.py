@@ -13,7 +13,7 @@ import torch
 
 from conftest import REPO, tiny_model
 from nmt.checkpoint import CheckpointError, make_payload, read_payload, save_atomic
-from nmt.config import from_dict, load_study_config
+from nmt.config_load import from_dict, load_study_config
 
 
 class _Trap:
@@ -128,14 +128,14 @@ def test_resume_and_benchmark_refuse_in_one_line(tmp_path):
     r = _nmt("train", str(REPO / "configs/quickstart_deen.yaml"), f"train.out_dir={run}",
              "--resume")
     _one_line_refusal(r)
-    r = subprocess.run([sys.executable, str(REPO / "scripts/benchmark.py"), str(run / "last.pt")],
+    r = subprocess.run([sys.executable, "-m", "nmt.benchmark", str(run / "last.pt")],
                        capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode != 0 and "refused" in r.stderr and "Traceback" not in r.stderr
     assert not marker.exists()
 
 
 def test_study_reuse_refuses_a_planted_checkpoint(tmp_path):
-    from nmt.study import plan
+    from nmt.study_plan import plan
 
     marker = tmp_path / "pwned.txt"
     study_yaml = tmp_path / "study.yaml"

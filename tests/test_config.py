@@ -3,7 +3,8 @@ import re
 
 import pytest
 
-from nmt.config import Config, ConfigError, apply_overrides, from_dict, load_config
+from nmt.config import Config, ConfigError
+from nmt.config_load import apply_overrides, from_dict, load_config
 
 
 def test_defaults_and_roundtrip():
@@ -69,7 +70,7 @@ def test_bad_files(tmp_path):
 def test_every_shipped_config_loads():
     from pathlib import Path
 
-    from nmt.config import load_study_config
+    from nmt.config_load import load_study_config
 
     configs = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
     assert len(configs) > 10
@@ -82,7 +83,7 @@ def test_every_shipped_config_loads():
 
 
 def test_study_ranges_and_attention_lists_are_checked_before_training(tmp_path):
-    from nmt.config import load_study_config
+    from nmt.config_load import load_study_config
 
     path = tmp_path / "s.yaml"
     for text, message in [
@@ -98,7 +99,7 @@ def test_study_ranges_and_attention_lists_are_checked_before_training(tmp_path):
 
 
 def test_errors_name_the_override_and_the_yaml_line(tmp_path):
-    from nmt.config import load_config
+    from nmt.config_load import load_config
 
     path = tmp_path / "c.yaml"
     path.write_text("model:\n  emb_dim: 16\n")

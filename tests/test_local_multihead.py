@@ -11,7 +11,8 @@ import torch
 
 from conftest import TOY_PAIRS, tiny_model
 from nmt.attention import LocalAttention, build_scorer, masked_softmax
-from nmt.config import ConfigError, load_config, load_study_config
+from nmt.config import ConfigError
+from nmt.config_load import load_config, load_study_config
 from nmt.corpus import Pair
 from nmt.data import collate, encode_pairs
 from nmt.heads import SentenceHeads, analyse, head_weights_of
@@ -183,7 +184,7 @@ def test_study_plans_local_multihead_and_head_count_runs(tmp_path):
     study.write_text("base_config: configs/multi30k_deen_additive.yaml\n"
                      "run_prefix: t\nattentions: [none, local_p, multihead]\n"
                      f"overrides: ['train.out_dir={tmp_path}/{{name}}']\nhead_counts: [1]\n")
-    from nmt.study import plan
+    from nmt.study_plan import plan
 
     runs = plan(load_study_config(study))
     assert [r.label for r in runs] == ["none", "local_p", "multihead", "multihead-1h"]

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import TOY_PAIRS, tiny_model, write_split
-from nmt.config import from_dict
+from nmt.config_load import from_dict
 from nmt.corpus import Pair, read_dir_split
 from nmt.data import encode_pairs
 from nmt.train import TrainingError, train

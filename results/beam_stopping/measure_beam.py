@@ -13,7 +13,7 @@ import nmt.search as new_search
 import nmt.translate as tr
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import read_split
-from nmt.evaluate import score
+from nmt.metrics import score
 
 ckpt, before, out = sys.argv[1], sys.argv[2], sys.argv[3]
 torch.set_num_threads(int(sys.argv[4]) if len(sys.argv) > 4 else 1)

@@ -2,7 +2,8 @@
 
 import pytest
 
-from nmt.evaluate import format_table, parse_buckets, score
+from nmt.config_load import parse_buckets
+from nmt.metrics import format_table, score
 
 
 def test_parse_buckets():

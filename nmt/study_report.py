@@ -1,5 +1,8 @@
-"""The study report: decode every test set with every model, bootstrap BLEU/chrF by source
-length, draw the length plot and attention heatmaps, and write one Markdown file."""
+"""Study report: decode every test set with every model, score by length, write Markdown.
+
+BLEU/chrF by source length with bootstrap intervals, the length plot and attention
+heatmaps, in one Markdown file.
+"""
 
 from __future__ import annotations
 
@@ -16,12 +19,13 @@ import yaml
 from nmt.bootstrap import BucketRow, bucket_drop, format_markdown, study_table
 from nmt.checkpoint import Loaded, load_checkpoint
 from nmt.config import StudyConfig
+from nmt.config_load import parse_buckets
 from nmt.corpus import DataError, read_split
-from nmt.evaluate import bucket_label, parse_buckets, score
 from nmt.longsets import long_sentence_set
+from nmt.metrics import bucket_label, score
+from nmt.pipeline import training_pairs
 from nmt.plots import curves_from_rows, plot_attention, plot_bleu_by_length, plot_length_histogram
-from nmt.recipe import training_pairs
-from nmt.study import PlannedRun
+from nmt.study_plan import PlannedRun
 from nmt.translate import Decoding, translate_lines, truncation_warning
 
 

@@ -1,5 +1,8 @@
-"""Wiring a training run: config -> corpus -> SentencePiece -> examples -> model -> train,
-with validation BLEU computed by greedy translation of the validation split."""
+"""The training pipeline: config -> corpus -> SentencePiece -> examples -> model -> train.
+
+``nmt train`` runs it; validation BLEU is computed by greedy translation of the
+validation split and handed to the training loop as a callable.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +14,12 @@ import torch
 import yaml
 
 from nmt.checkpoint import CheckpointError, read_payload, stored_config, vocabs_of
-from nmt.config import RESUME_ADJUSTABLE, Config, ConfigError, DataConfig, config_differences
+from nmt.config import RESUME_ADJUSTABLE, Config, ConfigError, DataConfig
+from nmt.config_load import config_differences
 from nmt.corpus import DataError, Pair, read_split
 from nmt.data import FilterStats, add_joined_pairs, encode_pairs, filter_training_pairs
-from nmt.evaluate import score
 from nmt.longsets import long_sentence_set
+from nmt.metrics import score
 from nmt.model import build_model, count_parameters
 from nmt.train import TrainState, pick_device, train
 from nmt.translate import decoding_from_config, translate_lines

@@ -11,7 +11,7 @@
 
 Usage::
 
-    python scripts/recipe_eval.py runs/recipe_deen recipe_deen [--beam 5] [--alphas 0.6,1.0,1.4]
+    python -m nmt.recipe_eval runs/recipe_deen recipe_deen [--beam 5] [--alphas 0.6,1.0,1.4]
         [--average 5] [--data-path DIR]
 
 Run it from the directory the training ran in (the checkpoint stores a relative
@@ -28,7 +28,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from nmt.checkpoint import CheckpointError, read_payload
+from nmt.config import ConfigError
+from nmt.config_load import from_dict
+from nmt.corpus import DataError, read_split
+from nmt.evaluate import stored_corpus
+
+ROOT = Path(__file__).resolve().parent.parent  # the repository: results/ is written there
 NMT = [sys.executable, "-m", "nmt"]
 
 
@@ -75,11 +81,6 @@ def check_splits(best: Path, splits: list[str], data_path: str | None) -> None:
     Raises:
         SystemExit: ``best`` is not a readable checkpoint, or a split or the corpus is missing.
     """
-    from nmt.checkpoint import CheckpointError, read_payload
-    from nmt.config import ConfigError, from_dict
-    from nmt.corpus import DataError, read_split
-    from nmt.scoring import stored_corpus
-
     try:
         data = stored_corpus(from_dict(read_payload(best)["config"]).data, data_path)
         for split in splits:

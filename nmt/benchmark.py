@@ -1,4 +1,4 @@
-"""Training and decoding speed of a checkpoint's model on its own corpus.
+"""Benchmark: training and decoding speed of a checkpoint's model on its own corpus.
 
 Measures, on the device the run would use (CUDA when present):
 
@@ -16,7 +16,7 @@ here, not in the test suite: numbers depend on the machine and on what else runs
 
 Usage::
 
-    python scripts/benchmark.py runs/recipe_deen/best.pt [--threads 2] [--train-steps 40]
+    python -m nmt.benchmark runs/recipe_deen/best.pt [--threads 2] [--train-steps 40]
         [--sentences 200] [--beam 5] [--json results/benchmark_cpu.json]
 """
 
@@ -39,10 +39,10 @@ import torch
 from nmt.checkpoint import CheckpointError, load_checkpoint
 from nmt.corpus import DataError, read_split
 from nmt.data import encode_pairs, make_batches
-from nmt.recipe import training_pairs
-from nmt.scoring import stored_corpus
-from nmt.translate import decoding_from_config, translate_lines
+from nmt.evaluate import stored_corpus
+from nmt.pipeline import training_pairs
 from nmt.train import Trainer, pick_device
+from nmt.translate import decoding_from_config, translate_lines
 
 
 def peak_memory_mib(device: torch.device) -> float:
