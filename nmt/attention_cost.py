@@ -12,7 +12,10 @@ the bytes the call allocates (the sum of every op's own allocations, from
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
+import os
 import platform
 import sys
 from dataclasses import asdict, dataclass
@@ -50,11 +53,26 @@ class CostRow:
         return self.batch * self.heads * self.n_q * self.n_kv
 
 
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence the C++ side's stderr: the profiler logs two lines per start and stop."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def allocated_bytes(fn) -> int:
     """Bytes allocated by the ops of one call of ``fn()`` (CPU, via torch.profiler)."""
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU],
+                                  profile_memory=True) as prof:
         fn()
     return sum(e.self_cpu_memory_usage for e in prof.events() if e.self_cpu_memory_usage > 0)
 
@@ -122,6 +140,7 @@ def plot(sweeps: dict[str, list[CostRow]], path: Path) -> Path:
         b.set_xlabel("B h n_q n_kv")
         b.set_ylabel("allocated (KiB)")
         for ax in (a, b):
+            ax.tick_params(axis="x", which="minor", labelbottom=False)  # they overlap
             ax.grid(True, which="both", alpha=0.3)
             ax.legend()
         fig.suptitle("scaled dot-product attention, 1 thread")
@@ -133,15 +152,19 @@ def plot(sweeps: dict[str, list[CostRow]], path: Path) -> Path:
 
 def main(argv: list[str]) -> int:
     """``python -m nmt.attention_cost OUT_DIR``: measure and write the three files."""
-    if len(argv) != 1:
-        print("usage: python -m nmt.attention_cost OUT_DIR", file=sys.stderr)
-        return 2
-    out = Path(argv[0])
-    out.mkdir(parents=True, exist_ok=True)
+    parser = argparse.ArgumentParser(prog="python -m nmt.attention_cost",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir", type=Path, help="directory for attention_cost.json, "
+                        ".md and .png")
+    out = parser.parse_args(argv).out_dir
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        parser.error(f"OUT_DIR {out}: cannot create it ({e.strerror or e})")
     torch.set_num_threads(1)
     sweeps = sweep()
     machine = {"cpu": platform.processor() or platform.machine(), "torch": torch.__version__,
-               "threads": 1, "command": "python -m nmt.attention_cost " + argv[0]}
+               "threads": 1, "command": f"python -m nmt.attention_cost {out}"}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

@@ -45,6 +45,13 @@ from nmt.train import Trainer, pick_device
 from nmt.translate import decoding_from_config, translate_lines
 
 
+
+def _fail(message: str) -> None:
+    """Print ``message`` on stderr and exit with status 2 (bad input, as ``nmt`` does)."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
 def peak_memory_mib(device: torch.device) -> float:
     """Peak CUDA memory on ``device`` or the process's peak resident set size, in MiB."""
     if device.type == "cuda":
@@ -60,7 +67,8 @@ def sync(device: torch.device) -> None:
 
 def main() -> None:
     """Command line: decoding speed, then training speed, then peak memory; see the module."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m nmt.benchmark",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
@@ -88,7 +96,7 @@ def main() -> None:
         if device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("CUDA is not available on this machine")
         torch.empty(1, device=device)
-    except (RuntimeError, AssertionError) as e:
+    except (RuntimeError, AssertionError, ValueError) as e:
         parser.error(f"--device {args.device}: {e}")
     try:
         loaded = load_checkpoint(args.checkpoint, device)
@@ -97,14 +105,14 @@ def main() -> None:
         _, train_pairs, _ = training_pairs(data_cfg)  # the epoch the run trained on
         val_pairs = read_split(data_cfg, cfg.data.valid_split, limit=args.sentences)
     except (CheckpointError, DataError) as e:
-        raise SystemExit(f"error: {e}")
+        _fail(f"error: {e}")
 
     model, t = loaded.model, cfg.train
     examples = encode_pairs(train_pairs, loaded.src_vocab, loaded.tgt_vocab)
     batches = make_batches(examples, t.batch_size, t.max_tokens, shuffle_seed=t.seed)
     needed = args.warmup + args.train_steps
     if len(batches) < needed:
-        raise SystemExit(f"error: only {len(batches)} training batches, --warmup + --train-steps "
+        _fail(f"error: only {len(batches)} training batches, --warmup + --train-steps "
                          f"asks for {needed}")
     epoch_tokens = sum(len(e.tgt) + 1 for e in examples)
 
@@ -154,7 +162,7 @@ def main() -> None:
         try:
             args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
         except OSError as e:
-            raise SystemExit(f"error: --json {args.json}: {e.strerror or e}")
+            _fail(f"error: --json {args.json}: {e.strerror or e}")
         print(f"wrote {args.json}", file=sys.stderr)
 
 

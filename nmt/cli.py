@@ -229,8 +229,10 @@ def heads(
                              "heads.json and heads_N.png."),
     device: str = DEVICE_OPTION,
 ) -> None:
-    """Per-head attention statistics (entropy, diagonality, final token and punctuation,
-    agreement between heads) and per-head heatmaps on a test set."""
+    """Per-head attention statistics and heatmaps on a test set.
+
+    Entropy, distance from the diagonal, share on the final token and on punctuation, and
+    agreement between heads; multi-head models show every head."""
     from nmt.heads import HeadsError, heads_report
 
     try:

@@ -207,9 +207,11 @@ def _validate(cfg: Config) -> None:
             f"model.local_score: {m.local_score!r} scores s.h_i and needs model.dec_hidden "
             f"({m.dec_hidden}) == 2 * model.enc_hidden ({2 * m.enc_hidden})"
         )
-    if m.local_window < 1:
+    # local_window and heads are checked only where they are used, so a config (or an
+    # older checkpoint) with, say, an odd memory size stays valid for other attentions
+    if m.attention in ("local_m", "local_p") and m.local_window < 1:
         raise ConfigError(f"model.local_window: must be >= 1, got {m.local_window}")
-    if m.heads < 1 or (2 * m.enc_hidden) % m.heads:
+    if m.attention == "multihead" and (m.heads < 1 or (2 * m.enc_hidden) % m.heads):
         raise ConfigError(
             f"model.heads: {m.heads} must be >= 1 and divide the memory size "
             f"2 * model.enc_hidden = {2 * m.enc_hidden}"

@@ -266,5 +266,13 @@ def read_split(cfg: DataConfig, split: str, limit: int | None = None) -> list[Pa
             raise DataError("data.path: for tsv it must contain {split}, e.g. corpus/{split}.tsv")
         pairs = read_tsv_split(Path(cfg.path.format(split=split)).expanduser())
     else:
-        pairs = read_hf_split(cfg, split)
+        try:
+            pairs = read_hf_split(cfg, split)
+        except DataError as e:
+            if cfg.source == "auto" and cfg.path:
+                # say why the hub was tried: a relative data.path resolves from the cwd
+                raise DataError(f"data.path {cfg.path!r} is not a directory from here "
+                                f"({Path.cwd()}), so data.source auto tried the hub: {e}"
+                                ) from None
+            raise
     return pairs[:limit] if limit is not None else pairs

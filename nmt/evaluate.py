@@ -60,12 +60,16 @@ def test_set(loaded, split: str | None, src: Path | None, ref: Path | None,
         sources, references = read_lines(src), read_lines(ref)
         if len(sources) != len(references):
             raise DataError(f"{src} has {len(sources)} lines but {ref} has {len(references)}")
+        if not sources:
+            raise DataError(f"{src} is empty: nothing to translate")
         return src.name, sources, references
     data = stored_corpus(loaded.cfg.data, data_path)
     name = split or (data.test_splits[0] if data.test_splits else None)
     if name is None:
         raise DataError("no --split given and the checkpoint's data.test_splits is empty")
     pairs = read_split(data, name)
+    if not pairs:
+        raise DataError(f"split {name!r} of {data.path or data.hf_name} is empty")
     return name, [p.src for p in pairs], [p.tgt for p in pairs]
 
 

@@ -32,7 +32,8 @@ from nmt.vocab import EOS
 
 
 class HeadsError(ValueError):
-    """The checkpoint has no attention to analyse (the fixed-vector model)."""
+    """Nothing to analyse or bad ``nmt heads`` input; the message names the checkpoint,
+    file or option."""
 
 
 @dataclass
@@ -193,7 +194,7 @@ def disagreeing_sentences(analysis: HeadAnalysis, sentences: list[SentenceHeads]
 def format_markdown(analyses: list[HeadAnalysis]) -> str:
     """The statistics of every model as Markdown tables (one row per head)."""
     lines = ["| model | head | entropy (nats) | uniform (nats) | diagonal distance (pieces) "
-             "| diagonal distance / S | on final `</s>` | on punctuation |",
+             "| diagonal share (distance / S) | on final `</s>` | on punctuation |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for a in analyses:
         for s in a.stats:
@@ -220,6 +221,20 @@ def write_json(analyses: list[HeadAnalysis], path: Path, meta: dict) -> Path:
     return path
 
 
+def model_name(cfg) -> str:
+    """The run name, with the head count for ``multihead``: ``deen_mh (4 heads)``."""
+    if cfg.model.attention != "multihead":
+        return cfg.name
+    return f"{cfg.name} ({cfg.model.heads} head{'s' if cfg.model.heads != 1 else ''})"
+
+
+def _shorten(text: str, limit: int = 70) -> str:
+    """``text`` cut at a word boundary to at most ``limit`` characters, with "..."."""
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + " ..."
+
+
 def heads_report(checkpoint: Path, out_dir: Path, compare: list[Path] = (),
                  split: str | None = None, src: Path | None = None, ref: Path | None = None,
                  data_path: str | None = None, max_sentences: int | None = None,
@@ -233,27 +248,47 @@ def heads_report(checkpoint: Path, out_dir: Path, compare: list[Path] = (),
     heads for the same source. Returns the Markdown path.
 
     Raises:
-        CheckpointError, DataError, DeviceError, HeadsError.
+        CheckpointError, DataError, DeviceError, HeadsError (fixed-vector model, no
+            sentence, an empty ``--sentence``, a compare model of another language pair,
+            an ``out_dir`` that cannot be written).
     """
     from nmt.checkpoint import load_checkpoint
-    from nmt.plots import plot_head_maps
     from nmt.evaluate import test_set
+    from nmt.plots import plot_head_maps
     from nmt.train import pick_device
 
+    if out_dir.exists() and not out_dir.is_dir():
+        raise HeadsError(f"--out {out_dir}: exists and is not a directory")
+    sentences = list(sentences)
+    if any(not s.strip() for s in sentences):
+        raise HeadsError("--sentence: an empty sentence has nothing to attend to")
     dev = pick_device(device, "--device")
     loaded = load_checkpoint(checkpoint, dev)
     label, sources, _ = test_set(loaded, split, src, ref, data_path)
     sources = sources[:max_sentences] if max_sentences else sources
     models = [(checkpoint, loaded)] + [(p, load_checkpoint(p, dev)) for p in compare]
+    pair = (loaded.cfg.data.src_lang, loaded.cfg.data.tgt_lang)
     analyses, per_model = [], []
     for path, m in models:
-        sents = head_weights_of(m.model, m.src_vocab, m.tgt_vocab, sources, batch_size,
-                                m.cfg.train.max_output_ratio)
-        name = m.cfg.name if m.cfg.model.attention != "multihead" else \
-            f"{m.cfg.name} ({m.cfg.model.heads} heads)"
-        analyses.append(analyse(sents, name, m.cfg.model.attention))
+        if (m.cfg.data.src_lang, m.cfg.data.tgt_lang) != pair:
+            raise HeadsError(f"--compare {path}: translates {m.cfg.data.src_lang}->"
+                             f"{m.cfg.data.tgt_lang}, but {checkpoint} translates "
+                             f"{pair[0]}->{pair[1]}")
+        try:
+            sents = head_weights_of(m.model, m.src_vocab, m.tgt_vocab, sources, batch_size,
+                                    m.cfg.train.max_output_ratio)
+            analyses.append(analyse(sents, model_name(m.cfg), m.cfg.model.attention))
+        except HeadsError as e:
+            where = src if src is not None else f"split {label!r}"
+            raise HeadsError(f"{path}: {e}" + (f" (in {where})" if "no non-empty" in str(e)
+                                                 else "")) from None
         per_model.append(sents)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for old in out_dir.glob("heads_*.png"):  # maps of an earlier run would mislead
+            old.unlink()
+    except OSError as e:
+        raise HeadsError(f"--out {out_dir}: cannot write there ({e.strerror or e})") from None
     main, main_sents = analyses[0], per_model[0]
     if sentences:
         drawn = [(s, head_weights_of(loaded.model, loaded.src_vocab, loaded.tgt_vocab, [s])[0])
@@ -263,8 +298,12 @@ def heads_report(checkpoint: Path, out_dir: Path, compare: list[Path] = (),
                  for i in disagreeing_sentences(main, main_sents, maps)]
     md = [f"# Attention heads of {main.name}", "",
           f"Test set: {label}, {main.sentences} sentences, greedy search; weights read back "
-          "by teacher forcing on each model's own hypothesis. Statistics: see "
-          "`nmt/heads.py`.", "", format_markdown(analyses)]
+          "by teacher forcing on each model's own hypothesis. Per head, over every target "
+          "step: the entropy of its attention distribution and of a uniform one over the "
+          "same source; the distance from its most attended source piece to the diagonal "
+          "position t·(S-1)/(T-1), in pieces and as a share of the source length S; how "
+          "often the most attended piece is the final `</s>` or punctuation.", "",
+          format_markdown(analyses)]
     for n, (source, sent) in enumerate(drawn, 1):
         panels = [(f"head {k + 1}", sent.src_pieces, sent.tgt_pieces, sent.weights[k])
                   for k in range(sent.weights.size(0))]
@@ -272,9 +311,9 @@ def heads_report(checkpoint: Path, out_dir: Path, compare: list[Path] = (),
             other = head_weights_of(m.model, m.src_vocab, m.tgt_vocab, [source])
             if other:
                 o = other[0]
-                panels.append((f"{m.cfg.name}", o.src_pieces, o.tgt_pieces, o.weights.mean(0)))
+                panels.append((model_name(m.cfg), o.src_pieces, o.tgt_pieces, o.weights.mean(0)))
         name = f"heads_{n}.png"
-        plot_head_maps(panels, out_dir / name, f"{main.name}: {source[:70]}")
+        plot_head_maps(panels, out_dir / name, f"{main.name}: {_shorten(source)}")
         md += ["", f"**Sentence {n}** source: {source}  ", f"hypothesis: {sent.hypothesis}", "",
                f"![heads of sentence {n}]({name})"]
     path = out_dir / "heads.md"

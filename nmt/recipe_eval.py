@@ -38,13 +38,20 @@ ROOT = Path(__file__).resolve().parent.parent  # the repository: results/ is wri
 NMT = [sys.executable, "-m", "nmt"]
 
 
+
+def _fail(message: str) -> None:
+    """Print ``message`` on stderr and exit with status 2 (bad input, as ``nmt`` does)."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
 def run_nmt(args: list[str], text_out: Path | None = None) -> None:
     """Run one ``nmt`` command from the current directory; tee its output to ``text_out``."""
     proc = subprocess.run(NMT + args, capture_output=True, text=True)
     sys.stdout.write(proc.stdout)
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr)
-        raise SystemExit(f"nmt {' '.join(args)} failed with exit code {proc.returncode}")
+        _fail(f"nmt {' '.join(args)} failed with exit code {proc.returncode}")
     if text_out is not None:
         text_out.write_text(proc.stdout, encoding="utf-8")
 
@@ -86,7 +93,7 @@ def check_splits(best: Path, splits: list[str], data_path: str | None) -> None:
         for split in splits:
             read_split(data, split, limit=1)
     except (CheckpointError, ConfigError, DataError, OSError) as e:
-        raise SystemExit(f"error: {e}")
+        _fail(f"error: {e}")
 
 
 def relative(path: Path) -> str:
@@ -99,7 +106,8 @@ def relative(path: Path) -> str:
 
 def main() -> None:
     """Command line: average, choose on the validation split, score the test splits."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m nmt.recipe_eval",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path, help="run directory with best.pt and step_*.pt")
     parser.add_argument("name", help="prefix of the files written under results/")
     parser.add_argument("--beam", type=int, default=5, help="beam size (at least 2)")
@@ -126,7 +134,7 @@ def main() -> None:
 
     run = args.run
     if not (run / "best.pt").is_file():
-        raise SystemExit(f"error: {run}/best.pt not found: is {run} a finished training run?")
+        _fail(f"error: {run}/best.pt not found: is {run} a finished training run?")
     check_splits(run / "best.pt", [args.valid_split, *test_splits], args.data_path)
     results = ROOT / "results"
     results.mkdir(exist_ok=True)

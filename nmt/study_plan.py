@@ -8,11 +8,13 @@ one is reused, an unfinished one is resumed, a run with a different config is an
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.checkpoint import read_payload, stored_config
-from nmt.config import RESUME_ADJUSTABLE, Config, StudyConfig
+from nmt.config import RESUME_ADJUSTABLE, Config, ConfigError, StudyConfig
 from nmt.config_load import config_differences, load_config
 
 
@@ -70,15 +72,31 @@ def plan(study: StudyConfig) -> list[PlannedRun]:
     ``head_counts``) whether to reuse, resume or train it.
 
     Raises:
-        StudyError: an existing run was trained with a different config.
-        ConfigError: the base config or an override is invalid.
+        StudyError: an existing run was trained with a different config, or two models of
+            the study would be the same model (e.g. a head count equal to the
+            ``multihead`` model's own).
+        ConfigError: the base config or an override is invalid (a ``head_counts`` entry
+            is named).
     """
     runs = []
     models = [(a, None, None) for a in study.attentions]
     models += [(a, cap, None) for cap in study.extra_caps for a in study.cap_attentions]
     models += [("multihead", None, h) for h in study.head_counts]
+    seen: dict[str, str] = {}
     for attention, cap, heads in models:
-        cfg = load_config(study.base_config, run_overrides(study, attention, cap, heads))
+        try:
+            cfg = load_config(study.base_config, run_overrides(study, attention, cap, heads))
+        except ConfigError as e:
+            if heads is None:
+                raise
+            raise ConfigError(f"head_counts: {heads}: {e}") from None
+        label = model_label(attention, cap, heads)
+        same = dataclasses.replace(cfg, name="").to_dict()
+        key = repr(same)
+        if key in seen:
+            raise StudyError(f"{label} and {seen[key]} would be the same model (their configs "
+                             "differ only in the name); remove one from the study")
+        seen[key] = label
         last = cfg.out_dir() / "last.pt"
         action = "train"
         if last.exists():

@@ -72,6 +72,10 @@ def test_evaluate_on_given_files_and_errors(trained, tmp_path):
     assert r.returncode == 2 and "has 2 lines but" in r.stderr
     r = nmt("evaluate", tmp_path / "missing.pt")
     assert r.returncode == 2 and "checkpoint not found" in r.stderr
+    src.write_text("")
+    ref.write_text("")
+    r = nmt("evaluate", trained["additive"] / "best.pt", "--src", src, "--ref", ref)
+    assert r.returncode == 2 and "s.de is empty" in r.stderr
 
 
 def test_translate_filter_keeps_one_line_per_input(trained, tmp_path):

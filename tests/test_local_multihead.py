@@ -177,6 +177,9 @@ def test_config_checks_heads_window_and_local_score():
         load_config(base, ["model.attention=local_m", "model.local_score=cosine"])
     cfg = load_config(base, ["model.attention=local_p", "model.local_score=additive"])
     assert cfg.model.attention == "local_p"
+    # heads and window are checked only where used: an odd memory size is fine elsewhere
+    cfg = load_config(base, ["model.enc_hidden=33", "model.dec_hidden=66"])
+    assert cfg.model.heads == 4 and cfg.model.attention == "additive"
 
 
 def test_study_plans_local_multihead_and_head_count_runs(tmp_path):
@@ -193,6 +196,14 @@ def test_study_plans_local_multihead_and_head_count_runs(tmp_path):
     study.write_text("attentions: [none]\nhead_counts: [0]\n")
     with pytest.raises(ConfigError, match="head_counts"):
         load_study_config(study)
+    from nmt.study_plan import StudyError
+
+    study.write_text("attentions: [none, multihead]\nhead_counts: [4]\n")
+    with pytest.raises(StudyError, match="multihead-4h and multihead would be the same model"):
+        plan(load_study_config(study))
+    study.write_text("attentions: [none]\nhead_counts: [3]\n")
+    with pytest.raises(ConfigError, match="head_counts: 3: .*model.heads"):
+        plan(load_study_config(study))
 
 
 def test_head_statistics_on_hand_made_weights():
@@ -254,8 +265,14 @@ def test_nmt_heads_end_to_end_and_its_errors(tmp_path):
     md = (out / "heads.md").read_text()
     assert "| mh (2 heads) | 2 |" in md and "| lp | 1 |" in md
     assert (out / "heads_1.png").stat().st_size > 1000
-    r = nmt("heads", runs["fixed"], "--out", out)
-    assert r.returncode == 2 and "fixed-vector" in r.stderr
+    r = nmt("heads", runs["mh"], "--max-sentences", 5, "--maps", 0, "--out", out)
+    assert r.returncode == 0 and not list(out.glob("heads_*.png"))  # no stale maps
+    r = nmt("heads", runs["mh"], "--compare", runs["fixed"], "--out", out)
+    assert r.returncode == 2 and "fixed-vector" in r.stderr and "fixed/best.pt" in r.stderr
+    r = nmt("heads", runs["mh"], "--sentence", " ", "--out", out)
+    assert r.returncode == 2 and "--sentence" in r.stderr
+    r = nmt("heads", runs["mh"], "--out", out / "heads.md")
+    assert r.returncode == 2 and "--out" in r.stderr
     r = nmt("heads", tmp_path / "missing.pt", "--out", out)
     assert r.returncode == 2 and "missing.pt" in r.stderr
 
