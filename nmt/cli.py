@@ -227,6 +227,8 @@ def heads(
                                                  "(repeatable)."),
     out: Path = typer.Option(Path("heads"), "--out", help="Directory for heads.md, "
                              "heads.json and heads_N.png."),
+    join: Optional[int] = typer.Option(None, help="Join K consecutive test pairs into one "
+                                       "(long input) before the analysis."),
     device: str = DEVICE_OPTION,
 ) -> None:
     """Per-head attention statistics and heatmaps on a test set.
@@ -237,7 +239,7 @@ def heads(
 
     try:
         path = heads_report(checkpoint, out, compare or [], split, src, ref, data_path,
-                            max_sentences, maps, sentence or [], device)
+                            max_sentences, maps, sentence or [], device, join=join)
     except (*USER_ERRORS, HeadsError) as e:
         _fail(e)
     typer.echo(f"report: {path}")

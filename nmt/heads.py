@@ -8,7 +8,8 @@ dropout being off). Statistics per head, over every target step of every sentenc
   of a uniform distribution over the same sources (a head that spreads evenly reaches it);
 * **diagonal distance**: for target step t of T and a source of S pieces, the distance in
   pieces between the head's most attended position and ``t * (S - 1) / (T - 1)``, the
-  position a strictly proportional (diagonal) alignment would give; also as a share of S;
+  position a strictly proportional (diagonal) alignment would give; also as a share of S,
+  and signed (**offset**: positive when the head looks ahead of the diagonal);
 * **final** and **punctuation**: how often the most attended piece is the source's last
   position (``</s>``) or a punctuation piece;
 * **agreement**: for each pair of heads, how often their most attended positions coincide.
@@ -43,6 +44,7 @@ class HeadStats:
     Attributes:
         entropy: nats. uniform_entropy: nats, log S averaged over the same steps.
         diagonal_distance: source pieces. diagonal_share: the same divided by S.
+        diagonal_offset: signed mean, source pieces (> 0: ahead of the diagonal).
         final_share, punctuation_share: fractions of steps in [0, 1].
     """
 
@@ -51,6 +53,7 @@ class HeadStats:
     uniform_entropy: float
     diagonal_distance: float
     diagonal_share: float
+    diagonal_offset: float
     final_share: float
     punctuation_share: float
     steps: int
@@ -152,7 +155,8 @@ def analyse(sentences: list[SentenceHeads], name: str, attention: str) -> HeadAn
     if not sentences:
         raise HeadsError("no non-empty source sentence to analyse")
     h = sentences[0].weights.size(0)
-    sums = torch.zeros(h, 6, dtype=torch.float64)  # entropy, uniform, dist, share, final, punct
+    # entropy, uniform, distance, share, offset, final, punctuation
+    sums = torch.zeros(h, 7, dtype=torch.float64)
     agree = torch.zeros(h, h, dtype=torch.float64)
     steps = 0
     per_sentence = []
@@ -163,14 +167,16 @@ def analyse(sentences: list[SentenceHeads], name: str, attention: str) -> HeadAn
         entropy = -(p * p.clamp_min(1e-12).log()).sum(dim=-1)  # (h, T)
         pos = w.argmax(dim=-1)  # (h, T)
         expected = torch.arange(T, dtype=torch.float64) * (S - 1) / max(T - 1, 1)  # (T,)
-        dist = (pos.double() - expected).abs()  # (h, T)
+        signed = pos.double() - expected  # (h, T)
+        dist = signed.abs()
         punct = torch.tensor([_is_punctuation(x) for x in sent.src_pieces])  # (S,)
         sums[:, 0] += entropy.double().sum(dim=-1)
         sums[:, 1] += T * torch.log(torch.tensor(float(S), dtype=torch.float64))
         sums[:, 2] += dist.sum(dim=-1)
         sums[:, 3] += (dist / S).sum(dim=-1)
-        sums[:, 4] += (pos == S - 1).double().sum(dim=-1)
-        sums[:, 5] += punct[pos].double().sum(dim=-1)
+        sums[:, 4] += signed.sum(dim=-1)
+        sums[:, 5] += (pos == S - 1).double().sum(dim=-1)
+        sums[:, 6] += punct[pos].double().sum(dim=-1)
         pair = _argmax_agreement(pos).double()
         agree += pair
         off = pair.sum() - pair.diagonal().sum()
@@ -185,8 +191,12 @@ def analyse(sentences: list[SentenceHeads], name: str, attention: str) -> HeadAn
 def disagreeing_sentences(analysis: HeadAnalysis, sentences: list[SentenceHeads], n: int,
                           min_words: int = 8, max_words: int = 25) -> list[int]:
     """Positions in ``sentences`` of the ``n`` sentences of ``min_words``..``max_words``
-    source words whose heads agree least (ties: the earlier sentence first)."""
-    fits = [i for i, s in enumerate(sentences) if min_words <= len(s.source.split()) <= max_words]
+    source words whose heads agree least (ties: the earlier sentence first). Sentences
+    whose hypothesis has more than 1.5 times the source's words are left out: in a
+    repetition loop every head disagrees, and that shows nothing about the heads."""
+    fits = [i for i, s in enumerate(sentences)
+            if min_words <= len(s.source.split()) <= max_words
+            and len(s.hypothesis.split()) <= 1.5 * len(s.source.split())]
     fits.sort(key=lambda i: (analysis.per_sentence_agreement[i], i))
     return fits[:n]
 
@@ -194,12 +204,14 @@ def disagreeing_sentences(analysis: HeadAnalysis, sentences: list[SentenceHeads]
 def format_markdown(analyses: list[HeadAnalysis]) -> str:
     """The statistics of every model as Markdown tables (one row per head)."""
     lines = ["| model | head | entropy (nats) | uniform (nats) | diagonal distance (pieces) "
-             "| diagonal share (distance / S) | on final `</s>` | on punctuation |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| diagonal share (distance / S) | offset (pieces, + = ahead) | on final `</s>` "
+             "| on punctuation |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for a in analyses:
         for s in a.stats:
             lines.append(f"| {a.name} | {s.head} | {s.entropy:.2f} | {s.uniform_entropy:.2f} | "
                          f"{s.diagonal_distance:.1f} | {s.diagonal_share:.2f} | "
+                         f"{s.diagonal_offset:+.1f} | "
                          f"{s.final_share:.1%} | {s.punctuation_share:.1%} |")
     for a in analyses:
         if a.heads < 2:
@@ -239,12 +251,13 @@ def heads_report(checkpoint: Path, out_dir: Path, compare: list[Path] = (),
                  split: str | None = None, src: Path | None = None, ref: Path | None = None,
                  data_path: str | None = None, max_sentences: int | None = None,
                  maps: int = 3, sentences: list[str] = (), device: str = "auto",
-                 batch_size: int = 64) -> Path:
+                 batch_size: int = 64, join: int | None = None) -> Path:
     """Analyse ``checkpoint`` (and each ``compare`` checkpoint) on a test set and write
     ``heads.md``, ``heads.json`` and per-head heatmaps ``heads_N.png`` to ``out_dir``.
 
     Heatmaps are drawn for ``sentences`` if given, else for the ``maps`` test sentences
-    (8-25 words) whose heads agree least; each compare model's map is drawn beside the
+    (8-25 words, no repetition loop) whose heads agree least; with ``join`` = k the test
+    set is first joined k consecutive pairs at a time (long input, nmt/longsets.py); each compare model's map is drawn beside the
     heads for the same source. Returns the Markdown path.
 
     Raises:
@@ -264,7 +277,14 @@ def heads_report(checkpoint: Path, out_dir: Path, compare: list[Path] = (),
         raise HeadsError("--sentence: an empty sentence has nothing to attend to")
     dev = pick_device(device, "--device")
     loaded = load_checkpoint(checkpoint, dev)
-    label, sources, _ = test_set(loaded, split, src, ref, data_path)
+    label, sources, references = test_set(loaded, split, src, ref, data_path)
+    if join is not None:
+        from nmt.longsets import long_sentence_set
+
+        if join < 1:
+            raise HeadsError(f"--join: expected k >= 1, got {join}")
+        sources = long_sentence_set(sources, references, (join,)).sources
+        label = f"{label} joined {join} at a time"
     sources = sources[:max_sentences] if max_sentences else sources
     models = [(checkpoint, loaded)] + [(p, load_checkpoint(p, dev)) for p in compare]
     pair = (loaded.cfg.data.src_lang, loaded.cfg.data.tgt_lang)
@@ -301,7 +321,8 @@ def heads_report(checkpoint: Path, out_dir: Path, compare: list[Path] = (),
           "by teacher forcing on each model's own hypothesis. Per head, over every target "
           "step: the entropy of its attention distribution and of a uniform one over the "
           "same source; the distance from its most attended source piece to the diagonal "
-          "position t·(S-1)/(T-1), in pieces and as a share of the source length S; how "
+          "position t·(S-1)/(T-1), in pieces, as a share of the source length S, and signed "
+          "(offset > 0: the head looks ahead of the diagonal); how "
           "often the most attended piece is the final `</s>` or punctuation.", "",
           format_markdown(analyses)]
     for n, (source, sent) in enumerate(drawn, 1):

@@ -217,6 +217,7 @@ def test_head_statistics_on_hand_made_weights():
     one, two = a.stats
     assert one.final_share == 1.0 and two.final_share == pytest.approx(1 / 5)
     assert two.diagonal_distance == 0.0 and one.diagonal_distance == pytest.approx(2.0)
+    assert one.diagonal_offset == pytest.approx(2.0) and two.diagonal_offset == 0.0
     assert two.punctuation_share == pytest.approx(1 / 5) and one.punctuation_share == 0.0
     assert one.entropy == pytest.approx(0.0, abs=1e-6)
     assert one.uniform_entropy == pytest.approx(math.log(5))
