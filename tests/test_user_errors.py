@@ -7,6 +7,7 @@ import os
 import pty
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -141,6 +142,9 @@ def test_truncation_warning_lists_the_first_lines():
 def _interactive(ckpt: Path, key: bytes) -> int:
     pid, fd = pty.fork()
     if pid == 0:  # child: the real command on a terminal
+        # a suite started in the background (`cmd &`) inherits SIGINT ignored, and Python
+        # then installs no KeyboardInterrupt handler: give the child a terminal's default
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.execv(sys.executable, [sys.executable, "-m", "nmt", "translate", str(ckpt)])
     out, end = b"", time.time() + 120
     while b"> " not in out and time.time() < end:
