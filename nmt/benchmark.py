@@ -92,12 +92,13 @@ def main() -> None:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     try:
-        device = pick_device(args.device)
+        device = pick_device(args.device, "--device")
         if device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("CUDA is not available on this machine")
         torch.empty(1, device=device)
     except (RuntimeError, AssertionError, ValueError) as e:
-        parser.error(f"--device {args.device}: {e}")
+        _fail(f"error: {e}" if str(e).startswith("--device") else
+              f"error: --device {args.device}: {e}")
     try:
         loaded = load_checkpoint(args.checkpoint, device)
         cfg = loaded.cfg

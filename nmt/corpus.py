@@ -104,7 +104,8 @@ def read_dir_split(directory: Path, split: str, src_lang: str, tgt_lang: str) ->
         DataError: missing directory/file, different line counts, bad encoding.
     """
     if not directory.is_dir():
-        raise DataError(f"{directory}: corpus directory not found")
+        where = "" if directory.is_absolute() else f" (relative to {Path.cwd()})"
+        raise DataError(f"{directory}: corpus directory not found{where}")
     src_path = _find_split_file(directory, split, src_lang)
     tgt_path = _find_split_file(directory, split, tgt_lang)
     src, tgt = read_lines(src_path), read_lines(tgt_path)

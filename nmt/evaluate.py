@@ -60,8 +60,8 @@ def test_set(loaded, split: str | None, src: Path | None, ref: Path | None,
         sources, references = read_lines(src), read_lines(ref)
         if len(sources) != len(references):
             raise DataError(f"{src} has {len(sources)} lines but {ref} has {len(references)}")
-        if not sources:
-            raise DataError(f"{src} is empty: nothing to translate")
+        if not any(line.strip() for line in sources):
+            raise DataError(f"{src} has no non-empty line: nothing to translate")
         return src.name, sources, references
     data = stored_corpus(loaded.cfg.data, data_path)
     name = split or (data.test_splits[0] if data.test_splits else None)

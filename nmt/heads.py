@@ -21,6 +21,7 @@ multi-head model can be put beside a single-head one.
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -283,6 +284,8 @@ def heads_report(checkpoint: Path, out_dir: Path, compare: list[Path] = (),
 
         if join < 1:
             raise HeadsError(f"--join: expected k >= 1, got {join}")
+        if join > len(sources):
+            raise HeadsError(f"--join {join}: the test set has only {len(sources)} pairs")
         sources = long_sentence_set(sources, references, (join,)).sources
         label = f"{label} joined {join} at a time"
     sources = sources[:max_sentences] if max_sentences else sources
@@ -306,7 +309,8 @@ def heads_report(checkpoint: Path, out_dir: Path, compare: list[Path] = (),
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         for old in out_dir.glob("heads_*.png"):  # maps of an earlier run would mislead
-            old.unlink()
+            if re.fullmatch(r"heads_\d+\.png", old.name):  # only the files we write
+                old.unlink()
     except OSError as e:
         raise HeadsError(f"--out {out_dir}: cannot write there ({e.strerror or e})") from None
     main, main_sents = analyses[0], per_model[0]

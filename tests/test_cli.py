@@ -75,7 +75,7 @@ def test_evaluate_on_given_files_and_errors(trained, tmp_path):
     src.write_text("")
     ref.write_text("")
     r = nmt("evaluate", trained["additive"] / "best.pt", "--src", src, "--ref", ref)
-    assert r.returncode == 2 and "s.de is empty" in r.stderr
+    assert r.returncode == 2 and "s.de has no non-empty line" in r.stderr
 
 
 def test_translate_filter_keeps_one_line_per_input(trained, tmp_path):

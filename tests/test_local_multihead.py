@@ -266,8 +266,10 @@ def test_nmt_heads_end_to_end_and_its_errors(tmp_path):
     md = (out / "heads.md").read_text()
     assert "| mh (2 heads) | 2 |" in md and "| lp | 1 |" in md
     assert (out / "heads_1.png").stat().st_size > 1000
+    (out / "heads_mine.png").write_bytes(b"a user's file")
     r = nmt("heads", runs["mh"], "--max-sentences", 5, "--maps", 0, "--join", 2, "--out", out)
-    assert r.returncode == 0 and not list(out.glob("heads_*.png"))  # no stale maps
+    assert r.returncode == 0 and not list(out.glob("heads_[0-9]*.png"))  # no stale maps
+    assert (out / "heads_mine.png").exists()  # and nothing else removed
     assert "joined 2 at a time, 5 sentences" in (out / "heads.md").read_text()
     r = nmt("heads", runs["mh"], "--compare", runs["fixed"], "--out", out)
     assert r.returncode == 2 and "fixed-vector" in r.stderr and "fixed/best.pt" in r.stderr
