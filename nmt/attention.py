@@ -38,7 +38,18 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
 
 
-class AdditiveScorer(nn.Module):
+class GlobalScorer(nn.Module):
+    """A scorer over every source position. Subclasses give ``precompute(memory)`` and
+    ``forward(query, keys) -> scores (B, S)``; :meth:`read` is the decoder's one call,
+    shared with :class:`LocalAttention` and multi-head attention."""
+
+    def read(self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor,
+             mask: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor, None]:
+        """context (B, M), attention weights (B, S), and None (one head); ``t`` unused."""
+        return (*attend(self, query, keys, memory, mask), None)
+
+
+class AdditiveScorer(GlobalScorer):
     """Bahdanau et al. (2015), eq. 6 / appendix A.1.2: ``e_i = v^T tanh(W s + U h_i)``.
 
     Args:
@@ -62,7 +73,7 @@ class AdditiveScorer(nn.Module):
         return self.v(torch.tanh(keys + self.W(query).unsqueeze(1))).squeeze(-1)
 
 
-class DotScorer(nn.Module):
+class DotScorer(GlobalScorer):
     """Luong et al. (2015), eq. 8 "dot": ``e_i = s . h_i``; needs D == M.
 
     With ``scaled=True``, Vaswani et al. (2017), eq. 1: ``e_i = s . h_i / sqrt(d_k)``.
@@ -84,7 +95,7 @@ class DotScorer(nn.Module):
         return scores
 
 
-class GeneralScorer(nn.Module):
+class GeneralScorer(GlobalScorer):
     """Luong et al. (2015), eq. 8 "general": ``e_i = s^T W h_i``.
 
     Args:
@@ -200,7 +211,7 @@ class LocalAttention(nn.Module):
         return src_len * torch.sigmoid(self.v_p(torch.tanh(self.W_p(query)))).squeeze(-1)
 
     def read(self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor,
-             mask: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+             mask: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor, None]:
         """One local attention read.
 
         Args:
@@ -208,7 +219,8 @@ class LocalAttention(nn.Module):
             mask: (B, S) bool, True on real positions. t: target position (0-based).
 
         Returns:
-            context (B, M) and attention weights (B, S), 0 outside the window.
+            context (B, M), attention weights (B, S) (0 outside the window), and None
+            (one head).
         """
         p = self.centre(query, mask, t)  # (B,)
         positions = torch.arange(mask.size(1), device=mask.device, dtype=query.dtype)
@@ -219,4 +231,4 @@ class LocalAttention(nn.Module):
             sigma = self.window / 2.0
             weights = weights * torch.exp(-offset.pow(2) / (2.0 * sigma * sigma))
         context = torch.bmm(weights.unsqueeze(1), memory).squeeze(1)  # (B, M)
-        return context, weights
+        return context, weights, None

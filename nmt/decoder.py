@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from nmt.attention import LocalAttention, attend, build_scorer
+from nmt.attention import LocalAttention, build_scorer
 from nmt.encoder import EncoderOutput
 from nmt.multihead import MultiHeadAttention
 from nmt.vocab import PAD
@@ -44,8 +44,9 @@ def build_attention(kind: str, query_dim: int, memory_dim: int, attn_dim: int, *
         query_dim: D. memory_dim: M. attn_dim: A (additive scorer, local_p predictor).
 
     Returns:
-        a global scorer (``forward(query, keys) -> scores``), a module with
-        ``read(query, keys, memory, mask, t)`` (local, multihead), or None for ``none``.
+        a module with ``precompute(memory)`` and ``read(query, keys, memory, mask, t) ->
+        (context (B, M), weights (B, S), per-head weights (B, h, S) or None)``, or None
+        for ``none``.
 
     Raises:
         ValueError: unknown kind or score, dot scores with ``query_dim != memory_dim``,
@@ -162,12 +163,7 @@ class Decoder(nn.Module):
         """context (B, M), attention weights (B, S) or None, per-head weights (B, h, S)."""
         if self.scorer is None:
             return mem.fixed_context, None, None
-        if isinstance(self.scorer, LocalAttention):
-            return (*self.scorer.read(query, mem.keys, mem.memory, mem.mask, t), None)
-        if isinstance(self.scorer, MultiHeadAttention):
-            context, heads = self.scorer.read_heads(query, mem.keys, mem.mask)
-            return context, heads.mean(dim=1), heads
-        return (*attend(self.scorer, query, mem.keys, mem.memory, mem.mask), None)
+        return self.scorer.read(query, mem.keys, mem.memory, mem.mask, t)
 
     def _rnn(self, x: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
         new = []
@@ -199,12 +195,14 @@ class Decoder(nn.Module):
         out = torch.tanh(self.pre_output(torch.cat([context, hidden[-1]], dim=-1)))  # h~_t
         return StepOutput(self.dropout(out), DecoderState(hidden, out, t + 1), weights, heads)
 
-    def unroll(self, tgt_in: torch.Tensor, state: DecoderState, mem: Memory
+    def unroll(self, tgt_in: torch.Tensor, state: DecoderState, mem: Memory,
+               keep_attention: bool = True
                ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """Teacher forcing over a whole target.
 
         Args:
             tgt_in: (B, T) BOS y1..y_{T-1}.
+            keep_attention: collect the weights; the training loss does not need them.
 
         Returns:
             pre-outputs (B, T, O), attention weights (B, T, S) (None for ``none``) and
@@ -216,9 +214,9 @@ class Decoder(nn.Module):
             step = self.step(tgt_in[:, t], state, mem)
             state = step.state
             outs.append(step.pre_output)
-            if step.attention is not None:
+            if keep_attention and step.attention is not None:
                 weights.append(step.attention)
-            if step.heads is not None:
+            if keep_attention and step.heads is not None:
                 heads.append(step.heads)
         attn = torch.stack(weights, dim=1) if weights else None  # (B, T, S)
         per_head = torch.stack(heads, dim=2) if heads else None  # (B, h, T, S)

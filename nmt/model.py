@@ -54,7 +54,9 @@ class Seq2Seq(nn.Module):
         Returns:
             scalar: total loss; divide by the number of target tokens for nats/token.
         """
-        logits, _ = self.logits(src, src_len, tgt_in)
+        mem, state = self.encode(src, src_len)
+        pre, _, _ = self.decoder.unroll(tgt_in, state, mem, keep_attention=False)
+        logits = self.generator(pre)  # (B, T, V)
         return F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1),
                                ignore_index=PAD, reduction="sum",
                                label_smoothing=label_smoothing)

@@ -177,3 +177,12 @@ class MultiHeadAttention(nn.Module):
         heads = self.dropout(weights) @ self._split_heads(v)  # (B, h, 1, d_k)
         context = self.W_o(heads.reshape(heads.size(0), self.d_model))  # (B, d_model)
         return context, weights.squeeze(2)  # (B, d_model), (B, h, S)
+
+    def read(self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor,
+             mask: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The decoder's attention read (the interface of nmt/attention.py's scorers):
+        context (B, d_model), the mean of the heads' weights (B, S) for heatmaps and
+        alignments, and every head's weights (B, h, S). ``memory`` and ``t`` are unused:
+        the values are in ``keys`` (see :meth:`precompute`)."""
+        context, heads = self.read_heads(query, keys, mask)
+        return context, heads.mean(dim=1), heads

@@ -35,7 +35,7 @@ def test_local_weights_are_exactly_zero_outside_the_window_and_on_padding(kind, 
     att = LocalAttention(kind, build_scorer(score, 8, 8, 6), query_dim=8, window=2,
                          predictor_dim=6)
     for t in (0, 4, 20):
-        _, w = att.read(query, att.precompute(memory), memory, mask, t)
+        _, w, _ = att.read(query, att.precompute(memory), memory, mask, t)
         p = att.centre(query, mask, t)
         s = torch.arange(memory.size(1)).float()
         outside = ((s[None, :] - p[:, None]).abs() > 2) | ~mask
@@ -48,7 +48,7 @@ def test_local_m_centre_is_the_target_position_clamped_to_the_source():
     att = LocalAttention("local_m", build_scorer("dot", 8, 8, 6), 8, 2, 6)
     assert att.centre(query, mask, 1).tolist() == [1.0, 1.0, 1.0]
     assert att.centre(query, mask, 5).tolist() == [5.0, 5.0, 2.0]  # third source: 3 pieces
-    _, w = att.read(query, memory, memory, mask, 1)
+    _, w, _ = att.read(query, memory, memory, mask, 1)
     # local-m: plain softmax of the scores over positions 0..3 (p_t = 1, D = 2)
     scores = torch.bmm(memory, query.unsqueeze(2)).squeeze(2)
     window = mask & (torch.arange(12)[None, :] <= 3)
@@ -61,7 +61,7 @@ def test_local_p_applies_the_gaussian_as_the_paper_defines():
     D = 4
     att = LocalAttention("local_p", build_scorer("general", 8, 8, 6), 8, D, 5)
     keys = att.precompute(memory)
-    _, w = att.read(query, keys, memory, mask, 0)
+    _, w, _ = att.read(query, keys, memory, mask, 0)
     # eq. 9: p_t = S * sigmoid(v_p^T tanh(W_p h_t)), S the sentence's own source length
     S = mask.sum(-1).float()
     p = S * torch.sigmoid(att.v_p(torch.tanh(att.W_p(query)))).squeeze(-1)
