@@ -248,6 +248,28 @@ def _shorten(text: str, limit: int = 70) -> str:
     return text[:limit].rsplit(" ", 1)[0] + " ..."
 
 
+def _test_sources(loaded, split: str | None, src: Path | None, ref: Path | None,
+                  data_path: str | None, join: int | None) -> tuple[str, list[str]]:
+    """(label, source lines) of the test set, joined ``join`` pairs at a time if given.
+
+    Raises:
+        DataError (see :func:`nmt.evaluate.test_set`), HeadsError (``join`` < 1 or more
+        than the pairs of the test set).
+    """
+    from nmt.evaluate import test_set
+    from nmt.longsets import long_sentence_set
+
+    label, sources, references = test_set(loaded, split, src, ref, data_path)
+    if join is None:
+        return label, sources
+    if join < 1:
+        raise HeadsError(f"--join: expected k >= 1, got {join}")
+    if join > len(sources):
+        raise HeadsError(f"--join {join}: the test set has only {len(sources)} pairs")
+    return f"{label} joined {join} at a time", long_sentence_set(sources, references,
+                                                                 (join,)).sources
+
+
 def heads_report(checkpoint: Path, out_dir: Path, compare: list[Path] = (),
                  split: str | None = None, src: Path | None = None, ref: Path | None = None,
                  data_path: str | None = None, max_sentences: int | None = None,
@@ -257,9 +279,10 @@ def heads_report(checkpoint: Path, out_dir: Path, compare: list[Path] = (),
     ``heads.md``, ``heads.json`` and per-head heatmaps ``heads_N.png`` to ``out_dir``.
 
     Heatmaps are drawn for ``sentences`` if given, else for the ``maps`` test sentences
-    (8-25 words, no repetition loop) whose heads agree least; with ``join`` = k the test
-    set is first joined k consecutive pairs at a time (long input, nmt/longsets.py); each compare model's map is drawn beside the
-    heads for the same source. Returns the Markdown path.
+    (8-25 words, no repetition loop) whose heads agree least; each compare model's map is
+    drawn beside the heads for the same source. With ``join`` = k the test set is first
+    joined k consecutive pairs at a time (long input, nmt/longsets.py). Returns the
+    Markdown path.
 
     Raises:
         CheckpointError, DataError, DeviceError, HeadsError (fixed-vector model, no
@@ -267,7 +290,6 @@ def heads_report(checkpoint: Path, out_dir: Path, compare: list[Path] = (),
             an ``out_dir`` that cannot be written).
     """
     from nmt.checkpoint import load_checkpoint
-    from nmt.evaluate import test_set
     from nmt.plots import plot_head_maps
     from nmt.train import pick_device
 
@@ -278,16 +300,7 @@ def heads_report(checkpoint: Path, out_dir: Path, compare: list[Path] = (),
         raise HeadsError("--sentence: an empty sentence has nothing to attend to")
     dev = pick_device(device, "--device")
     loaded = load_checkpoint(checkpoint, dev)
-    label, sources, references = test_set(loaded, split, src, ref, data_path)
-    if join is not None:
-        from nmt.longsets import long_sentence_set
-
-        if join < 1:
-            raise HeadsError(f"--join: expected k >= 1, got {join}")
-        if join > len(sources):
-            raise HeadsError(f"--join {join}: the test set has only {len(sources)} pairs")
-        sources = long_sentence_set(sources, references, (join,)).sources
-        label = f"{label} joined {join} at a time"
+    label, sources = _test_sources(loaded, split, src, ref, data_path, join)
     sources = sources[:max_sentences] if max_sentences else sources
     models = [(checkpoint, loaded)] + [(p, load_checkpoint(p, dev)) for p in compare]
     pair = (loaded.cfg.data.src_lang, loaded.cfg.data.tgt_lang)
@@ -302,9 +315,7 @@ def heads_report(checkpoint: Path, out_dir: Path, compare: list[Path] = (),
                                     m.cfg.train.max_output_ratio)
             analyses.append(analyse(sents, model_name(m.cfg), m.cfg.model.attention))
         except HeadsError as e:
-            where = src if src is not None else f"split {label!r}"
-            raise HeadsError(f"{path}: {e}" + (f" (in {where})" if "no non-empty" in str(e)
-                                                 else "")) from None
+            raise HeadsError(f"{path} on {src or label}: {e}") from None
         per_model.append(sents)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
