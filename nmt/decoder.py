@@ -165,12 +165,51 @@ class Decoder(nn.Module):
             return mem.fixed_context, None, None
         return self.scorer.read(query, mem.keys, mem.memory, mem.mask, t)
 
-    def _rnn(self, x: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-        new = []
-        for i, cell in enumerate(self.cells):
-            h = cell(x, hidden[i])  # (B, D)
+    def _embed_inputs(self, prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor,
+                                                          torch.Tensor | None]:
+        """The parts of a step that depend only on the previous target ids, for any number
+        of positions at once (teacher forcing computes them for all T in one matrix
+        multiply instead of T small ones).
+
+        Args:
+            prev: (...) previous target ids.
+
+        Returns:
+            y: (..., E) embeddings after dropout; gates: (..., 3D) ``W_ih[:, :E] y + b_ih``,
+            the embedding's share of the first GRU layer's input gates; out_y: (..., O)
+            ``W_o[:, -E:] y``, the embedding's share of the pre-output (bahdanau), else None.
+        """
+        y = self.dropout(self.embed(prev))
+        cell, E = self.cells[0], y.size(-1)
+        gates = torch.nn.functional.linear(y, cell.weight_ih[:, :E], cell.bias_ih)
+        out_y = None
+        if self.step_order == "bahdanau":
+            out_y = torch.nn.functional.linear(y, self.pre_output.weight[:, -E:])
+        return y, gates, out_y
+
+    def _rnn(self, y_gates: torch.Tensor, feed: torch.Tensor, hidden: torch.Tensor
+             ) -> torch.Tensor:
+        """The GRU stack for one step.
+
+        The first layer is nn.GRUCell's formula written out (Cho et al. 2014, eq. 5-8, gate
+        order r, z, n as in torch), so that the embedding's share of its input gates,
+        ``y_gates`` (B, 3D), can come precomputed; ``feed`` (B, F) is the rest of its
+        input (the context vector, or input feeding's h~_{t-1}). hidden: (L, B, D).
+        Returns the new hidden states (L, B, D).
+        """
+        cell, D = self.cells[0], self.hidden
+        E = cell.weight_ih.size(1) - feed.size(1)
+        gi = torch.addmm(y_gates, feed, cell.weight_ih[:, E:].t())  # (B, 3D)
+        h = hidden[0]
+        gh = torch.addmm(cell.bias_hh, h, cell.weight_hh.t())  # (B, 3D)
+        rz = torch.sigmoid(gi[:, : 2 * D] + gh[:, : 2 * D])
+        r, z = rz[:, :D], rz[:, D:]
+        n = torch.tanh(gi[:, 2 * D:] + r * gh[:, 2 * D:])
+        h = torch.lerp(n, h, z)  # (1 - z) * n + z * h
+        new = [h]
+        for i in range(1, self.layers):
+            h = self.cells[i](self.dropout(h), hidden[i])  # (B, D)
             new.append(h)
-            x = self.dropout(h)
         return torch.stack(new)  # (L, B, D)
 
     def step(self, prev: torch.Tensor, state: DecoderState, mem: Memory) -> StepOutput:
@@ -183,14 +222,22 @@ class Decoder(nn.Module):
         Returns:
             :class:`StepOutput` with pre_output (B, O) and attention weights (B, S).
         """
-        y = self.dropout(self.embed(prev))  # (B, E)
+        return self._step(*self._embed_inputs(prev), state, mem)
+
+    def _step(self, y: torch.Tensor, y_gates: torch.Tensor, out_y: torch.Tensor | None,
+              state: DecoderState, mem: Memory) -> StepOutput:
+        """:meth:`step` from the precomputed parts of :meth:`_embed_inputs` (B, *)."""
         t = state.t
         if self.step_order == "bahdanau":
             context, weights, heads = self._read(state.hidden[-1], mem, t)  # (B, M), (B, S)
-            hidden = self._rnn(torch.cat([y, context], dim=-1), state.hidden)
-            out = torch.tanh(self.pre_output(torch.cat([hidden[-1], context, y], dim=-1)))
+            hidden = self._rnn(y_gates, context, state.hidden)
+            W = self.pre_output.weight
+            # W_o [s_t; c_t; E y] with the E y share (out_y) computed beforehand
+            pre = torch.addmm(out_y + self.pre_output.bias, torch.cat([hidden[-1], context], -1),
+                              W[:, : W.size(1) - y.size(-1)].t())
+            out = torch.tanh(pre)
             return StepOutput(self.dropout(out), DecoderState(hidden, None, t + 1), weights, heads)
-        hidden = self._rnn(torch.cat([y, state.feed], dim=-1), state.hidden)
+        hidden = self._rnn(y_gates, state.feed, state.hidden)
         context, weights, heads = self._read(hidden[-1], mem, t)
         out = torch.tanh(self.pre_output(torch.cat([context, hidden[-1]], dim=-1)))  # h~_t
         return StepOutput(self.dropout(out), DecoderState(hidden, out, t + 1), weights, heads)
@@ -209,9 +256,11 @@ class Decoder(nn.Module):
             per-head weights (B, h, T, S) (``multihead`` only, else None).
         """
         B, T = tgt_in.shape
+        y, gates, out_y = self._embed_inputs(tgt_in)  # (B, T, E), (B, T, 3D), (B, T, O)
         outs, weights, heads = [], [], []
         for t in range(T):
-            step = self.step(tgt_in[:, t], state, mem)
+            step = self._step(y[:, t], gates[:, t], None if out_y is None else out_y[:, t],
+                              state, mem)
             state = step.state
             outs.append(step.pre_output)
             if keep_attention and step.attention is not None:

@@ -12,7 +12,7 @@ from torch import nn
 from nmt.config import ModelConfig
 from nmt.decoder import Decoder, DecoderState, Memory
 from nmt.encoder import Encoder
-from nmt.vocab import PAD
+from nmt.loss import summed_cross_entropy
 
 
 class Seq2Seq(nn.Module):
@@ -57,9 +57,8 @@ class Seq2Seq(nn.Module):
         mem, state = self.encode(src, src_len)
         pre, _, _ = self.decoder.unroll(tgt_in, state, mem, keep_attention=False)
         logits = self.generator(pre)  # (B, T, V)
-        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1),
-                               ignore_index=PAD, reduction="sum",
-                               label_smoothing=label_smoothing)
+        return summed_cross_entropy(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1),
+                                    label_smoothing)
 
     def attention_weights(self, src: torch.Tensor, src_len: torch.Tensor,
                           tgt_in: torch.Tensor) -> torch.Tensor | None:

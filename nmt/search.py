@@ -45,13 +45,17 @@ def max_output_length(src_len: torch.Tensor, ratio: float, extra: int = 10) -> t
     return (src_len.float() * ratio).long() + extra
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = 2.0
            ) -> list[Hypothesis]:
     """Batched greedy search: pick the most probable piece at each step.
 
+    Sentences that have produced EOS (or reached their length limit) leave the batch, so
+    each step costs only the rows still running; no row's arithmetic depends on the others.
+
     Args:
-        model: has ``encode(src, src_len)`` and ``step(prev, state, mem)``.
+        model: has ``encode(src, src_len)`` and ``step(prev, state, mem)``; mem and state
+            have ``index_select(idx)``.
         src: (B, S) source ids. src_len: (B,) lengths.
         max_ratio: output length limit is ``max_ratio * src_len + 10``.
 
@@ -59,32 +63,42 @@ def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = 2
         B hypotheses in input order.
     """
     B, S = src.shape
+    dev = src.device
     mem, state = model.encode(src, src_len)
-    limits = max_output_length(src_len, max_ratio).to(src.device)
-    prev = torch.full((B,), BOS, dtype=torch.long, device=src.device)
-    finished = torch.zeros(B, dtype=torch.bool, device=src.device)
-    tokens, scores, attns = [], torch.zeros(B, device=src.device), []
-    for t in range(int(limits.max())):
-        logp, state, attn = model.step(prev, state, mem)  # (B, V)
+    limits = max_output_length(src_len, max_ratio)  # (B,) on the CPU
+    T = int(limits.max())
+    tokens = torch.full((B, T), EOS, dtype=torch.long, device=dev)
+    scores = torch.zeros(B, device=dev)
+    attn_all = None  # (B, T, S), filled as rows run
+    rows = torch.arange(B, device=dev)  # the batch rows still running
+    row_limits = limits.to(dev)
+    prev = torch.full((B,), BOS, dtype=torch.long, device=dev)
+    for t in range(T):
+        logp, state, attn = model.step(prev, state, mem)  # (n, V), (n, S) or None
         best_logp, best = logp.max(dim=-1)
-        scores += best_logp.masked_fill(finished, 0.0)
-        best = best.masked_fill(finished, EOS)
-        tokens.append(best)
+        tokens[rows, t] = best
+        scores[rows] += best_logp
         if attn is not None:
-            attns.append(attn)
-        finished |= (best == EOS) | (t + 1 >= limits)
+            if attn_all is None:
+                attn_all = attn.new_zeros(B, T, S)
+            attn_all[rows, t] = attn
+        running = (best != EOS) & (t + 1 < row_limits)
+        if not bool(running.all()):
+            if not bool(running.any()):
+                break
+            keep = running.nonzero().squeeze(1)
+            rows, row_limits, best = rows[keep], row_limits[keep], best[keep]
+            mem, state = mem.index_select(keep), state.index_select(keep)
         prev = best
-        if bool(finished.all()):
-            break
-    out = torch.stack(tokens, dim=1).tolist()  # (B, T)
-    attn_all = torch.stack(attns, dim=1).cpu() if attns else None  # (B, T, S)
+    out, scores_l = tokens.tolist(), scores.tolist()
+    attn_all = None if attn_all is None else attn_all.cpu()
     hyps = []
     for b in range(B):
         seq, limit = out[b], int(limits[b])
-        n = seq.index(EOS) if EOS in seq else min(len(seq), limit)
-        rows = n + 1 if n < limit else n  # the EOS row only when EOS was produced
-        a = None if attn_all is None else attn_all[b, :rows, : int(src_len[b])]
-        hyps.append(Hypothesis(seq[:n], float(scores[b]), a, float(scores[b])))
+        n = seq.index(EOS) if EOS in seq[:limit] else limit
+        rows_b = n + 1 if n < limit else n  # the EOS row only when EOS was produced
+        a = None if attn_all is None else attn_all[b, :rows_b, : int(src_len[b])].clone()
+        hyps.append(Hypothesis(seq[:n], scores_l[b], a, scores_l[b]))
     return hyps
 
 
@@ -216,7 +230,7 @@ def _is_done(hyps: list[Hypothesis], K: int, n_best: int, bound: float) -> bool:
     return sorted((h.score for h in hyps), reverse=True)[n_best - 1] >= bound
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int = 5,
                 alpha: float = 0.6, length_penalty: str = "gnmt", max_ratio: float = 2.0,
                 n_best: int = 1) -> list[list[Hypothesis]]:
@@ -235,8 +249,10 @@ def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int 
     the best the beam can still produce under the length penalty in use (see
     :func:`_is_done`; unlike the "K finished" rule of OpenNMT-py and fairseq). All
     finished hypotheses, including those cut at the length limit without EOS
-    (``complete=False``), are ranked by the same ``log P / lp(|Y|)``. The loop stops when
-    every sentence is done. Beam size 1 gives exactly greedy's tokens.
+    (``complete=False``), are ranked by the same ``log P / lp(|Y|)``. A sentence that is
+    done leaves the batch (its K rows are no longer computed) and the loop stops when every
+    sentence is done; the first step runs once per sentence, since its K starts are equal.
+    Beam size 1 gives exactly greedy's tokens.
 
     Args:
         model: has ``encode(src, src_len) -> (mem, state)`` and ``step(prev (N,), state,
@@ -259,36 +275,48 @@ def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int 
     assert src_len.shape == (B,), "src_len must be (B,)"
     K, dev = beam_size, src.device
     mem, state = model.encode(src, src_len)
-    expand = torch.arange(B, device=dev).repeat_interleave(K)  # (B*K,) sentence of each row
-    mem, state = mem.index_select(expand), state.index_select(expand)
     start_lp = torch.full((B, K), float("-inf"), device=dev)
     start_lp[:, 0] = 0.0  # K copies of one start: only the first may be extended
     beams = _Open(start_lp.view(-1), torch.empty(B * K, 0, dtype=torch.long, device=dev), None)
     limits, lens = max_output_length(src_len, max_ratio).cpu(), src_len.tolist()
-    lp_limit = length_penalty_divisor(limits.to(dev).float(), length_penalty, alpha)  # (B,)
+    lp_limit = length_penalty_divisor(limits.to(dev).float(), length_penalty, alpha)
+    lp_limit = torch.as_tensor(lp_limit, dtype=torch.float, device=dev).expand(B)  # (B,)
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
-    done = [False] * B
-    prev = torch.full((B * K,), BOS, dtype=torch.long, device=dev)
+    sent = list(range(B))  # the sentences still searching; their rows are n*K in this order
+    prev = torch.full((B,), BOS, dtype=torch.long, device=dev)
     for t in range(int(limits.max())):
-        logp, state, attn = model.step(prev, state, mem)  # (B*K, V), (B*K, S) or None
-        cand_lp, rows, toks = _candidates(logp, beams.log_prob, K)  # (B, 2K) each
-        cands = beams.extend(rows.view(-1), cand_lp.view(-1), toks.view(-1), attn)  # B*2K
+        n = len(sent)
+        logp, state, attn = model.step(prev, state, mem)  # (n*K, V), (n*K, S) or None
+        if t == 0:  # the K starts are one: step once per sentence, then copy to K rows
+            expand = torch.arange(n, device=dev).repeat_interleave(K)  # (n*K,)
+            mem, state, logp = mem.index_select(expand), state.index_select(expand), logp[expand]
+            attn = None if attn is None else attn[expand]
+        cand_lp, rows, toks = _candidates(logp, beams.log_prob, K)  # (n, 2K) each
+        cands = beams.extend(rows.view(-1), cand_lp.view(-1), toks.view(-1), attn)  # n*2K
         is_eos = toks == EOS
-        keep = is_eos.int().sort(dim=1, stable=True).indices[:, :K]  # (B, K) open
-        at_limit = t + 1 >= limits  # (B,) on the CPU
+        keep = is_eos.int().sort(dim=1, stable=True).indices[:, :K]  # (n, K) open
+        at_limit = t + 1 >= limits  # (n,) on the CPU
         final = torch.zeros_like(is_eos)
         final[:, :K] = is_eos[:, :K]
-        final.scatter_(1, keep, at_limit.to(dev)[:, None].expand(B, K))
-        still_open = torch.tensor([not d for d in done], device=dev)
-        final &= still_open[:, None] & cand_lp.isfinite()
-        _collect(finished, cands, final, t + 1, lens, length_penalty, alpha)
-        pick = (torch.arange(B, device=dev)[:, None] * 2 * K + keep).view(-1)  # (B*K,)
+        final.scatter_(1, keep, at_limit.to(dev)[:, None].expand(n, K))
+        final &= cand_lp.isfinite()
+        _collect([finished[b] for b in sent], cands, final, t + 1, lens, length_penalty, alpha)
+        pick = (torch.arange(n, device=dev)[:, None] * 2 * K + keep).view(-1)  # (n*K,)
         beams = cands.select(pick)
         state = state.index_select(rows.view(-1).index_select(0, pick))
         prev = beams.tokens[:, -1]
-        bound = (beams.log_prob.view(B, K).max(dim=1).values / lp_limit).tolist()  # (B,)
-        for b, last in enumerate(at_limit.tolist()):
-            done[b] = done[b] or last or _is_done(finished[b], K, n_best, bound[b])
-        if all(done):
+        bound = (beams.log_prob.view(n, K).max(dim=1).values / lp_limit).tolist()  # (n,)
+        going = [i for i, b in enumerate(sent) if not (
+            bool(at_limit[i]) or _is_done(finished[b], K, n_best, bound[i]))]
+        if not going:
             break
+        if len(going) < n:  # finished sentences leave the batch: later steps skip their rows
+            idx = torch.tensor(going, device=dev)
+            row_idx = (idx[:, None] * K + torch.arange(K, device=dev)).view(-1)  # (n'*K,)
+            beams, prev = beams.select(row_idx), prev[row_idx]
+            mem, state = mem.index_select(row_idx), state.index_select(row_idx)
+            sent = [sent[i] for i in going]
+            cpu_idx = idx.cpu()
+            limits, lp_limit = limits[cpu_idx], lp_limit[idx]
+            lens = [lens[i] for i in going]
     return [sorted(f, key=lambda h: -h.score)[:n_best] for f in finished]

@@ -90,8 +90,6 @@ def translate_lines(model, src_vocab: Vocab, tgt_vocab: Vocab, lines: list[str],
         examples.append(Example(ids + [EOS], [], i))
         results[i] = Translation(line, "", [src_vocab.id_to_piece(x) for x in ids] + ["</s>"],
                                  [], None, cut)
-    if decoding.beam_size > 1:  # beam search holds batch_size * beam_size rows
-        batch_size = max(1, batch_size // max(1, decoding.beam_size // 2))
     for chunk in make_batches(examples, batch_size):
         batch = collate(chunk)
         hyps = _search(model, batch.src.to(device), batch.src_len, decoding)
