@@ -100,6 +100,9 @@ class BenchOptions:
         if self.json_path is not None and (self.json_path.is_dir()
                                            or not self.json_path.parent.is_dir()):
             raise BenchError(f"--json {self.json_path}: give a file in an existing directory")
+        if self.source.suffix not in (".pt", ".yaml", ".yml"):
+            raise BenchError(f"{self.source}: give a YAML config (.yaml, .yml) or a checkpoint "
+                             "(.pt)")
         if self.overrides and self.source.suffix == ".pt":
             raise BenchError(f"{self.source}: key=value overrides ({self.overrides[0]!r}) "
                              "apply to a CONFIG, not to a checkpoint")

@@ -155,6 +155,7 @@ def test_bad_option_values_exit_2_naming_the_option(option, value):
 def test_bad_files_and_inputs_exit_2_naming_them(tmp_path, tiny_checkpoint):
     _one_line_error([tmp_path / "missing.pt"], "missing.pt", "not found")
     _one_line_error([tmp_path / "missing.yaml"], "missing.yaml")
+    _one_line_error([tmp_path / "run.ckpt"], "run.ckpt", ".yaml", ".pt")
     (tmp_path / "other.yaml").write_text("colour: blue\n")
     _one_line_error([tmp_path / "other.yaml"], "other.yaml", "colour")
     _one_line_error([tiny_checkpoint, "model.emb_dim=8"], "tiny.pt", "override")
