@@ -1,6 +1,7 @@
 """Command-line interface: the ``nmt`` command, typer wiring only.
 
-Subcommands ``train``, ``evaluate``, ``translate``, ``average``, ``study`` and ``heads``;
+Subcommands ``train``, ``evaluate``, ``translate``, ``average``, ``study``, ``heads`` and
+``bench``;
 each parses its options and calls the module that does the work.
 """
 
@@ -243,6 +244,52 @@ def heads(
     except (*USER_ERRORS, HeadsError) as e:
         _fail(e)
     typer.echo(f"report: {path}")
+
+
+@app.command()
+def bench(
+    source: Path = typer.Argument(..., help="A YAML config (a fresh model; the vocabulary is "
+                                  "built on its training data) or a checkpoint (.pt)."),
+    overrides: Optional[list[str]] = typer.Argument(
+        None, help="key=value overrides of a CONFIG, as for nmt train."),
+    warmup: int = typer.Option(5, help="Untimed training steps first."),
+    train_steps: int = typer.Option(40, help="Timed training steps."),
+    train_seconds: float = typer.Option(30.0, help="Then a wall-clock window of training "
+                                        "steps, in seconds (0: none)."),
+    split: str = typer.Option("test_2016_flickr", help="Split to decode."),
+    sentences: int = typer.Option(1000, help="Decode the first N sentences of --split."),
+    batch_size: int = typer.Option(64, help="Sentences per decoding batch."),
+    beam: int = typer.Option(5, help="Beam size measured beside greedy search."),
+    skip_train: bool = typer.Option(False, "--skip-train", help="Measure decoding only."),
+    skip_decode: bool = typer.Option(False, "--skip-decode", help="Measure training only."),
+    threads: Optional[int] = typer.Option(None, help="torch CPU threads (default: the "
+                                          "config's train.threads, else torch's)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the numbers as "
+                                            "JSON."),
+    data_path: Optional[str] = typer.Option(None, help="Override data.path."),
+    device: str = DEVICE_OPTION,
+) -> None:
+    """Training and decoding speed, FLOPs, padding, peak memory and BLEU, in one table.
+
+    Training tokens/s over fixed steps and a wall-clock window, the analytic FLOPs per
+    target token against the machine's measured matmul peak, and greedy and beam
+    sentences/s with the BLEU of that output."""
+    from nmt.bench import BenchOptions, format_table, run_bench
+
+    options = BenchOptions(source, tuple(overrides or ()), threads, device, warmup, train_steps,
+                           train_seconds, sentences, split, beam, batch_size, skip_train,
+                           skip_decode, data_path, json_out)
+    try:
+        result = run_bench(options, log=lambda m: typer.echo(m, err=True))
+    except USER_ERRORS as e:
+        _fail(e)
+    typer.echo(format_table(result))
+    if json_out is not None:
+        try:
+            json_out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        except OSError as e:
+            _fail(OSError(f"--json {json_out}: {e.strerror or e}"))
+        typer.echo(f"wrote {json_out}", err=True)
 
 
 def main() -> None:
