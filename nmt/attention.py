@@ -31,6 +31,7 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     Returns:
         (..., S) attention weights; a row with no real position is all zeros (not NaN).
     """
+    scores = scores.float()  # bf16/fp16 scores under autocast: normalise in fp32
     mask = mask.expand_as(scores)
     scores = scores.masked_fill(~mask, float("-inf"))
     # softmax over an all -inf row is NaN (with NaN gradients); finite scores first, then 0

@@ -141,6 +141,10 @@ class TrainConfig:
     warmup_steps: int = 1000
     valid_every_steps: int | None = None  # also validate every N steps (else once an epoch)
     keep_checkpoints: int = 0  # keep the last N validation checkpoints, for `nmt average`
+    # matrix multiplies of the training step: fp32; bf16 or fp16 autocast (fp32 master
+    # weights, optimizer and loss); auto = bf16 where the CPU (AVX512_BF16/AMX) or GPU
+    # computes it natively, else fp32. fp16 is CUDA only (with loss scaling).
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "fp32"
 
 
 @dataclass(frozen=True)
@@ -209,7 +213,7 @@ class StudyConfig:
 RESUME_ADJUSTABLE = ("train.max_epochs", "train.max_minutes", "train.max_steps",
                      "train.patience",
                      "train.valid_every_steps", "train.keep_checkpoints", "train.progress",
-                     "train.threads", "train.device", "train.out_dir", "name")
+                     "train.threads", "train.device", "train.precision", "train.out_dir", "name")
 
 
 def plain(x: Any) -> Any:

@@ -199,9 +199,11 @@ class Decoder(nn.Module):
         """
         cell, D = self.cells[0], self.hidden
         E = cell.weight_ih.size(1) - feed.size(1)
-        gi = torch.addmm(y_gates, feed, cell.weight_ih[:, E:].t())  # (B, 3D)
-        h = hidden[0]
-        gh = torch.addmm(cell.bias_hh, h, cell.weight_hh.t())  # (B, 3D)
+        # .float(): under autocast the products come back bf16/fp16, but the recurrent
+        # state stays fp32 (a no-op in fp32 training)
+        gi = torch.addmm(y_gates, feed, cell.weight_ih[:, E:].t()).float()  # (B, 3D)
+        h = hidden[0].float()
+        gh = torch.addmm(cell.bias_hh, h, cell.weight_hh.t()).float()  # (B, 3D)
         rz = torch.sigmoid(gi[:, : 2 * D] + gh[:, : 2 * D])
         r, z = rz[:, :D], rz[:, D:]
         n = torch.tanh(gi[:, 2 * D:] + r * gh[:, 2 * D:])

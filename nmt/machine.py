@@ -15,26 +15,14 @@ from typing import Any
 
 import torch
 
+from nmt.precision import cpu_model_and_flags
+
 PEAK_SHAPE = (512, 512, 4096)  # torch.mm of (n x k) @ (k x m)
-
-
-def _cpuinfo() -> tuple[str, set[str]]:
-    """(CPU model name, instruction-set flags) from /proc/cpuinfo (Linux), else platform."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return platform.processor() or platform.machine(), set()
-    fields: dict[str, str] = {}
-    for line in lines:
-        key, _, value = line.partition(":")
-        fields.setdefault(key.strip(), value.strip())
-    name = fields.get("model name") or platform.processor() or platform.machine()
-    return name, set((fields.get("flags") or fields.get("Features") or "").split())
 
 
 def machine_info(device: torch.device) -> dict[str, Any]:
     """CPU model, logical cores, AVX-512 / bf16 flags, torch version and threads, device."""
-    name, flags = _cpuinfo()
+    name, flags = cpu_model_and_flags()
     return {"cpu": name, "logical_cores": os.cpu_count(), "avx512f": "avx512f" in flags,
             "avx512_bf16": "avx512_bf16" in flags, "amx_bf16": "amx_bf16" in flags,
             "cpu_bf16": bool({"avx512_bf16", "amx_bf16", "bf16"} & flags),

@@ -21,6 +21,7 @@ from nmt.data import FilterStats, add_joined_pairs, encode_pairs, filter_trainin
 from nmt.longsets import long_sentence_set
 from nmt.metrics import score
 from nmt.model import build_model, count_parameters
+from nmt.precision import autocast_dtype
 from nmt.train import TrainState, pick_device, train
 from nmt.translate import decoding_from_config, translate_lines
 from nmt.vocab import Vocab, train_vocab
@@ -100,7 +101,8 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     rank = int(os.environ.get("RANK", "0"))  # under torchrun only rank 0 talks and writes
     if rank != 0:
         log = lambda _msg: None  # noqa: E731
-    pick_device(cfg.train.device)  # an unavailable device fails now, before any work
+    # an unavailable device or precision fails now, before any work
+    autocast_dtype(cfg.train.precision, pick_device(cfg.train.device))
     out = cfg.out_dir()
     payload = None
     if resume:

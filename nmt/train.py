@@ -30,6 +30,7 @@ from nmt.checkpoint import CheckpointError, make_payload, save_atomic, weights_m
 from nmt.config import Config
 from nmt.data import Example, collate, make_batches
 from nmt.model import Seq2Seq
+from nmt.precision import autocast, autocast_dtype
 from nmt.schedule import Schedule
 from nmt.vocab import Vocab
 
@@ -169,6 +170,12 @@ class Trainer:
                 model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         # fused: one kernel for the whole update instead of ~10 elementwise passes per tensor
         self.optimizer = torch.optim.Adam(model.parameters(), lr=self.t.lr, fused=True)
+        self.amp_dtype = autocast_dtype(self.t.precision, self.device)
+        # fp16's narrow range needs loss scaling; bf16 has fp32's range and needs none
+        self.scaler = (torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16
+                       else None)
+        log(f"training precision: {'fp32' if self.amp_dtype is None else self.amp_dtype} "
+            f"(train.precision={self.t.precision})")
         self.schedule = Schedule(self.optimizer, self.t)
         self.state = TrainState()
         self.started = time.monotonic()
@@ -200,6 +207,8 @@ class Trainer:
             self.model.load_state_dict(payload["model"])
             self.optimizer.load_state_dict(ts["optimizer"])
             self.schedule.load_state_dict(ts.get("schedule"))
+            if self.scaler is not None and ts.get("grad_scaler"):
+                self.scaler.load_state_dict(ts["grad_scaler"])
             _set_rng_state(ts["rng"])
             self.state = TrainState(**ts["counters"])
         except (RuntimeError, ValueError, TypeError, KeyError) as e:
@@ -234,6 +243,8 @@ class Trainer:
         self.state.elapsed_s = time.monotonic() - self.started
         ts = {"optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict(),
               "rng": _rng_state(), "counters": self.state.__dict__.copy()}
+        if self.scaler is not None:
+            ts["grad_scaler"] = self.scaler.state_dict()
         save_atomic(make_payload(self.cfg, self.model, *self.vocabs, ts), self.out / name)
 
     def _shared(self, value: float) -> float:
@@ -276,8 +287,9 @@ class Trainer:
         """
         st, t = self.state, self.t
         batch = collate(chunk).to(self.device)
-        loss_sum = self.net(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out,
-                            label_smoothing=t.label_smoothing)
+        with autocast(self.device, self.amp_dtype):
+            loss_sum = self.net(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out,
+                                label_smoothing=t.label_smoothing)  # fp32
         n_tok = batch.n_tokens
         loss = loss_sum / n_tok
         self.optimizer.zero_grad(set_to_none=True)
@@ -291,9 +303,16 @@ class Trainer:
             self.log(f"warning: skipped batch {st.batch_in_epoch + 1} of epoch {st.epoch + 1}: "
                      f"loss is {loss.item()}")
         else:
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm)
-            self.optimizer.step()
+            if self.scaler is None:
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm)
+                self.optimizer.step()
+            else:
+                self.scaler.scale(loss).backward()
+                self.scaler.unscale_(self.optimizer)  # clip the true gradients
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm)
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
             self.schedule.after_step()
             st.epoch_loss_sum += loss_sum.item()
             st.epoch_tokens += n_tok

@@ -1,0 +1,71 @@
+"""Training precision: fp32, or bf16/fp16 autocast where the hardware computes it natively.
+
+Autocast (torch.autocast) runs matrix multiplies in the lower precision and keeps the
+master weights, optimizer state and loss in fp32. bf16 matrix multiplies are native on
+CPUs with AVX512_BF16 or AMX-BF16 (about 4x the fp32 peak there) and on CUDA devices of
+compute capability 8.0+; elsewhere they are emulated and slower than fp32, so ``auto``
+chooses fp32 there. fp16 needs loss scaling and is offered on CUDA only.
+"""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+
+import torch
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+class PrecisionError(ValueError):
+    """A precision the device cannot use; the message names the option."""
+
+
+def cpu_model_and_flags() -> tuple[str, set[str]]:
+    """(CPU model name, instruction-set flags) from /proc/cpuinfo (Linux), else what
+    :mod:`platform` knows and no flags."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return platform.processor() or platform.machine(), set()
+    fields: dict[str, str] = {}
+    for line in lines:
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name") or platform.processor() or platform.machine()
+    return name, set((fields.get("flags") or fields.get("Features") or "").split())
+
+
+def native_bf16(device: torch.device) -> bool:
+    """Whether ``device`` multiplies bf16 matrices natively (CPU flags avx512_bf16 or
+    amx_bf16; CUDA: ``torch.cuda.is_bf16_supported()``)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    return bool(set(NATIVE_BF16_FLAGS) & cpu_model_and_flags()[1])
+
+
+def autocast_dtype(precision: str, device: torch.device, option: str = "train.precision"
+                   ) -> torch.dtype | None:
+    """The autocast dtype for ``precision`` on ``device``; None means plain fp32.
+
+    ``auto`` is bf16 where :func:`native_bf16`, else fp32. ``bf16`` is honoured everywhere
+    (emulated, and slow, without native support). ``fp16`` is CUDA only.
+
+    Raises:
+        PrecisionError: an unknown precision, or fp16 on a CPU; the message names ``option``.
+    """
+    if precision not in PRECISIONS:
+        raise PrecisionError(f"{option}: unknown precision {precision!r}; expected one of "
+                             f"{', '.join(PRECISIONS)}")
+    if precision == "auto":
+        return torch.bfloat16 if native_bf16(device) else None
+    if precision == "fp16" and device.type != "cuda":
+        raise PrecisionError(f"{option}: fp16 needs a CUDA device (this run uses {device}); "
+                             "use bf16, fp32 or auto")
+    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None):
+    """``torch.autocast`` for ``dtype`` on ``device``; a no-op context for fp32 (None)."""
+    return torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None)

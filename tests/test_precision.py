@@ -1,0 +1,100 @@
+"""Training precision: the choice of autocast dtype, bf16 training steps, bad options."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import nmt.precision as precision
+from conftest import REPO, TOY_PAIRS, tiny_model
+from nmt.config import Config, TrainConfig
+from nmt.data import encode_pairs
+from nmt.corpus import Pair
+from nmt.precision import PrecisionError, autocast, autocast_dtype
+from nmt.train import Trainer
+
+CPU = torch.device("cpu")
+
+
+def test_auto_is_bf16_only_where_the_cpu_has_native_bf16(monkeypatch):
+    monkeypatch.setattr(precision, "cpu_model_and_flags", lambda: ("x", {"avx2", "avx512f"}))
+    assert autocast_dtype("auto", CPU) is None
+    monkeypatch.setattr(precision, "cpu_model_and_flags", lambda: ("x", {"avx512_bf16"}))
+    assert autocast_dtype("auto", CPU) is torch.bfloat16
+    monkeypatch.setattr(precision, "cpu_model_and_flags", lambda: ("x", {"amx_bf16"}))
+    assert autocast_dtype("auto", CPU) is torch.bfloat16
+    assert autocast_dtype("fp32", CPU) is None
+    assert autocast_dtype("bf16", CPU) is torch.bfloat16
+
+
+def test_fp16_on_cpu_and_unknown_names_are_refused_naming_the_option():
+    with pytest.raises(PrecisionError, match=r"train.precision: fp16 needs a CUDA device"):
+        autocast_dtype("fp16", CPU)
+    with pytest.raises(PrecisionError, match=r"--precision: unknown precision 'fp8'"):
+        autocast_dtype("fp8", CPU, option="--precision")
+
+
+def test_autocast_runs_matmuls_in_bf16_and_is_a_no_op_for_fp32():
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    with autocast(CPU, torch.bfloat16):
+        assert torch.mm(a, b).dtype == torch.bfloat16
+    with autocast(CPU, None):
+        assert torch.mm(a, b).dtype == torch.float32
+
+
+def _train(tmp_path, toy_vocabs, prec: str, steps: int = 60) -> tuple[Trainer, list[float]]:
+    """Train a tiny model on the toy pairs for ``steps`` full-batch steps; the per-step
+    summed losses."""
+    src_v, tgt_v = toy_vocabs
+    cfg = Config(train=TrainConfig(out_dir=str(tmp_path / prec), device="cpu", precision=prec,
+                                   lr=0.01))
+    tr = Trainer(cfg, tiny_model(src_v, tgt_v), src_v, tgt_v, [], [], lambda _m: {},
+                 log=lambda _m: None)
+    examples = encode_pairs([Pair(s, t, "toy") for s, t in TOY_PAIRS], src_v, tgt_v)
+    losses = []
+    for _ in range(steps):
+        tr.train_step(examples)
+        losses.append(tr.state.epoch_loss_sum)
+        tr.state.epoch_loss_sum = 0.0
+    return tr, losses
+
+
+def test_bf16_training_keeps_fp32_weights_and_learns_like_fp32(tmp_path, toy_vocabs):
+    tr, bf16 = _train(tmp_path, toy_vocabs, "bf16")
+    assert tr.amp_dtype is torch.bfloat16
+    assert all(p.dtype == torch.float32 for p in tr.model.parameters())
+    _, fp32 = _train(tmp_path, toy_vocabs, "fp32")
+    assert all(torch.isfinite(torch.tensor(bf16)))
+    assert fp32[-1] < 0.3 * fp32[0] and bf16[-1] < 0.3 * bf16[0]
+    assert abs(bf16[-1] - fp32[-1]) < 0.25 * fp32[-1] + 1.0
+
+
+def test_bf16_loss_is_close_to_fp32(toy_vocabs):
+    src_v, tgt_v = toy_vocabs
+    model = tiny_model(src_v, tgt_v).eval()
+    examples = encode_pairs([Pair(s, t, "toy") for s, t in TOY_PAIRS], src_v, tgt_v)
+    from nmt.data import collate
+    b = collate(examples)
+    with torch.no_grad():
+        full = model(b.src, b.src_len, b.tgt_in, b.tgt_out)
+        with autocast(CPU, torch.bfloat16):
+            half = model(b.src, b.src_len, b.tgt_in, b.tgt_out)
+    assert half.dtype == torch.float32
+    assert abs(float(half) - float(full)) < 0.02 * float(full)
+
+
+def test_train_refuses_fp16_on_cpu_before_any_work(tmp_path):
+    cases = REPO.parent / "shared" / "cases"
+    if not (cases / "nmt_toy.yaml").exists() or torch.cuda.is_available():
+        pytest.skip("needs shared/cases and a machine without CUDA")
+    shutil.copy(cases / "nmt_toy.yaml", tmp_path / "toy.yaml")
+    r = subprocess.run([sys.executable, "-m", "nmt", "train", "toy.yaml", "train.precision=fp16"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                       env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 2, r.stderr
+    assert "train.precision: fp16 needs a CUDA device" in r.stderr
+    assert not (tmp_path / "runs").exists()
