@@ -53,6 +53,7 @@ from nmt.machine import (PEAK_SHAPE, machine_info, matmul_peak_gflop_s, peak_mem
 from nmt.metrics import score
 from nmt.model import Seq2Seq, build_model, count_parameters
 from nmt.pipeline import build_vocabs, training_pairs
+from nmt.precision import autocast_dtype
 from nmt.train import Trainer, pick_device
 from nmt.translate import decoding_from_config, translate_lines
 from nmt.vocab import Vocab
@@ -83,6 +84,7 @@ class BenchOptions:
     skip_decode: bool = False
     data_path: str | None = None
     json_path: Path | None = None  # where the caller will write the JSON (checked here)
+    precision: str | None = None  # train.precision for the training steps; None: the run's
 
     def check(self) -> None:
         """Raises BenchError naming the first option with an impossible value."""
@@ -244,7 +246,7 @@ def measure_training(subject: Subject, batches: list[list[Example]], opts: Bench
     reset_peak_memory(device)
     with tempfile.TemporaryDirectory() as scratch:  # Trainer wants an out_dir; nothing is saved
         run_cfg = dataclasses.replace(cfg, train=dataclasses.replace(
-            t, out_dir=scratch, device=str(device)))
+            t, out_dir=scratch, device=str(device), precision=opts.precision or t.precision))
         trainer = Trainer(run_cfg, subject.model, subject.src_vocab, subject.tgt_vocab, [], [],
                           lambda _model: {}, log=lambda _msg: None)
         torch.manual_seed(t.seed)
@@ -265,6 +267,7 @@ def measure_training(subject: Subject, batches: list[list[Example]], opts: Bench
     src_positions, tgt_positions = sum(w[1] for w in work), sum(w[2] for w in work)
     per_term = training_flops_by_term(macs, counts)
     return {
+        "precision": "fp32" if trainer.amp_dtype is None else str(trainer.amp_dtype).split(".")[-1],
         "warmup_steps": opts.warmup, "batches_available": len(batches),
         "batch_size": t.batch_size, "max_tokens": t.max_tokens,
         "fixed_steps": fixed, "window_seconds_asked": opts.train_seconds, "window": window,
@@ -309,6 +312,8 @@ def run_bench(opts: BenchOptions, log: Callable[[str], None] = lambda _msg: None
     """
     opts.check()
     device = pick_device(opts.device, "--device")
+    if opts.precision is not None:
+        autocast_dtype(opts.precision, device, "--precision")  # refused before any work
     subject = load_subject(opts, log)
     threads = opts.threads or subject.cfg.train.threads
     if threads:
@@ -362,6 +367,7 @@ def _train_rows(tr: dict[str, Any]) -> list[tuple[str, str]]:
                  (f"training, {label}: achieved", _fraction(phase))]
     pad = tr["padding_fraction"]
     return rows + [
+        ("training precision (matrix multiplies)", tr["precision"]),
         ("padding fraction of those batches, source / target",
          f"{pad['source']:.3f} / {pad['target']:.3f}"),
         ("FLOPs per target token, one training step (analytic)",

@@ -267,6 +267,8 @@ def bench(
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the numbers as "
                                             "JSON."),
     data_path: Optional[str] = typer.Option(None, help="Override data.path."),
+    precision: Optional[str] = typer.Option(None, help="Training precision: auto, fp32, bf16 "
+                                            "or fp16 (default: the run's train.precision)."),
     device: str = DEVICE_OPTION,
 ) -> None:
     """Training and decoding speed, FLOPs, padding, peak memory and BLEU, in one table.
@@ -278,7 +280,7 @@ def bench(
 
     options = BenchOptions(source, tuple(overrides or ()), threads, device, warmup, train_steps,
                            train_seconds, sentences, split, beam, batch_size, skip_train,
-                           skip_decode, data_path, json_out)
+                           skip_decode, data_path, json_out, precision)
     try:
         result = run_bench(options, log=lambda m: typer.echo(m, err=True))
     except USER_ERRORS as e:
