@@ -187,26 +187,37 @@ class Decoder(nn.Module):
             out_y = torch.nn.functional.linear(y, self.pre_output.weight[:, -E:])
         return y, gates, out_y
 
-    def _rnn(self, y_gates: torch.Tensor, feed: torch.Tensor, hidden: torch.Tensor
-             ) -> torch.Tensor:
+    def _recurrent_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The first GRU layer's per-step weights, transposed: the feed's share of W_ih
+        (F, 3D) and W_hh (D, 3D). Teacher forcing takes them once for all steps, so that
+        autograd slices the parameter once, not once per step."""
+        cell = self.cells[0]
+        E = self.embed.embedding_dim
+        return cell.weight_ih[:, E:].t(), cell.weight_hh.t()
+
+    def _rnn(self, y_gates: torch.Tensor, feed: torch.Tensor, hidden: torch.Tensor,
+             weights: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """The GRU stack for one step.
 
         The first layer is nn.GRUCell's formula written out (Cho et al. 2014, eq. 5-8, gate
         order r, z, n as in torch), so that the embedding's share of its input gates,
         ``y_gates`` (B, 3D), can come precomputed; ``feed`` (B, F) is the rest of its
         input (the context vector, or input feeding's h~_{t-1}). hidden: (L, B, D).
+        weights: :meth:`_recurrent_weights`, when the caller has them.
         Returns the new hidden states (L, B, D).
         """
         cell, D = self.cells[0], self.hidden
-        E = cell.weight_ih.size(1) - feed.size(1)
+        w_feed, w_hh = weights if weights is not None else self._recurrent_weights()
         # .float(): under autocast the products come back bf16/fp16, but the recurrent
         # state stays fp32 (a no-op in fp32 training)
-        gi = torch.addmm(y_gates, feed, cell.weight_ih[:, E:].t()).float()  # (B, 3D)
+        gi = torch.addmm(y_gates, feed, w_feed).float()  # (B, 3D)
         h = hidden[0].float()
-        gh = torch.addmm(cell.bias_hh, h, cell.weight_hh.t()).float()  # (B, 3D)
-        rz = torch.sigmoid(gi[:, : 2 * D] + gh[:, : 2 * D])
-        r, z = rz[:, :D], rz[:, D:]
-        n = torch.tanh(gi[:, 2 * D:] + r * gh[:, 2 * D:])
+        gh = torch.addmm(cell.bias_hh, h, w_hh).float()  # (B, 3D)
+        # split, not [:, a:b]: the backward of a split is one cat, of a slice a zero fill
+        gi_rz, gi_n = gi.split((2 * D, D), dim=1)
+        gh_rz, gh_n = gh.split((2 * D, D), dim=1)
+        r, z = torch.sigmoid(gi_rz + gh_rz).split(D, dim=1)
+        n = torch.tanh(gi_n + r * gh_n)
         h = torch.lerp(n, h, z)  # (1 - z) * n + z * h
         new = [h]
         for i in range(1, self.layers):
@@ -227,19 +238,21 @@ class Decoder(nn.Module):
         return self._step(*self._embed_inputs(prev), state, mem)
 
     def _step(self, y: torch.Tensor, y_gates: torch.Tensor, out_y: torch.Tensor | None,
-              state: DecoderState, mem: Memory) -> StepOutput:
-        """:meth:`step` from the precomputed parts of :meth:`_embed_inputs` (B, *)."""
+              state: DecoderState, mem: Memory,
+              recurrent: tuple[torch.Tensor, torch.Tensor] | None = None) -> StepOutput:
+        """:meth:`step` from the precomputed parts of :meth:`_embed_inputs` (B, *) and,
+        optionally, :meth:`_recurrent_weights`."""
         t = state.t
         if self.step_order == "bahdanau":
             context, weights, heads = self._read(state.hidden[-1], mem, t)  # (B, M), (B, S)
-            hidden = self._rnn(y_gates, context, state.hidden)
+            hidden = self._rnn(y_gates, context, state.hidden, recurrent)
             W = self.pre_output.weight
             # W_o [s_t; c_t; E y] with the E y share (out_y) computed beforehand
             pre = torch.addmm(out_y + self.pre_output.bias, torch.cat([hidden[-1], context], -1),
                               W[:, : W.size(1) - y.size(-1)].t())
             out = torch.tanh(pre)
             return StepOutput(self.dropout(out), DecoderState(hidden, None, t + 1), weights, heads)
-        hidden = self._rnn(y_gates, state.feed, state.hidden)
+        hidden = self._rnn(y_gates, state.feed, state.hidden, recurrent)
         context, weights, heads = self._read(hidden[-1], mem, t)
         out = torch.tanh(self.pre_output(torch.cat([context, hidden[-1]], dim=-1)))  # h~_t
         return StepOutput(self.dropout(out), DecoderState(hidden, out, t + 1), weights, heads)
@@ -259,10 +272,13 @@ class Decoder(nn.Module):
         """
         B, T = tgt_in.shape
         y, gates, out_y = self._embed_inputs(tgt_in)  # (B, T, E), (B, T, 3D), (B, T, O)
+        # unbind, not [:, t]: the backward of T slices would each fill a zero (B, T, *) tensor
+        ys, gates_t = y.unbind(1), gates.unbind(1)
+        outs_y = [None] * T if out_y is None else out_y.unbind(1)
+        recurrent = self._recurrent_weights()
         outs, weights, heads = [], [], []
         for t in range(T):
-            step = self._step(y[:, t], gates[:, t], None if out_y is None else out_y[:, t],
-                              state, mem)
+            step = self._step(ys[t], gates_t[t], outs_y[t], state, mem, recurrent)
             state = step.state
             outs.append(step.pre_output)
             if keep_attention and step.attention is not None:
