@@ -7,7 +7,9 @@ PAD is 0 and masks are True on real tokens.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 
@@ -62,21 +64,39 @@ class FilterStats:
     too_long: int
     # where the skipped pairs came from ("file:line" or "dataset[split][i]"), in order
     skipped: tuple[str, ...] = ()
+    # how many skipped pairs there are when ``skipped`` names only the first few (a
+    # streamed corpus keeps no unbounded list); None: ``skipped`` names all of them
+    n_skipped: int | None = None
+
+    @property
+    def skipped_count(self) -> int:
+        """The number of skipped pairs ``skipped`` stands for."""
+        return len(self.skipped) if self.n_skipped is None else self.n_skipped
+
+
+def skip_reason(src: str, tgt: str, max_words: int | None) -> str | None:
+    """Why a training pair is dropped: ``"empty"`` (a side is empty), ``"too_long"`` (more
+    than ``max_words`` whitespace words on a side), or None when it is kept."""
+    if not src or not tgt:
+        return "empty"
+    if max_words is not None and (len(src.split()) > max_words or len(tgt.split()) > max_words):
+        return "too_long"
+    return None
 
 
 def filter_training_pairs(pairs: list[Pair], max_words: int | None) -> tuple[list[Pair], FilterStats]:
-    """Drop pairs with an empty side or more than ``max_words`` words on a side.
+    """Drop pairs with an empty side or more than ``max_words`` words on a side
+    (:func:`skip_reason`).
 
     Training data only: evaluation splits are never filtered.
     """
     kept, empty, too_long, skipped = [], 0, 0, []
     for p in pairs:
-        if not p.src or not p.tgt:
+        why = skip_reason(p.src, p.tgt, max_words)
+        if why == "empty":
             empty += 1
             skipped.append(f"{p.origin} (empty side)")
-        elif max_words is not None and (
-            len(p.src.split()) > max_words or len(p.tgt.split()) > max_words
-        ):
+        elif why == "too_long":
             too_long += 1
             if "joined)" not in p.origin:  # joined pairs over the cap are by design
                 skipped.append(f"{p.origin} (over {max_words} words)")
@@ -179,3 +199,50 @@ def make_batches(
     if shuffle_seed is not None:
         rng.shuffle(batches)
     return batches
+
+
+class TrainingSet(Protocol):
+    """What the training loop needs of its training data, whichever store holds it: the
+    batches of an epoch (a sequence of opaque items, sliceable for DDP and resume) and
+    the padded tensors of one of them."""
+
+    def __len__(self) -> int:
+        """Number of training pairs."""
+        ...
+
+    def batches(self, batch_size: int, max_tokens: int | None,
+                shuffle_seed: int | None) -> Sequence[Any]:
+        """The epoch's batches by the rule of :func:`make_batches`, deterministic for a seed."""
+        ...
+
+    def collate(self, batch: Any) -> Batch:
+        """The padded tensors of one item of :meth:`batches`."""
+        ...
+
+    def token_counts(self) -> tuple[int, int]:
+        """(source, target) pieces in the set, each sentence with its EOS."""
+        ...
+
+
+@dataclass(frozen=True)
+class ExampleSet:
+    """The in-memory training set: a list of :class:`Example` (``data.store: memory``)."""
+
+    examples: list[Example]
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def batches(self, batch_size: int, max_tokens: int | None,
+                shuffle_seed: int | None) -> list[list[Example]]:
+        """:func:`make_batches` of the examples."""
+        return make_batches(self.examples, batch_size, max_tokens, shuffle_seed)
+
+    def collate(self, batch: list[Example]) -> Batch:
+        """:func:`collate` of one batch."""
+        return collate(batch)
+
+    def token_counts(self) -> tuple[int, int]:
+        """(source, target) pieces, each sentence with its EOS."""
+        return (sum(len(e.src) for e in self.examples),
+                sum(len(e.tgt) + 1 for e in self.examples))
