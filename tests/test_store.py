@@ -19,10 +19,9 @@ from conftest import write_split
 from nmt.config import Config, ConfigError, DataConfig, SubwordConfig
 from nmt.config_load import from_dict, load_config
 from nmt.corpus import DataError, Pair
-from nmt.data import Example, collate, encode_pairs, make_batches
+from nmt.data import Example, collate, encode_pairs, make_batches, token_batches
 from nmt.pipeline import build_vocabs, run_training, sample_vocab_trainer, training_pairs
-from nmt.store import (ArrowTrainingSet, open_or_prepare, sample_pairs, stale_reason,
-                       token_batches)
+from nmt.store import ArrowTrainingSet, open_or_prepare, sample_pairs, stale_reason
 
 REPO = Path(__file__).resolve().parents[1]
 WORDS = {"haus": "house", "hund": "dog", "katze": "cat", "mann": "man", "frau": "woman",
