@@ -45,6 +45,8 @@ step big_resume $PY -m nmt train "${COMMON[@]}" name=big_arrow data.store=arrow 
   "data.path=$CORPUS" train.max_steps=60 --resume
 # (d) the one-command path: prepare and train in one process
 step big_fresh $PY -m nmt train "${COMMON[@]}" name=big_fresh data.store=arrow "data.path=$CORPUS"
-grep -h "training store\|vocabulary sample: 1,000,000 of\|step budget\|best val" \
-  "$HERE"/logs/big_*.txt "$HERE"/logs/m30k_arrow.txt | sed 's/^/# /' >> "$HERE/numbers.txt"
+for name in m30k_memory m30k_arrow big_prepare big_train big_resume big_fresh; do
+  grep -H "training store\|vocabulary sample: [0-9,]* of\|best val" "$HERE/logs/$name.txt" \
+    | sed "s|^$HERE/logs/||; s/^/# /" >> "$HERE/numbers.txt"
+done
 cat "$HERE/numbers.txt"
