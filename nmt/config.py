@@ -59,6 +59,12 @@ class DataConfig:
     # take only the first N pairs of a split (quick experiments, tests)
     train_limit: int | None = None
     valid_limit: int | None = None
+    # where the encoded training split lives while training. memory: a Python list of
+    # examples (every existing result; fine up to a few million pairs). arrow: streamed from
+    # the files once, encoded into a memory-mapped Arrow dataset cached in {out_dir}/data/
+    # and reused on --resume, so a corpus larger than memory trains (nmt/store.py); reads
+    # a directory of {split}.{lang}[.gz] files; no joined pairs (train_join_ks)
+    store: Literal["memory", "arrow"] = "memory"
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,12 @@ class SubwordConfig:
     # one model shared by source and target, or one per language
     joint: bool = False
     character_coverage: float = 1.0
+    # data.store arrow: SentencePiece trains on a reservoir sample of at most this many
+    # training pairs, drawn while streaming the files (seeded by train.seed), so the
+    # vocabulary step never holds the corpus. SentencePiece needs about 20 bytes per
+    # character of its input: 200,000 Multi30k-length pairs peak at 1 GiB, 1,000,000 at
+    # 4 GiB. (data.store memory gives SentencePiece every pair; it samples 2M sentences.)
+    sample_size: int = 200_000
 
 
 @dataclass(frozen=True)

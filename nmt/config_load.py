@@ -153,6 +153,7 @@ def _validate(cfg: Config) -> None:
         "model.attn_dim": m.attn_dim,
         "model.output_dim": m.output_dim,
         "subwords.vocab_size": s.vocab_size,
+        "subwords.sample_size": s.sample_size,
         "train.batch_size": t.batch_size,
         "train.max_tokens": t.max_tokens,
         "train.max_epochs": t.max_epochs,
@@ -177,6 +178,12 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"search.alpha: must be >= 0, got {cfg.search.alpha}")
     if any(k < 2 for k in d.train_join_ks):
         raise ConfigError(f"data.train_join_ks: every k must be at least 2, got {list(d.train_join_ks)}")
+    if d.store == "arrow" and d.train_join_ks:
+        raise ConfigError(f"data.train_join_ks: joined training pairs need data.store memory "
+                          f"(got {list(d.train_join_ks)} with data.store arrow)")
+    if d.store == "arrow" and d.source in ("hf", "tsv"):
+        raise ConfigError(f"data.store: arrow streams a directory of {{split}}.{{lang}}[.gz] "
+                          f"files; data.source {d.source} needs data.store memory")
     if any(k < 2 for k in d.valid_join_ks):
         raise ConfigError(f"data.valid_join_ks: every k must be at least 2, got {list(d.valid_join_ks)}")
     if not 0.0 <= m.dropout < 1.0:

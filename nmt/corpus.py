@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import socket
 import threading
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -47,25 +50,32 @@ class Pair:
     origin: str  # "file:line" or "dataset[split][index]"
 
 
+# a C0 control other than the tab; regular expressions, as every line of a corpus of tens
+# of millions passes here and a per-character Python loop costs seconds per million
+_CONTROL_NOT_TAB = re.compile(r"[\x00-\x08\x0a-\x1f]")
+_CONTROL = re.compile(r"[\x00-\x1f]")
+
+
 def _clean(line: str) -> str:
     # '\r' from Windows files; NUL and other C0 controls confuse SentencePiece and terminals
     line = line.rstrip("\r\n").replace("\ufeff", "")
-    if any(ord(c) < 32 and c != "\t" for c in line):
-        line = "".join(" " if (ord(c) < 32) else c for c in line)
+    if _CONTROL_NOT_TAB.search(line):
+        line = _CONTROL.sub(" ", line)
     return line.replace("\t", " ").strip()
 
 
-def read_lines(path: Path) -> list[str]:
-    """All lines of a plain or gzip text file, cleaned (see module docstring).
+def iter_lines(path: Path, bad: list[str]) -> Iterator[str]:
+    """The lines of a plain or gzip text file, cleaned (see module docstring), one at a
+    time, so that memory does not grow with the file. A line that is not UTF-8 is skipped
+    and described (``file:line: ...``) in ``bad``; the caller raises for them.
 
     Raises:
-        DataError: the file is missing, not UTF-8 (names the line), or a cut-short gzip.
+        DataError: the file is missing, or a cut-short or corrupt gzip (raised when the
+            reading reaches the damage).
     """
     if not path.exists():
         raise DataError(f"{path}: file not found")
     opener = gzip.open if path.suffix == ".gz" else open
-    lines: list[str] = []
-    bad: list[str] = []
     try:
         with opener(path, "rb") as f:
             for lineno, raw in enumerate(f, 1):
@@ -74,9 +84,19 @@ def read_lines(path: Path) -> list[str]:
                 except UnicodeDecodeError as e:
                     bad.append(f"{path}:{lineno}: invalid UTF-8 at byte {e.start} of the line")
                     continue
-                lines.append(_clean(text))
+                yield _clean(text)
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise DataError(f"{path}: gzip file is cut short or corrupt ({e})") from e
+
+
+def read_lines(path: Path) -> list[str]:
+    """All lines of a plain or gzip text file, cleaned (see module docstring).
+
+    Raises:
+        DataError: the file is missing, not UTF-8 (names the line), or a cut-short gzip.
+    """
+    bad: list[str] = []
+    lines = list(iter_lines(path, bad))
     _raise_all(bad, f"lines of {path} are not UTF-8")
     return lines
 
@@ -103,11 +123,7 @@ def read_dir_split(directory: Path, split: str, src_lang: str, tgt_lang: str) ->
     Raises:
         DataError: missing directory/file, different line counts, bad encoding.
     """
-    if not directory.is_dir():
-        where = "" if directory.is_absolute() else f" (relative to {Path.cwd()})"
-        raise DataError(f"{directory}: corpus directory not found{where}")
-    src_path = _find_split_file(directory, split, src_lang)
-    tgt_path = _find_split_file(directory, split, tgt_lang)
+    src_path, tgt_path = split_files(directory, split, src_lang, tgt_lang)
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
         raise DataError(
@@ -115,6 +131,49 @@ def read_dir_split(directory: Path, split: str, src_lang: str, tgt_lang: str) ->
             "source and target files must be line-aligned"
         )
     return [Pair(s, t, f"{src_path}:{i}") for i, (s, t) in enumerate(zip(src, tgt), 1)]
+
+
+def split_files(directory: Path, split: str, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:
+    """The source and target files of ``split`` in ``directory`` (plain or .gz).
+
+    Raises:
+        DataError: missing directory or file, or both a plain and a .gz copy.
+    """
+    if not directory.is_dir():
+        where = "" if directory.is_absolute() else f" (relative to {Path.cwd()})"
+        raise DataError(f"{directory}: corpus directory not found{where}")
+    return (_find_split_file(directory, split, src_lang),
+            _find_split_file(directory, split, tgt_lang))
+
+
+def iter_dir_split(directory: Path, split: str, src_lang: str, tgt_lang: str) -> Iterator[Pair]:
+    """The pairs of :func:`read_dir_split`, one at a time: both files are read in step,
+    line by line, so memory does not grow with the corpus. Every pair is yielded before the
+    problems of the files are raised, so a consumer must treat its output as provisional
+    until the iterator is exhausted.
+
+    Raises:
+        DataError: as :func:`read_dir_split`, with the same messages (invalid UTF-8 naming
+            file and line, different line counts naming both files, a cut-short gzip).
+    """
+    src_path, tgt_path = split_files(directory, split, src_lang, tgt_lang)
+    bad_src: list[str] = []
+    bad_tgt: list[str] = []
+    n_src = n_tgt = 0
+    missing = object()  # marks the end of the shorter file
+    for s, t in zip_longest(iter_lines(src_path, bad_src), iter_lines(tgt_path, bad_tgt),
+                            fillvalue=missing):
+        n_src += s is not missing
+        n_tgt += t is not missing
+        if s is not missing and t is not missing:
+            yield Pair(s, t, f"{src_path}:{n_src}")
+    _raise_all(bad_src, f"lines of {src_path} are not UTF-8")
+    _raise_all(bad_tgt, f"lines of {tgt_path} are not UTF-8")
+    if n_src != n_tgt:
+        raise DataError(
+            f"{src_path} has {n_src} lines but {tgt_path} has {n_tgt}: "
+            "source and target files must be line-aligned"
+        )
 
 
 def read_tsv_split(path: Path) -> list[Pair]:

@@ -17,11 +17,13 @@ from nmt.checkpoint import CheckpointError, read_payload, stored_config, vocabs_
 from nmt.config import RESUME_ADJUSTABLE, Config, ConfigError, DataConfig
 from nmt.config_load import config_differences
 from nmt.corpus import DataError, Pair, read_split
-from nmt.data import FilterStats, add_joined_pairs, encode_pairs, filter_training_pairs
+from nmt.data import (ExampleSet, FilterStats, TrainingSet, add_joined_pairs, encode_pairs,
+                      filter_training_pairs)
 from nmt.longsets import long_sentence_set
 from nmt.metrics import score
 from nmt.model import build_model, count_parameters
 from nmt.precision import autocast_dtype
+from nmt.store import filter_stats, open_or_prepare
 from nmt.train import TrainState, pick_device, train
 from nmt.translate import decoding_from_config, translate_lines
 from nmt.vocab import Vocab, train_vocab
@@ -29,21 +31,34 @@ from nmt.vocab import Vocab, train_vocab
 
 def build_vocabs(cfg: Config, pairs: list[Pair], log: Callable[[str], None] = print
                  ) -> tuple[Vocab, Vocab]:
-    """Train SentencePiece on the training pairs only (joint or one per side). A corpus
-    too small for ``subwords.vocab_size`` gets a smaller model and a visible warning.
+    """Train SentencePiece on the training pairs only (joint or one per side); see
+    :func:`vocabs_from_sentences`.
+
+    Raises:
+        ValueError: SentencePiece refuses the settings (see :func:`nmt.vocab.train_vocab`).
+    """
+    return vocabs_from_sentences(cfg, [p.src for p in pairs], [p.tgt for p in pairs], log)
+
+
+def vocabs_from_sentences(cfg: Config, sources: list[str], targets: list[str],
+                          log: Callable[[str], None] = print,
+                          input_sentence_size: int = 2_000_000) -> tuple[Vocab, Vocab]:
+    """Train SentencePiece on aligned training sentences (joint or one per side); of more
+    than ``input_sentence_size`` sentences per model it samples that many. A corpus too
+    small for ``subwords.vocab_size`` gets a smaller model and a visible warning.
 
     Raises:
         ValueError: SentencePiece refuses the settings (see :func:`nmt.vocab.train_vocab`).
     """
     s = cfg.subwords
     if s.joint:
-        joint = train_vocab([p.src for p in pairs] + [p.tgt for p in pairs], s.vocab_size,
-                            s.model_type, s.character_coverage)
+        joint = train_vocab(sources + targets, s.vocab_size, s.model_type,
+                            s.character_coverage, input_sentence_size=input_sentence_size)
         sides = {"joint": joint}
     else:
-        sides = {side: train_vocab([getattr(p, side) for p in pairs], s.vocab_size,
-                                   s.model_type, s.character_coverage)
-                 for side in ("src", "tgt")}
+        sides = {side: train_vocab(text, s.vocab_size, s.model_type, s.character_coverage,
+                                   input_sentence_size=input_sentence_size)
+                 for side, text in (("src", sources), ("tgt", targets))}
     for side, vocab in sides.items():
         if len(vocab) < s.vocab_size:
             log(f"warning: subwords.vocab_size: {s.vocab_size} is more than the {side} side of "
@@ -51,6 +66,15 @@ def build_vocabs(cfg: Config, pairs: list[Pair], log: Callable[[str], None] = pr
     if s.joint:
         return sides["joint"], sides["joint"]
     return sides["src"], sides["tgt"]
+
+
+def sample_vocab_trainer(cfg: Config, log: Callable[[str], None] = print
+                         ) -> Callable[[list[str], list[str]], tuple[Vocab, Vocab]]:
+    """The arrow store's vocabulary step: :func:`vocabs_from_sentences` on the whole
+    reservoir sample (``subwords.sample_size`` already bounds it), as a callable of
+    (sources, targets)."""
+    return lambda src, tgt: vocabs_from_sentences(cfg, src, tgt, log,
+                                                  max(2_000_000, 2 * len(src)))
 
 
 def training_pairs(d: DataConfig) -> tuple[list[Pair], list[Pair], FilterStats]:
@@ -69,6 +93,56 @@ def training_pairs(d: DataConfig) -> tuple[list[Pair], list[Pair], FilterStats]:
     joined = add_joined_pairs(raw, d.train_join_ks, d.train_join_per_k)
     kept, stats = filter_training_pairs(joined, d.max_train_words)
     return raw, kept, stats
+
+
+def _log_filter(d: DataConfig, stats: FilterStats, log: Callable[[str], None]) -> None:
+    joined = f" (with joined pairs for k in {list(d.train_join_ks)})" if d.train_join_ks else ""
+    log(f"train {d.src_lang}->{d.tgt_lang}{joined}: kept {stats.kept} pairs, skipped "
+        f"{stats.empty} with an empty side and {stats.too_long} longer than "
+        f"{d.max_train_words} words")
+    if stats.skipped:
+        n = stats.skipped_count
+        more = f", and {n - 10} more" if n > 10 else ""
+        log(f"skipped training pairs: {'; '.join(stats.skipped[:10])}{more}")
+
+
+TrainingData = tuple[TrainingSet, list[Pair], Vocab, Vocab]  # train set, val pairs, vocabs
+
+
+def _memory_training_set(cfg: Config, payload: dict | None, log: Callable[[str], None]
+                         ) -> TrainingData:
+    """Every training pair read, filtered and encoded into a list (``data.store: memory``);
+    the vocabulary is the checkpoint's (``payload``) or trained on the split."""
+    d = cfg.data
+    raw_train, train_pairs, stats = training_pairs(d)
+    _log_filter(d, stats, log)
+    if not train_pairs:
+        raise DataError(f"no training pairs left in split {d.train_split!r}")
+    valid_pairs = read_split(d, d.valid_split, d.valid_limit)
+    if payload is not None:
+        src_vocab, tgt_vocab = vocabs_of(payload, cfg.out_dir() / "last.pt")
+    else:  # joined pairs repeat sentences: the vocabulary sees each original pair once
+        src_vocab, tgt_vocab = build_vocabs(cfg, [p for p in raw_train if p.src and p.tgt], log)
+    return ExampleSet(encode_pairs(train_pairs, src_vocab, tgt_vocab)), valid_pairs, \
+        src_vocab, tgt_vocab
+
+
+def _arrow_training_set(cfg: Config, payload: dict | None, rank: int,
+                        log: Callable[[str], None]) -> TrainingData:
+    """The memory-mapped training store of ``{out_dir}/data/`` (``data.store: arrow``),
+    reused when it matches and prepared by rank 0 otherwise (nmt/store.py)."""
+    d, out = cfg.data, cfg.out_dir()
+    valid_pairs = read_split(d, d.valid_split, d.valid_limit)  # small: fail before hours of work
+    vocabs = vocabs_of(payload, out / "last.pt") if payload is not None else None
+    opened = open_or_prepare(cfg, out / "data", vocabs, sample_vocab_trainer(cfg, log), log,
+                             prepare=rank == 0)
+    _log_filter(d, filter_stats(opened.manifest), log)
+    if not len(opened.train_set):
+        raise DataError(f"no training pairs left in split {d.train_split!r}")
+    src_tok, tgt_tok = opened.train_set.token_counts()
+    log(f"training store: {len(opened.train_set):,} pairs, {src_tok:,} source and {tgt_tok:,} "
+        "target pieces, memory-mapped")
+    return opened.train_set, valid_pairs, opened.src_vocab, opened.tgt_vocab
 
 
 def _resume_config(stored: Config, given: Config, path, log: Callable[[str], None]) -> Config:
@@ -115,24 +189,12 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
                               f"or choose another train.out_dir / name")
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
-    d = cfg.data
-    raw_train, train_pairs, stats = training_pairs(d)
-    joined = f" (with joined pairs for k in {list(d.train_join_ks)})" if d.train_join_ks else ""
-    log(f"train {d.src_lang}->{d.tgt_lang}{joined}: kept {stats.kept} pairs, skipped "
-        f"{stats.empty} with an empty side and {stats.too_long} longer than "
-        f"{d.max_train_words} words")
-    if stats.skipped:
-        more = f", and {len(stats.skipped) - 10} more" if len(stats.skipped) > 10 else ""
-        log(f"skipped training pairs: {'; '.join(stats.skipped[:10])}{more}")
-    if not train_pairs:
-        raise DataError(f"no training pairs left in split {d.train_split!r}")
-    valid_pairs = read_split(d, d.valid_split, d.valid_limit)
-    if payload is not None:
-        src_vocab, tgt_vocab = vocabs_of(payload, out / "last.pt")
-    else:  # joined pairs repeat sentences: the vocabulary sees each original pair once
-        src_vocab, tgt_vocab = build_vocabs(cfg, [p for p in raw_train if p.src and p.tgt], log)
+    if cfg.data.store == "arrow":
+        train_set, valid_pairs, src_vocab, tgt_vocab = _arrow_training_set(cfg, payload, rank, log)
+    else:
+        train_set, valid_pairs, src_vocab, tgt_vocab = _memory_training_set(cfg, payload, log)
     log(f"vocabulary: {len(src_vocab)} source / {len(tgt_vocab)} target pieces")
-    train_ex = encode_pairs(train_pairs, src_vocab, tgt_vocab)
+    d = cfg.data
     valid_ex = encode_pairs([p for p in valid_pairs if p.src and p.tgt], src_vocab, tgt_vocab)
     torch.manual_seed(cfg.train.seed)  # the initial weights depend on the seed only
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
@@ -165,7 +227,7 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
                 "chrf_joined": round(j.chrf, 2),
                 "len_ratio_joined": round(j.len_ratio or 0.0, 3)}
 
-    state = train(cfg, model, src_vocab, tgt_vocab, train_ex, valid_ex, validate,
+    state = train(cfg, model, src_vocab, tgt_vocab, train_set, valid_ex, validate,
                   resume=payload, log=log)
     if rank != 0:
         return state

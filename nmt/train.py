@@ -17,7 +17,7 @@ import os
 import random
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from nmt.checkpoint import CheckpointError, make_payload, save_atomic, weights_mismatch
 from nmt.config import Config
-from nmt.data import Example, collate, make_batches
+from nmt.data import Example, ExampleSet, TrainingSet, collate, make_batches
 from nmt.model import Seq2Seq
 from nmt.precision import autocast, autocast_dtype
 from nmt.schedule import Schedule
@@ -152,11 +152,13 @@ class Trainer:
     """
 
     def __init__(self, cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab,
-                 train_examples: list[Example], valid_examples: list[Example],
+                 train_set: TrainingSet | list[Example], valid_examples: list[Example],
                  validate: Validate, log: Callable[[str], None]):
         self.cfg, self.t, self.model = cfg, cfg.train, model
         self.vocabs = (src_vocab, tgt_vocab)
-        self.train_examples, self.valid_examples = train_examples, valid_examples
+        self.train_set: TrainingSet = (ExampleSet(train_set) if isinstance(train_set, list)
+                                       else train_set)
+        self.valid_examples = valid_examples
         self.validate, self.log = validate, log
         self.out = cfg.out_dir()
         self.out.mkdir(parents=True, exist_ok=True)
@@ -270,23 +272,23 @@ class Trainer:
         """Completed epochs, with the fraction of the current one."""
         return self.state.epoch + self.state.batch_in_epoch / max(self.batches_per_epoch, 1)
 
-    def _batches(self) -> list[list[Example]]:
-        batches = make_batches(self.train_examples, self.t.batch_size, self.t.max_tokens,
-                               shuffle_seed=self.t.seed * 100_003 + self.state.epoch)
+    def _batches(self) -> Sequence[Any]:
+        batches = self.train_set.batches(self.t.batch_size, self.t.max_tokens,
+                                         shuffle_seed=self.t.seed * 100_003 + self.state.epoch)
         if self.world > 1:
             batches = batches[: len(batches) // self.world * self.world][self.rank::self.world]
         return batches
 
-    def train_step(self, chunk: list[Example]) -> int:
-        """One teacher-forced step on one batch (forward, label-smoothed cross-entropy per
-        target token, backward, gradient clipping, Adam, LR schedule); returns the batch's
-        number of target tokens.
+    def train_step(self, chunk: Any) -> int:
+        """One teacher-forced step on one batch, an item of the training set's ``batches``
+        (forward, label-smoothed cross-entropy per target token, backward, gradient
+        clipping, Adam, LR schedule); returns the batch's number of target tokens.
 
         Raises:
             TrainingError: the loss is NaN or infinite and ``train.on_nonfinite_loss`` is stop.
         """
         st, t = self.state, self.t
-        batch = collate(chunk).to(self.device)
+        batch = self.train_set.collate(chunk).to(self.device)
         with autocast(self.device, self.amp_dtype):
             loss_sum = self.net(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out,
                                 label_smoothing=t.label_smoothing)  # fp32
@@ -431,11 +433,14 @@ class Trainer:
 
 
 def train(cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab,
-          train_examples: list[Example], valid_examples: list[Example], validate: Validate,
-          resume: dict[str, Any] | None = None, log: Callable[[str], None] = print) -> TrainState:
+          train_set: TrainingSet | list[Example], valid_examples: list[Example],
+          validate: Validate, resume: dict[str, Any] | None = None,
+          log: Callable[[str], None] = print) -> TrainState:
     """Train ``model`` until the epoch/time budget or early stopping; returns the counters.
 
     Args:
+        train_set: the training pairs, a list of examples or any :class:`TrainingSet`
+            (e.g. the memory-mapped store of nmt/store.py).
         validate: called with the model in eval mode at every validation (each epoch, and
             every ``train.valid_every_steps`` steps); returns a dict with ``bleu`` (0-100).
         resume: a checkpoint payload whose ``train_state`` is continued.
@@ -445,7 +450,7 @@ def train(cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab,
             the last good checkpoint.
         CheckpointError: a checkpoint cannot be written (e.g. disk full).
     """
-    trainer = Trainer(cfg, model, src_vocab, tgt_vocab, train_examples, valid_examples,
+    trainer = Trainer(cfg, model, src_vocab, tgt_vocab, train_set, valid_examples,
                       validate, log)
     if resume is not None:
         trainer.restore(resume)

@@ -32,6 +32,11 @@ class Vocab:
         """Piece ids of ``text`` (no BOS/EOS)."""
         return self.sp.encode(text, out_type=int)
 
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """Piece ids of each text, as :meth:`encode` gives them (one call into
+        SentencePiece for the whole list, which is faster for many sentences)."""
+        return self.sp.encode(texts, out_type=int)
+
     def pieces(self, text: str) -> list[str]:
         """Pieces of ``text`` as strings (for showing alignments)."""
         return self.sp.encode(text, out_type=str)
@@ -53,11 +58,13 @@ def train_vocab(
     model_type: str = "unigram",
     character_coverage: float = 1.0,
     seed_sentencepiece_size: int = 200_000,
+    input_sentence_size: int = 2_000_000,
 ) -> Vocab:
     """Train a SentencePiece model in memory.
 
     ``vocab_size`` is an upper bound: on a tiny corpus the model is smaller rather than
-    failing (``hard_vocab_limit=False``).
+    failing (``hard_vocab_limit=False``). Of more than ``input_sentence_size`` sentences
+    SentencePiece trains on a random sample of that many; fewer are all used, in order.
 
     Raises:
         ValueError: no non-empty sentence to train on, or SentencePiece refuses the settings
@@ -69,7 +76,8 @@ def train_vocab(
         raise ValueError("cannot train SentencePiece: no non-empty training sentence")
     buf = io.BytesIO()
     try:
-        _train_spm(data, buf, vocab_size, model_type, character_coverage, seed_sentencepiece_size)
+        _train_spm(data, buf, vocab_size, model_type, character_coverage, seed_sentencepiece_size,
+                   input_sentence_size)
     except (RuntimeError, ValueError, OSError) as e:  # SentencePiece's own errors
         msg = str(e).strip()
         low = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", msg)
@@ -87,7 +95,8 @@ def train_vocab(
 
 
 def _train_spm(data: list[str], buf: io.BytesIO, vocab_size: int, model_type: str,
-               character_coverage: float, seed_sentencepiece_size: int) -> None:
+               character_coverage: float, seed_sentencepiece_size: int,
+               input_sentence_size: int) -> None:
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(data),
         model_writer=buf,
@@ -100,7 +109,7 @@ def _train_spm(data: list[str], buf: io.BytesIO, vocab_size: int, model_type: st
         eos_id=EOS,
         hard_vocab_limit=False,
         seed_sentencepiece_size=seed_sentencepiece_size,
-        input_sentence_size=2_000_000,
+        input_sentence_size=input_sentence_size,
         shuffle_input_sentence=True,
         num_threads=1,
         minloglevel=2,
