@@ -342,3 +342,51 @@ def test_hypotheses_cut_at_the_limit_are_flagged_and_ranked_by_the_same_rule():
     for h in out:
         assert h.score == pytest.approx(normalised_score(h.log_prob, limit, "average"))
     assert [h.score for h in out] == sorted((h.score for h in out), reverse=True)
+
+
+def _rows_per_step(model, monkeypatch) -> list[int]:
+    """Record how many rows each ``model.step`` call computes."""
+    rows, step = [], model.step
+
+    def counting(prev, state, mem):
+        rows.append(prev.size(0))
+        return step(prev, state, mem)
+
+    monkeypatch.setattr(model, "step", counting)
+    return rows
+
+
+@pytest.mark.parametrize("attention,order", [("additive", "bahdanau"), ("multihead", "luong"),
+                                             ("local_p", "luong"), ("none", "bahdanau")])
+def test_greedy_drops_finished_sentences_and_equals_each_sentence_alone(
+        toy_vocabs, attention, order, monkeypatch):
+    model, batch = _trained(toy_vocabs, attention, order), _batch(*toy_vocabs)
+    B = batch.src.size(0)
+    rows = _rows_per_step(model, monkeypatch)
+    batched = greedy(model, batch.src, batch.src_len)
+    limits = max_output_length(batch.src_len, 2.0).tolist()
+    # steps per sentence: its pieces, plus the step that produced EOS unless it was cut
+    steps = [len(h.tokens) + (len(h.tokens) < lim) for h, lim in zip(batched, limits)]
+    # a step computes only the sentences that have not yet produced EOS or hit the limit
+    assert rows[0] == B
+    assert rows == [sum(n > t for n in steps) for t in range(len(rows))]
+    assert rows[-1] < B
+    for i, n in enumerate(batch.src_len.tolist()):
+        (alone,) = greedy(model, batch.src[i:i + 1, :n], batch.src_len[i:i + 1])
+        assert alone.tokens == batched[i].tokens
+        assert alone.log_prob == pytest.approx(batched[i].log_prob, abs=1e-4)
+        if alone.attention is not None:
+            assert torch.allclose(alone.attention, batched[i].attention, atol=1e-5)
+
+
+def test_beam_steps_once_per_sentence_first_and_drops_finished_sentences(toy_vocabs,
+                                                                         monkeypatch):
+    model, batch = _trained(toy_vocabs, "additive", "bahdanau"), _batch(*toy_vocabs)
+    B, K = batch.src.size(0), 4
+    rows = _rows_per_step(model, monkeypatch)
+    beam_search(model, batch.src, batch.src_len, beam_size=K)
+    assert rows[0] == B  # the K equal starts are stepped once
+    assert rows[1] == B * K
+    assert all(r % K == 0 for r in rows[1:])
+    assert rows[-1] < B * K  # sentences that were done left the batch
+    assert rows[1:] == sorted(rows[1:], reverse=True)
