@@ -30,7 +30,7 @@ from nmt.checkpoint import CheckpointError, make_payload, save_atomic, weights_m
 from nmt.config import Config
 from nmt.data import Example, ExampleSet, TrainingSet, collate, make_batches
 from nmt.model import Seq2Seq
-from nmt.precision import autocast, autocast_dtype
+from nmt.precision import autocast, autocast_dtype, native_bf16
 from nmt.schedule import Schedule
 from nmt.vocab import Vocab
 
@@ -178,6 +178,10 @@ class Trainer:
                        else None)
         log(f"training precision: {'fp32' if self.amp_dtype is None else self.amp_dtype} "
             f"(train.precision={self.t.precision})")
+        if self.amp_dtype == torch.bfloat16 and not native_bf16(self.device):
+            log("warning: train.precision=bf16 on a device without native bf16 matrix "
+                "multiplies: emulated, and far slower than fp32 (about 20x on an AVX2 CPU); "
+                "train.precision=auto chooses fp32 here")
         self.schedule = Schedule(self.optimizer, self.t)
         self.state = TrainState()
         self.started = time.monotonic()

@@ -98,3 +98,16 @@ def test_train_refuses_fp16_on_cpu_before_any_work(tmp_path):
     assert r.returncode == 2, r.stderr
     assert "train.precision: fp16 needs a CUDA device" in r.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_bf16_without_native_support_is_warned_about(tmp_path, toy_vocabs, monkeypatch):
+    import nmt.train
+    messages = []
+    src_v, tgt_v = toy_vocabs
+    for native in (False, True):
+        monkeypatch.setattr(nmt.train, "native_bf16", lambda _device, n=native: n)
+        cfg = Config(train=TrainConfig(out_dir=str(tmp_path), device="cpu", precision="bf16"))
+        Trainer(cfg, tiny_model(src_v, tgt_v), src_v, tgt_v, [], [], lambda _m: {},
+                log=messages.append)
+        warned = [m for m in messages if m.startswith("warning: train.precision=bf16")]
+        assert len(warned) == 1  # once, for the emulated case only
