@@ -32,13 +32,15 @@ class DataError(ValueError):
 MAX_REPORTED = 10  # malformed records named in one error; the count covers all of them
 
 
-def _raise_all(problems: list[str], what: str) -> None:
-    """One error naming every problem (the first MAX_REPORTED, then how many more)."""
+def _raise_all(problems: list[str], what: str, one: str | None = None) -> None:
+    """One error naming every problem (the first MAX_REPORTED, then how many more);
+    ``what`` says what they are, ``one`` the same for a single problem."""
     if not problems:
         return
     shown = "; ".join(problems[:MAX_REPORTED])
     more = f"; and {len(problems) - MAX_REPORTED} more" if len(problems) > MAX_REPORTED else ""
-    raise DataError(f"{len(problems)} {what}: {shown}{more}")
+    said = one if len(problems) == 1 and one is not None else what
+    raise DataError(f"{len(problems)} {said}: {shown}{more}")
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,7 @@ def read_lines(path: Path) -> list[str]:
     """
     bad: list[str] = []
     lines = list(iter_lines(path, bad))
-    _raise_all(bad, f"lines of {path} are not UTF-8")
+    _raise_all(bad, f"lines of {path} are not UTF-8", f"line of {path} is not UTF-8")
     return lines
 
 
@@ -167,8 +169,10 @@ def iter_dir_split(directory: Path, split: str, src_lang: str, tgt_lang: str) ->
         n_tgt += t is not missing
         if s is not missing and t is not missing:
             yield Pair(s, t, f"{src_path}:{n_src}")
-    _raise_all(bad_src, f"lines of {src_path} are not UTF-8")
-    _raise_all(bad_tgt, f"lines of {tgt_path} are not UTF-8")
+    _raise_all(bad_src, f"lines of {src_path} are not UTF-8",
+               f"line of {src_path} is not UTF-8")
+    _raise_all(bad_tgt, f"lines of {tgt_path} are not UTF-8",
+               f"line of {tgt_path} is not UTF-8")
     if n_src != n_tgt:
         raise DataError(
             f"{src_path} has {n_src} lines but {tgt_path} has {n_tgt}: "
@@ -202,7 +206,7 @@ def read_tsv_split(path: Path) -> list[Pair]:
                 pairs.append(Pair(_clean(fields[0]), _clean(fields[1]), f"{path}:{lineno}"))
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise DataError(f"{path}: gzip file is cut short or corrupt ({e})") from e
-    _raise_all(bad, f"malformed lines in {path}")
+    _raise_all(bad, f"malformed lines in {path}", f"malformed line in {path}")
     return pairs
 
 
@@ -297,7 +301,7 @@ def pairs_from_records(rows, src_lang: str, tgt_lang: str, where: str) -> list[P
             bad.append(f"{loc}: {', '.join(wrong)}, expected text")
             continue
         pairs.append(Pair(_clean(values[src_lang]), _clean(values[tgt_lang]), loc))
-    _raise_all(bad, "malformed records")
+    _raise_all(bad, "malformed records", "malformed record")
     return pairs
 
 

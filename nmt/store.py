@@ -379,7 +379,7 @@ def open_or_prepare(cfg: Config, cache: Path, vocabs: tuple[Vocab, Vocab] | None
         manifest = read_manifest(cache)
         assert manifest is not None
         vocabs = vocabs or cached_vocabs(cache)
-        log(f"training store: reused {cache} ({manifest['rows']:,} pairs, prepared in "
+        log(f"training store: reused {cache} ({manifest['rows']:,} pairs, encoded in "
             f"{manifest['prepare_s']:.0f} s); not preparing again")
         return OpenedStore(ArrowTrainingSet(cache / TABLE), *vocabs, manifest, True)
     log(f"training store: preparing {cache} ({why})")

@@ -176,8 +176,8 @@ class Trainer:
         # fp16's narrow range needs loss scaling; bf16 has fp32's range and needs none
         self.scaler = (torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16
                        else None)
-        log(f"training precision: {'fp32' if self.amp_dtype is None else self.amp_dtype} "
-            f"(train.precision={self.t.precision})")
+        shown = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[self.amp_dtype]
+        log(f"training precision: {shown} (train.precision={self.t.precision})")
         if self.amp_dtype == torch.bfloat16 and not native_bf16(self.device):
             log("warning: train.precision=bf16 on a device without native bf16 matrix "
                 "multiplies: emulated, and far slower than fp32 (about 20x on an AVX2 CPU); "
@@ -394,7 +394,8 @@ class Trainer:
         if st.epoch >= t.max_epochs:
             st.done = True
         if t.max_steps is not None and st.step >= t.max_steps:
-            self.log(f"step budget of {t.max_steps} steps reached")
+            self.log(f"step budget of {t.max_steps} step{'' if t.max_steps == 1 else 's'} "
+                     "reached")
             st.done = True
         if self.world > 1:
             flag = torch.tensor([int(st.done)], device=self.device)

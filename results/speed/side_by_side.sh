@@ -8,23 +8,26 @@
 #   bash results/speed/side_by_side.sh NMT_CHECKPOINT JOEY_CHECKPOINT [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-CKPT=${1:?an nmt checkpoint of configs/bench_reference.yaml}
+HERE=$PWD
+CKPT=$(realpath "${1:?an nmt checkpoint of configs/bench_reference.yaml}")
 JOEY_CKPT=${2:?a Joey NMT checkpoint of the same architecture}
 ROUNDS=${3:-2}
+FIRST=${FIRST:-1}  # the first round number (to add rounds to a sitting)
 OUT=results/speed/$(date +%F)
 OLD_TREE=${OLD_TREE:-/work/runtree}
 JOEY_HARNESS=${JOEY_HARNESS:-/work/joey/bench_joey.sh}
 mkdir -p "$OUT"
 { grep -m1 "model name" /proc/cpuinfo; nproc; uptime; } > "$OUT/machine.txt"
-for r in $(seq "$ROUNDS"); do
+for r in $(seq "$FIRST" "$ROUNDS"); do
   echo "round $r: nmt bench" >&2
   /usr/bin/time -v .venv/bin/nmt bench "$CKPT" --threads 2 --warmup 5 --train-steps 40 \
       --train-seconds 30 --sentences 1000 --batch-size 64 --beam 5 \
       --json "$OUT/nmt_round$r.json" > "$OUT/nmt_round$r.md" 2> "$OUT/nmt_round$r.log"
   echo "round $r: nmt before (a79503b)" >&2
-  PYTHONPATH="$OLD_TREE" /usr/bin/time -v .venv/bin/python -m nmt.benchmark "$CKPT" --threads 2 \
-      --train-steps 40 --sentences 1000 --beam 5 --json "$OUT/nmt_before_round$r.json" \
-      > /dev/null 2> "$OUT/nmt_before_round$r.log"
+  # from the old tree's root: `python -m` puts the working directory first on sys.path
+  (cd "$OLD_TREE" && /usr/bin/time -v "$HERE/.venv/bin/python" -m nmt.benchmark "$CKPT" \
+      --threads 2 --train-steps 40 --sentences 1000 --beam 5 \
+      --json "$HERE/$OUT/nmt_before_round$r.json" > /dev/null 2> "$HERE/$OUT/nmt_before_round$r.log")
   echo "round $r: Joey NMT" >&2
   JOEY_CKPT="$JOEY_CKPT" JOEY_OUT="/tmp/joey_round$r" bash "$JOEY_HARNESS" 2 \
       > "$OUT/joey_round$r.log" 2>&1

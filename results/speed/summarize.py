@@ -1,0 +1,61 @@
+"""Markdown table of one side-by-side sitting (results/speed/side_by_side.sh):
+Joey NMT 2.3.0, nmt before the speed work (a79503b) and nmt now, per round and the mean.
+
+    python results/speed/summarize.py results/speed/2026-11-30 > results/speed/2026-11-30/table.md
+"""
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+out = Path(sys.argv[1])
+
+
+def rounds(prefix: str) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(out.glob(f"{prefix}_round*.json"))]
+
+
+joey, before, now = rounds("joey"), rounds("nmt_before"), rounds("nmt")
+
+
+def col(values: list[float], fmt: str = "{:,.0f}") -> str:
+    if not values:
+        return "-"
+    shown = " / ".join(fmt.format(v) for v in values)
+    return shown if len(values) == 1 else f"{shown} (mean {fmt.format(statistics.mean(values))})"
+
+
+def ratio(a: list[float], b: list[float]) -> str:
+    return f"{statistics.mean(a) / statistics.mean(b):.2f}x" if a and b else "-"
+
+
+rows = []
+j = [r["train"]["target_tokens_per_s"] for r in joey]
+n_fixed = [r["train"]["fixed_steps"]["target_tokens_per_s"] for r in now]
+n_win = [r["train"]["window"]["target_tokens_per_s"] for r in now if r["train"]["window"]]
+b = [r["train_target_tokens_per_s"] for r in before]
+rows.append(("training, target tokens/s (Joey: steps 21-200; nmt: 40 steps / 30 s window)",
+             col(j), col(b), f"{col(n_fixed)}; window {col(n_win)}", ratio(n_fixed, j)))
+frac = [r["train"]["fixed_steps"]["fraction_of_fp32_peak"] for r in now]
+peak = [r["matmul_peak_gflop_s"]["fp32"] for r in now]
+rows.append(("nmt training: fraction of the measured fp32 matmul peak", "-", "-",
+             f"{col([100 * f for f in frac], '{:.0f}%')} of {col(peak, '{:.0f}')} GFLOP/s",
+             ""))
+for key, label in (("greedy", "greedy"), ("beam5", "beam 5")):
+    js = [r["translate"][key]["sentences_per_s"] for r in joey]
+    jb = [r["translate"][key]["bleu"] for r in joey]
+    ns = [r["decode"][key]["sentences_per_s"] for r in now]
+    nb = [r["decode"][key]["bleu"] for r in now]
+    bs = [r["decode_sentences_per_s"][key] for r in before]
+    rows.append((f"{label}, sentences/s (1,000 test_2016_flickr sentences, batches of 64)",
+                 f"{col(js, '{:,.1f}')}, BLEU {col(jb, '{:.2f}')}",
+                 f"{col(bs, '{:,.1f}')} (val split)",
+                 f"{col(ns, '{:,.1f}')}, BLEU {col(nb, '{:.2f}')}", ratio(ns, js)))
+rows.append(("peak RSS, training (MiB)", col([r["train"]["peak_rss_mib"] for r in joey]),
+             col([r["peak_memory_mib"] for r in before]) + " (whole run)",
+             col([r["train"]["peak_memory_mib"] for r in now]), ""))
+print("| | Joey NMT 2.3.0 | nmt before (a79503b) | nmt now | now / Joey |")
+print("| --- | --- | --- | --- | --- |")
+for r in rows:
+    print("| " + " | ".join(r) + " |")
