@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from nmt.precision import cpu_model_and_flags
+from nmt.precision import NATIVE_BF16_FLAGS, cpu_model_and_flags
 
 PEAK_SHAPE = (512, 512, 4096)  # torch.mm of (n x k) @ (k x m)
 
@@ -25,7 +25,7 @@ def machine_info(device: torch.device) -> dict[str, Any]:
     name, flags = cpu_model_and_flags()
     return {"cpu": name, "logical_cores": os.cpu_count(), "avx512f": "avx512f" in flags,
             "avx512_bf16": "avx512_bf16" in flags, "amx_bf16": "amx_bf16" in flags,
-            "cpu_bf16": bool({"avx512_bf16", "amx_bf16", "bf16"} & flags),
+            "cpu_bf16": bool(set(NATIVE_BF16_FLAGS) & flags),
             "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
             "device": str(device),
             "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else name}

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # x86 AVX-512/AMX; Arm "bf16"
 
 
 class PrecisionError(ValueError):
@@ -38,8 +38,8 @@ def cpu_model_and_flags() -> tuple[str, set[str]]:
 
 
 def native_bf16(device: torch.device) -> bool:
-    """Whether ``device`` multiplies bf16 matrices natively (CPU flags avx512_bf16 or
-    amx_bf16; CUDA: ``torch.cuda.is_bf16_supported()``)."""
+    """Whether ``device`` multiplies bf16 matrices natively (CPU flags avx512_bf16,
+    amx_bf16 or Arm's bf16; CUDA: ``torch.cuda.is_bf16_supported()``)."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     return bool(set(NATIVE_BF16_FLAGS) & cpu_model_and_flags()[1])
