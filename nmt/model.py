@@ -14,6 +14,10 @@ from nmt.decoder import Decoder, DecoderState, Memory
 from nmt.encoder import Encoder
 from nmt.loss import summed_cross_entropy
 
+# search steps with at most this many rows take the generator's other GEMM orientation
+# (see Seq2Seq.step_logits)
+FLIP_ROWS = 160
+
 
 class Seq2Seq(nn.Module):
     """RNN encoder-decoder with attention (Bahdanau et al. 2015; Luong et al. 2015).
@@ -35,7 +39,21 @@ class Seq2Seq(nn.Module):
         """One search step: (B,) previous ids -> log-probabilities (B, V), new state,
         attention weights (B, S) or None for the fixed-vector model."""
         out = self.decoder.step(prev, state, mem)
-        return F.log_softmax(self.generator(out.pre_output), dim=-1), out.state, out.attention
+        return F.log_softmax(self.step_logits(out.pre_output), dim=-1), out.state, out.attention
+
+    def step_logits(self, pre_output: torch.Tensor) -> torch.Tensor:
+        """The generator's logits (B, V) for one search step's pre-outputs (B, O).
+
+        The same numbers as ``self.generator(x)``. Up to ``FLIP_ROWS`` rows they are
+        computed as ``(W x^T + b)^T``: MKL's GEMM for that orientation, log_softmax
+        included, took 0.6-0.9x the time of ``x W^T`` for B = 16..160 and 1.1x for
+        B = 200..320 (2-core AVX2 EPYC, V = 8000, O = 512, 2026-11-30), and the output
+        layer is the largest matrix of a search step.
+        """
+        g = self.generator
+        if pre_output.size(0) > FLIP_ROWS or g.bias is None:
+            return g(pre_output)
+        return torch.addmm(g.bias[:, None], g.weight, pre_output.t()).t().contiguous()
 
     def logits(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor
                ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -57,8 +75,9 @@ class Seq2Seq(nn.Module):
         mem, state = self.encode(src, src_len)
         pre, _, _ = self.decoder.unroll(tgt_in, state, mem, keep_attention=False)
         logits = self.generator(pre)  # (B, T, V)
+        # nothing reads the logits after the loss: its gradient may take their memory
         return summed_cross_entropy(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1),
-                                    label_smoothing)
+                                    label_smoothing, overwrite_logits=True)
 
     def attention_weights(self, src: torch.Tensor, src_len: torch.Tensor,
                           tgt_in: torch.Tensor) -> torch.Tensor | None:

@@ -68,3 +68,35 @@ def test_dot_with_mismatched_sizes_is_an_error():
     with pytest.raises(ValueError, match="dot"):
         build_scorer("dot", 8, 16, 4)
     assert build_scorer("none", 8, 16, 4) is None
+
+
+def test_fast_tanh_matches_torch_tanh_in_value_and_gradient():
+    from nmt.attention import tanh_
+
+    g = torch.Generator().manual_seed(0)
+    base = torch.cat([torch.randn(2000, generator=g) * 4, torch.linspace(-1e-4, 1e-4, 101),
+                      torch.tensor([0.0, 30.0, -30.0, 100.0, -100.0])])
+    with torch.no_grad():
+        assert torch.allclose(tanh_(base.clone()), torch.tanh(base), rtol=0, atol=3e-7)
+    leaf = base.clone().requires_grad_()
+    x = leaf * 1.0  # the scorer's (keys + W q): a temporary, overwritten in place
+    y = tanh_(x)
+    assert y.data_ptr() == x.data_ptr()
+    (grad,) = torch.autograd.grad(y.sum(), leaf)
+    ref_leaf = base.clone().requires_grad_()
+    (ref,) = torch.autograd.grad(torch.tanh(ref_leaf).sum(), ref_leaf)
+    # 1 - y^2 near |y| = 1 carries y's absolute error (~1e-7), as torch.tanh's own does
+    assert torch.allclose(grad, ref, rtol=1e-5, atol=1e-6)
+    assert torch.equal(leaf.detach(), base)
+
+
+def test_additive_scores_do_not_depend_on_the_tanh_form(monkeypatch):
+    import nmt.attention
+
+    torch.manual_seed(0)
+    scorer = build_scorer("additive", 6, 8, 5)
+    query, memory = torch.randn(3, 6), torch.randn(3, 4, 8)
+    keys = scorer.precompute(memory)
+    fast = scorer(query, keys)
+    monkeypatch.setattr(nmt.attention, "FAST_TANH", False)
+    assert torch.allclose(fast, scorer(query, keys), atol=1e-6)
