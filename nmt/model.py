@@ -10,13 +10,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from nmt.config import ModelConfig
-from nmt.decoder import Decoder, DecoderState, Memory
+from nmt.decoder import Decoder, DecoderState, Memory, step_addmm
 from nmt.encoder import Encoder
 from nmt.loss import summed_cross_entropy
-
-# search steps with at most this many rows take the generator's other GEMM orientation
-# (see Seq2Seq.step_logits)
-FLIP_ROWS = 160
 
 
 class Seq2Seq(nn.Module):
@@ -42,18 +38,14 @@ class Seq2Seq(nn.Module):
         return F.log_softmax(self.step_logits(out.pre_output), dim=-1), out.state, out.attention
 
     def step_logits(self, pre_output: torch.Tensor) -> torch.Tensor:
-        """The generator's logits (B, V) for one search step's pre-outputs (B, O).
-
-        The same numbers as ``self.generator(x)``. Up to ``FLIP_ROWS`` rows they are
-        computed as ``(W x^T + b)^T``: MKL's GEMM for that orientation, log_softmax
-        included, took 0.6-0.9x the time of ``x W^T`` for B = 16..160 and 1.1x for
-        B = 200..320 (2-core AVX2 EPYC, V = 8000, O = 512, 2026-11-30), and the output
-        layer is the largest matrix of a search step.
-        """
+        """The generator's logits (B, V) for one search step's pre-outputs (B, O), the same
+        numbers as ``self.generator(pre_output)``, in the GEMM orientation that is faster
+        for few rows (:func:`nmt.decoder.step_addmm`): the output layer is the largest
+        matrix of a search step."""
         g = self.generator
-        if pre_output.size(0) > FLIP_ROWS or g.bias is None:
+        if g.bias is None:
             return g(pre_output)
-        return torch.addmm(g.bias[:, None], g.weight, pre_output.t()).t().contiguous()
+        return step_addmm(g.bias, pre_output, g.weight.t())
 
     def logits(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor
                ) -> tuple[torch.Tensor, torch.Tensor | None]:

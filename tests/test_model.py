@@ -111,3 +111,19 @@ def test_label_smoothed_loss_mixes_nll_with_uniform_and_ignores_padding(toy_voca
     assert torch.allclose(plain, nll, rtol=1e-5)
     assert torch.allclose(smoothed, (1 - eps) * nll + eps * uniform, rtol=1e-5)
     assert not torch.allclose(smoothed, plain)
+
+
+@pytest.mark.parametrize("rows", [1, 7, 64, 161])
+def test_step_addmm_equals_addmm_in_both_orientations(rows):
+    from nmt.decoder import step_addmm
+
+    g = torch.Generator().manual_seed(rows)
+    weight = torch.randn(96, 40, generator=g)  # (N, K) as nn.Linear stores it
+    x = torch.randn(rows, 40, generator=g)
+    for base in (torch.randn(96, generator=g), torch.randn(rows, 96, generator=g)):
+        ref = torch.addmm(base, x, weight.t())
+        with torch.inference_mode():  # the search path: flipped up to FLIP_ROWS rows
+            out = step_addmm(base, x, weight.t())
+        assert out.shape == (rows, 96) and out.is_contiguous()
+        assert torch.allclose(out, ref, atol=1e-5)
+        assert torch.allclose(step_addmm(base, x, weight.t()), ref, atol=1e-6)
