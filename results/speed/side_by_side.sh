@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Side by side on one idle machine, alternating: nmt at this commit (`nmt bench`), nmt before
-# the speed work (commit a79503b, its `python -m nmt.benchmark`, from a worktree at OLD_TREE),
-# and Joey NMT 2.3.0 (a local harness outside this repository, JOEY_HARNESS; see
-# results/speed/README.md for its settings). Every run uses 2 threads and the reference
-# architecture of configs/bench_reference.yaml.
+# Side by side on one idle machine, alternating: nmt at this commit (`nmt bench`), nmt at an
+# earlier commit checked out in a worktree at OLD_TREE (its own `nmt bench`, or before that
+# existed, commit a79503b's `python -m nmt.benchmark`), and Joey NMT 2.3.0 (a local harness
+# outside this repository, JOEY_HARNESS; see results/speed/README.md for its settings). Every
+# run uses 2 threads and the reference architecture of configs/bench_reference.yaml.
 #
-#   bash results/speed/side_by_side.sh NMT_CHECKPOINT JOEY_CHECKPOINT [ROUNDS]
+#   [OUT=results/speed/DIR] [OLD_TREE=DIR] bash results/speed/side_by_side.sh \
+#       NMT_CHECKPOINT JOEY_CHECKPOINT [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 HERE=$PWD
@@ -13,7 +14,7 @@ CKPT=$(realpath "${1:?an nmt checkpoint of configs/bench_reference.yaml}")
 JOEY_CKPT=${2:?a Joey NMT checkpoint of the same architecture}
 ROUNDS=${3:-2}
 FIRST=${FIRST:-1}  # the first round number (to add rounds to a sitting)
-OUT=results/speed/$(date +%F)
+OUT=${OUT:-results/speed/$(date +%F)}
 OLD_TREE=${OLD_TREE:-/work/runtree}
 JOEY_HARNESS=${JOEY_HARNESS:-/work/joey/bench_joey.sh}
 mkdir -p "$OUT"
@@ -23,11 +24,19 @@ for r in $(seq "$FIRST" "$ROUNDS"); do
   /usr/bin/time -v .venv/bin/nmt bench "$CKPT" --threads 2 --warmup 5 --train-steps 40 \
       --train-seconds 30 --sentences 1000 --batch-size 64 --beam 5 \
       --json "$OUT/nmt_round$r.json" > "$OUT/nmt_round$r.md" 2> "$OUT/nmt_round$r.log"
-  echo "round $r: nmt before (a79503b)" >&2
+  echo "round $r: nmt before ($(git -C "$OLD_TREE" rev-parse --short HEAD))" >&2
   # from the old tree's root: `python -m` puts the working directory first on sys.path
-  (cd "$OLD_TREE" && /usr/bin/time -v "$HERE/.venv/bin/python" -m nmt.benchmark "$CKPT" \
-      --threads 2 --train-steps 40 --sentences 1000 --beam 5 \
-      --json "$HERE/$OUT/nmt_before_round$r.json" > /dev/null 2> "$HERE/$OUT/nmt_before_round$r.log")
+  if [ -f "$OLD_TREE/nmt/bench.py" ]; then
+    (cd "$OLD_TREE" && /usr/bin/time -v "$HERE/.venv/bin/python" -m nmt bench "$CKPT" \
+        --threads 2 --warmup 5 --train-steps 40 --train-seconds 30 --sentences 1000 \
+        --batch-size 64 --beam 5 --json "$HERE/$OUT/nmt_before_round$r.json" \
+        > "$HERE/$OUT/nmt_before_round$r.md" 2> "$HERE/$OUT/nmt_before_round$r.log")
+  else
+    (cd "$OLD_TREE" && /usr/bin/time -v "$HERE/.venv/bin/python" -m nmt.benchmark "$CKPT" \
+        --threads 2 --train-steps 40 --sentences 1000 --beam 5 \
+        --json "$HERE/$OUT/nmt_before_round$r.json" > /dev/null \
+        2> "$HERE/$OUT/nmt_before_round$r.log")
+  fi
   echo "round $r: Joey NMT" >&2
   JOEY_CKPT="$JOEY_CKPT" JOEY_OUT="/tmp/joey_round$r" bash "$JOEY_HARNESS" 2 \
       > "$OUT/joey_round$r.log" 2>&1

@@ -1,7 +1,11 @@
 """Markdown table of one side-by-side sitting (results/speed/side_by_side.sh):
-Joey NMT 2.3.0, nmt before the speed work (a79503b) and nmt now, per round and the mean.
+Joey NMT 2.3.0, nmt at an earlier commit and nmt now, per round and the mean.
 
     python results/speed/summarize.py results/speed/2026-11-30 > results/speed/2026-11-30/table.md
+    python results/speed/summarize.py results/speed/2026-11-30-b 226fa03 > .../table.md
+
+The earlier commit (default a79503b) ran `python -m nmt.benchmark` before `nmt bench`
+existed (validation split, whole-run memory), or `nmt bench` itself, like nmt now.
 """
 
 import json
@@ -10,6 +14,7 @@ import sys
 from pathlib import Path
 
 out = Path(sys.argv[1])
+before_label = sys.argv[2] if len(sys.argv) > 2 else "a79503b"
 
 
 def rounds(prefix: str) -> list[dict]:
@@ -34,7 +39,10 @@ rows = []
 j = [r["train"]["target_tokens_per_s"] for r in joey]
 n_fixed = [r["train"]["fixed_steps"]["target_tokens_per_s"] for r in now]
 n_win = [r["train"]["window"]["target_tokens_per_s"] for r in now if r["train"]["window"]]
-b = [r["train_target_tokens_per_s"] for r in before]
+# the earlier commit's report: nmt bench's JSON (like now's), or nmt.benchmark's
+bench_before = bool(before) and "train" in before[0]
+b = [r["train"]["fixed_steps"]["target_tokens_per_s"] if bench_before
+     else r["train_target_tokens_per_s"] for r in before]
 rows.append(("training, target tokens/s (Joey: steps 21-200; nmt: 40 steps / 30 s window)",
              col(j), col(b), f"{col(n_fixed)}; window {col(n_win)}", ratio(n_fixed, j)))
 frac = [r["train"]["fixed_steps"]["fraction_of_fp32_peak"] for r in now]
@@ -47,15 +55,17 @@ for key, label in (("greedy", "greedy"), ("beam5", "beam 5")):
     jb = [r["translate"][key]["bleu"] for r in joey]
     ns = [r["decode"][key]["sentences_per_s"] for r in now]
     nb = [r["decode"][key]["bleu"] for r in now]
-    bs = [r["decode_sentences_per_s"][key] for r in before]
+    bs = [r["decode"][key]["sentences_per_s"] if bench_before
+          else r["decode_sentences_per_s"][key] for r in before]
     rows.append((f"{label}, sentences/s (1,000 test_2016_flickr sentences, batches of 64)",
                  f"{col(js, '{:,.1f}')}, BLEU {col(jb, '{:.2f}')}",
-                 f"{col(bs, '{:,.1f}')} (val split)",
+                 f"{col(bs, '{:,.1f}')}" + ("" if bench_before else " (val split)"),
                  f"{col(ns, '{:,.1f}')}, BLEU {col(nb, '{:.2f}')}", ratio(ns, js)))
 rows.append(("peak RSS, training (MiB)", col([r["train"]["peak_rss_mib"] for r in joey]),
-             col([r["peak_memory_mib"] for r in before]) + " (whole run)",
+             col([r["train"]["peak_memory_mib"] for r in before]) if bench_before
+             else col([r["peak_memory_mib"] for r in before]) + " (whole run)",
              col([r["train"]["peak_memory_mib"] for r in now]), ""))
-print("| | Joey NMT 2.3.0 | nmt before (a79503b) | nmt now | now / Joey |")
+print(f"| | Joey NMT 2.3.0 | nmt before ({before_label}) | nmt now | now / Joey |")
 print("| --- | --- | --- | --- | --- |")
 for r in rows:
     print("| " + " | ".join(r) + " |")
