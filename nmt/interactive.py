@@ -105,8 +105,17 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
     with ``plot`` one heatmap per non-empty line is drawn (see :func:`plot_paths`).
 
     Raises:
-        ValueError: ``plot`` with a model that has no attention (the fixed-vector model).
+        ValueError: ``plot`` with a model that has no attention (the fixed-vector model);
+            an input that is not a file, or an output whose folder does not exist (both
+            checked before any translating, so no work is lost on them).
     """
+    if input_path is not None and not input_path.is_file():
+        what = "is a directory" if input_path.is_dir() else "no such file"
+        raise ValueError(f"--input {input_path}: {what}")
+    if output_path is not None and (output_path.is_dir() or not output_path.parent.is_dir()):
+        what = ("is a directory" if output_path.is_dir()
+                else f"folder {output_path.parent} does not exist")
+        raise ValueError(f"--output {output_path}: {what}")
     if input_path is not None:
         with open(input_path, "rb") as f:
             data = f.read()

@@ -182,11 +182,29 @@ def _candidates(logp: torch.Tensor, open_lp: torch.Tensor, K: int
     Returns:
         totals (B, 2K), parent rows in 0..B*K-1 (B, 2K), pieces (B, 2K). Every beam's 2K
         best pieces are taken first (exact: a global top-2K piece is in its beam's top 2K);
-        the stable sort keeps beam order, then per-beam order, on equal totals.
+        the stable sort keeps beam order, then per-beam order, on equal totals, and within
+        a beam equal log-probabilities go lower piece id first.
     """
     BK, V = logp.shape
     B, n1 = BK // K, min(2 * K, V)
-    lp1, tok1 = logp.float().topk(n1, dim=-1)  # (B*K, n1)
+    # Equal log-probabilities go lower piece id first, as torch.max breaks ties in greedy
+    # search, so that beam 1 equals greedy on exact ties too. topk keeps equal values in
+    # no set order, and where a tie straddles its cut it may keep any of them: such rows
+    # (rare) take the n1 best from a stable sort of the whole row instead.
+    m = min(n1 + 1, V)
+    lp_m, tok_m = logp.float().topk(m, dim=-1)  # (B*K, m)
+    lp1, tok1 = lp_m[:, :n1], tok_m[:, :n1]
+    if m > n1:
+        straddle = (lp_m[:, n1 - 1] == lp_m[:, n1]).nonzero().squeeze(1)
+        if straddle.numel():
+            whole = logp.index_select(0, straddle).float().sort(dim=-1, descending=True,
+                                                                 stable=True)
+            lp1, tok1 = lp1.clone(), tok1.clone()
+            lp1[straddle], tok1[straddle] = whole.values[:, :n1], whole.indices[:, :n1]
+    tok1, by_id = tok1.sort(dim=-1)
+    lp1 = lp1.gather(-1, by_id)
+    by_value = lp1.sort(dim=-1, descending=True, stable=True).indices
+    lp1, tok1 = lp1.gather(-1, by_value), tok1.gather(-1, by_value)
     total = (open_lp[:, None] + lp1).view(B, K * n1)  # (B, K*n1)
     order = total.sort(dim=1, descending=True, stable=True).indices[:, : 2 * K]  # (B, 2K)
     rows = torch.arange(B, device=logp.device)[:, None] * K + order // n1  # (B, 2K)

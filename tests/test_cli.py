@@ -94,6 +94,16 @@ def test_translate_filter_keeps_one_line_per_input(trained, tmp_path):
     assert r.returncode == 0, r.stderr
     assert len((tmp_path / "out.txt").read_text().splitlines()) == 2
     assert "<-" in r.stderr  # the most-attended source piece per target piece
+    # a missing input or an output folder that does not exist: one line naming the option
+    ck = trained["additive"] / "best.pt"
+    for args, message in (
+            (("--input", tmp_path / "nofile.de"), f"--input {tmp_path / 'nofile.de'}: no such file"),
+            (("--input", tmp_path), f"--input {tmp_path}: is a directory"),
+            (("--input", src, "--output", tmp_path / "nodir" / "out.en"),
+             f"folder {tmp_path / 'nodir'} does not exist")):
+        r = nmt("translate", ck, *args)
+        assert r.returncode != 0 and message in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
 
 
 def test_translate_plot_and_beam_options(trained, tmp_path):

@@ -390,3 +390,19 @@ def test_beam_steps_once_per_sentence_first_and_drops_finished_sentences(toy_voc
     assert all(r % K == 0 for r in rows[1:])
     assert rows[-1] < B * K  # sentences that were done left the batch
     assert rows[1:] == sorted(rows[1:], reverse=True)
+
+
+
+
+def test_beam_one_equals_greedy_on_exact_ties():
+    # four pieces share the best log-probability at every step: both searches take the
+    # lowest piece id (torch.max's rule), whatever order topk returns equal values in
+    # (found by a fresh-user check on a barely trained model)
+    def dist(prev, t):
+        return {EOS: 1.0} if t >= 3 else {D: 0.25, C: 0.25, B_: 0.25, A: 0.25}
+
+    src, src_len = _stub_src([4, 2])
+    g = greedy(TableModel(dist), src, src_len)
+    b = beam_search(TableModel(dist), src, src_len, beam_size=1)
+    assert [h.tokens for h in g] == [[A, A, A]] * 2
+    assert [nb[0].tokens for nb in b] == [h.tokens for h in g]
