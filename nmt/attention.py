@@ -68,6 +68,14 @@ def tanh_(x: torch.Tensor) -> torch.Tensor:
     ms, within 2e-7 of torch.tanh (absolute; the sigmoid form loses tanh's relative
     precision only near 0, where the score adds v_i tanh(.) terms of larger size).
     Other dtypes use torch.tanh.
+
+    Args:
+        x: a float tensor of any shape, e.g. the additive scorer's (B, S, A)
+            ``keys + W s``; overwritten in fp32 (not for other dtypes).
+
+    Returns:
+        tanh(x), the same shape (``x`` itself in fp32). Under autograd the backward pass
+        is tanh's, ``grad * (1 - y^2)`` (Bahdanau et al. 2015, eq. 6 is the use).
     """
     if not FAST_TANH or x.dtype != torch.float32:
         return torch.tanh(x)

@@ -42,7 +42,9 @@ class _SummedCrossEntropy(torch.autograd.Function):
             grad = x if (overwrite or owned) else torch.empty_like(x)
         real = target != PAD
         per_token = x.new_empty(N)
-        rows = max(1, CHUNK_ELEMENTS // max(V, 1))
+        # chunks serve the CPU's caches; on a GPU one pass is better, and each chunk's
+        # underflow check would be a device sync
+        rows = max(1, CHUNK_ELEMENTS // max(V, 1)) if x.device.type == "cpu" else max(N, 1)
         for i in range(0, N, rows):
             xc, tc = x[i:i + rows], target[i:i + rows, None]
             p = torch.softmax(xc, dim=1)  # (n, V): one fused kernel while the chunk is in cache
