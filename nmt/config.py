@@ -141,7 +141,7 @@ class TrainConfig:
     out_dir: str = "runs/{name}"
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     threads: int | None = None  # torch CPU threads; None keeps torch's default
-    progress: bool = True  # progress bar on a terminal, a log line every 200 steps otherwise
+    progress: bool = True  # progress bar on a terminal, a log line every 50 batches otherwise
     # a NaN/inf loss: stop with an error naming the step, or skip that batch and go on
     on_nonfinite_loss: Literal["stop", "skip"] = "stop"
     # constant; plateau: lr *= lr_decay when val BLEU stalls for lr_patience validations;
