@@ -11,8 +11,9 @@ this order, on the device a run would use:
    and in bf16 where the CPU has bf16 instructions or on CUDA, with the same threads;
 2. decoding (first, so a checkpoint's own weights are used): greedy and beam search
    sentences/s on the first ``sentences`` of a named split, in batches of ``batch_size``
-   sentences (:func:`nmt.translate.translate_lines` gives beam search fewer per batch),
-   after an untimed warm-up on 8 sentences, with the sacreBLEU score of that output;
+   sentences, ``workers`` batches at once (:func:`nmt.translate.translate_lines`; default
+   one per CPU thread, each on one thread), after an untimed warm-up on 8 sentences, with
+   the sacreBLEU score of that output;
 3. training: ``warmup`` untimed steps of the real training step (:meth:`Trainer.train_step`:
    loss, backward, clipping, Adam) on shuffled, length-bucketed batches of the config's
    ``train.batch_size`` / ``train.max_tokens``, then ``train_steps`` timed steps, then as
@@ -55,7 +56,7 @@ from nmt.model import Seq2Seq, build_model, count_parameters
 from nmt.pipeline import build_vocabs, training_pairs
 from nmt.precision import autocast_dtype
 from nmt.train import Trainer, pick_device
-from nmt.translate import decoding_from_config, translate_lines
+from nmt.translate import decode_workers, decoding_from_config, translate_lines
 from nmt.vocab import Vocab
 
 
@@ -85,6 +86,7 @@ class BenchOptions:
     data_path: str | None = None
     json_path: Path | None = None  # where the caller will write the JSON (checked here)
     precision: str | None = None  # train.precision for the training steps; None: the run's
+    workers: int | None = None  # batches decoded at once (translate_lines); None: its default
 
     def check(self) -> None:
         """Raises BenchError naming the first option with an impossible value."""
@@ -93,8 +95,9 @@ class BenchOptions:
             if getattr(self, name) < low:
                 raise BenchError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be "
                                  f"at least {low}")
-        if self.threads is not None and self.threads < 1:
-            raise BenchError(f"--threads {self.threads}: must be at least 1")
+        for name in ("threads", "workers"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise BenchError(f"--{name} {getattr(self, name)}: must be at least 1")
         if not self.train_seconds >= 0:
             raise BenchError(f"--train-seconds {self.train_seconds}: must be 0 or more")
         if self.skip_train and self.skip_decode:
@@ -166,7 +169,9 @@ def decode_split(subject: Subject, opts: BenchOptions) -> tuple[list[str], list[
 
 def measure_decoding(subject: Subject, sources: list[str], references: list[str],
                      opts: BenchOptions, device: torch.device) -> dict[str, Any]:
-    """Greedy and beam-``opts.beam`` sentences/s on ``sources``, the mean output length in
+    """Greedy and beam-``opts.beam`` sentences/s on ``sources`` (``opts.workers`` batches at
+    once, each on its share of the CPU threads: :func:`nmt.translate.decode_workers`), the
+    mean output length in
     target pieces (EOS not counted; an untrained model runs to the length limit, which makes
     it slower than a trained one), the BLEU (0-100) and chrF of that output against
     ``references``, and the peak memory while decoding (MiB)."""
@@ -179,7 +184,8 @@ def measure_decoding(subject: Subject, sources: list[str], references: list[str]
             translate_lines(*args, sources[:8], batch_size=opts.batch_size, decoding=decoding)
             sync(device)
             start = time.perf_counter()
-            out = translate_lines(*args, sources, batch_size=opts.batch_size, decoding=decoding)
+            out = translate_lines(*args, sources, batch_size=opts.batch_size, decoding=decoding,
+                                  workers=opts.workers)
             sync(device)
             seconds = time.perf_counter() - start
         s = score([t.text for t in out], references, sources, buckets=((1, None),))
@@ -191,7 +197,11 @@ def measure_decoding(subject: Subject, sources: list[str], references: list[str]
                 / len(sources), 2),
             "bleu": round(s.bleu, 2),
             "chrf": round(s.chrf, 2), "bleu_signature": s.signature}
+    n_batches = -(-len(sources) // opts.batch_size)
+    workers = decode_workers(device, n_batches, opts.workers)
     return {"split": opts.split, "sentences": len(sources), "batch_size": opts.batch_size,
+            "workers": workers,
+            "threads_per_worker": max(1, torch.get_num_threads() // workers),
             "bleu_meaningful": subject.kind == "checkpoint", **runs,
             "peak_memory_mib": round(peak_memory_mib(device), 1)}
 
@@ -348,6 +358,15 @@ def _threads(n: int) -> str:
     return f"{n} thread{'' if n == 1 else 's'}"
 
 
+def _at_once(dec: dict[str, Any]) -> str:
+    """``, 2 at once (1 thread each)`` where batches were decoded in parallel; older
+    reports without the field say nothing."""
+    workers = dec.get("workers", 1)
+    if workers == 1:
+        return ""
+    return f", {workers} at once ({_threads(dec['threads_per_worker'])} each)"
+
+
 def _fraction(phase: dict[str, Any]) -> str:
     shown = [f"{phase[f'fraction_of_{k}_peak']:.0%} of the {k} peak" for k in ("fp32", "bf16")
              if phase.get(f"fraction_of_{k}_peak") is not None]
@@ -398,7 +417,7 @@ def format_table(result: dict[str, Any]) -> str:
         for key, run in dec.items():
             if isinstance(run, dict):
                 rows.append((f"{run['search']}, {dec['split']}, {dec['sentences']} sentences, "
-                             f"batches of {dec['batch_size']}",
+                             f"batches of {dec['batch_size']}{_at_once(dec)}",
                              f"{run['sentences_per_s']:,.1f} sentences/s, BLEU {run['bleu']:.2f}"
                              f" ({run['output_pieces_per_sentence']:.1f} pieces/sentence)"))
         rows.append(("peak memory, decoding", f"{dec['peak_memory_mib']:,.0f} MiB"))

@@ -28,6 +28,8 @@ BEAM_OPTION = typer.Option(None, min=1, help="Beam size (1 = greedy); default: t
                            "checkpoint's search.beam_size.")
 ALPHA_OPTION = typer.Option(None, min=0.0, help="GNMT length penalty alpha.")
 LENGTH_PENALTY_OPTION = typer.Option(None, help="gnmt | average | none.")
+WORKERS_OPTION = typer.Option(None, min=1, help="Batches decoded at once on the CPU, the "
+                              "threads shared among them (default: one per torch thread).")
 DEVICE_OPTION = typer.Option("auto", help="auto (CUDA when present) | cpu | cuda | cuda:N.")
 
 USER_ERRORS = (ConfigError, DataError, CheckpointError, ValueError, OSError)
@@ -87,6 +89,7 @@ def evaluate(
     beam: Optional[int] = BEAM_OPTION,
     alpha: Optional[float] = ALPHA_OPTION,
     length_penalty: Optional[str] = LENGTH_PENALTY_OPTION,
+    workers: Optional[int] = WORKERS_OPTION,
     device: str = DEVICE_OPTION,
 ) -> None:
     """Decode a test set and report sacreBLEU, chrF and BLEU by source length."""
@@ -100,7 +103,7 @@ def evaluate(
                                       n_examples=examples, data_path=data_path,
                                       beam_size=beam, alpha=alpha,
                                       length_penalty=_length_penalty(length_penalty),
-                                      device=device)
+                                      device=device, workers=workers)
     except USER_ERRORS as e:
         _fail(e)
     if os.environ.get("RANK", "0") != "0":
@@ -128,6 +131,7 @@ def translate(
     beam: Optional[int] = BEAM_OPTION,
     alpha: Optional[float] = ALPHA_OPTION,
     length_penalty: Optional[str] = LENGTH_PENALTY_OPTION,
+    workers: Optional[int] = WORKERS_OPTION,
     device: str = DEVICE_OPTION,
 ) -> None:
     """Translate interactively (terminal) or as a filter (one line out per line in)."""
@@ -151,7 +155,7 @@ def translate(
             raise typer.Exit(code)
         return
     try:
-        run_filter(loaded, input, output, attention, decoding, batch_size, plot)
+        run_filter(loaded, input, output, attention, decoding, batch_size, plot, workers)
     except USER_ERRORS as e:
         _fail(e)
 
@@ -269,6 +273,7 @@ def bench(
     data_path: Optional[str] = typer.Option(None, help="Override data.path."),
     precision: Optional[str] = typer.Option(None, help="Training precision: auto, fp32, bf16 "
                                             "or fp16 (default: the run's train.precision)."),
+    workers: Optional[int] = WORKERS_OPTION,
     device: str = DEVICE_OPTION,
 ) -> None:
     """Training and decoding speed, FLOPs, padding, peak memory and BLEU, in one table.
@@ -280,7 +285,7 @@ def bench(
 
     options = BenchOptions(source, tuple(overrides or ()), threads, device, warmup, train_steps,
                            train_seconds, sentences, split, beam, batch_size, skip_train,
-                           skip_decode, data_path, json_out, precision)
+                           skip_decode, data_path, json_out, precision, workers)
     try:
         result = run_bench(options, log=lambda m: typer.echo(m, err=True))
     except USER_ERRORS as e:

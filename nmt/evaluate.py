@@ -78,9 +78,11 @@ def evaluate_checkpoints(checkpoints: list[Path], split: str | None = None,
                          buckets: str = "1-10,11-20,21-30,31-", batch_size: int = 64,
                          n_examples: int = 0, data_path: str | None = None,
                          beam_size: int | None = None, alpha: float | None = None,
-                         length_penalty: str | None = None, device: str = "auto") -> Report:
+                         length_penalty: str | None = None, device: str = "auto",
+                         workers: int | None = None) -> Report:
     """Translate the test set with each checkpoint and score it. Search settings default
-    to each checkpoint's ``search`` config; given values override them.
+    to each checkpoint's ``search`` config; given values override them. ``workers``:
+    batches decoded at once (:func:`nmt.translate.translate_lines`).
 
     Raises:
         CheckpointError, DataError, ValueError (bad ``buckets``), DeviceError (``device``
@@ -95,7 +97,8 @@ def evaluate_checkpoints(checkpoints: list[Path], split: str | None = None,
         decoding = decoding_from_config(loaded.cfg, beam_size, alpha, length_penalty)
         with torch.inference_mode():
             translations = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab,
-                                           sources, batch_size=batch_size, decoding=decoding)
+                                           sources, batch_size=batch_size, decoding=decoding,
+                                           workers=workers)
         hyps = [t.text for t in translations]
         warning = truncation_warning(translations, f"{label} ({path})")
         if warning:

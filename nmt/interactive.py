@@ -98,8 +98,9 @@ def run_interactive(loaded: Loaded, show_attention: bool, decoding: Decoding,
 
 def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None,
                show_attention: bool, decoding: Decoding, batch_size: int = 64,
-               plot: Path | None = None) -> None:
-    """Translate every line of ``input_path`` (or stdin) to ``output_path`` (or stdout).
+               plot: Path | None = None, workers: int | None = None) -> None:
+    """Translate every line of ``input_path`` (or stdin) to ``output_path`` (or stdout),
+    ``workers`` batches at once (:func:`nmt.translate.translate_lines`).
 
     With ``show_attention`` the alignments go to stderr so stdout keeps one line per input;
     with ``plot`` one heatmap per non-empty line is drawn (see :func:`plot_paths`).
@@ -123,7 +124,7 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
         data = sys.stdin.buffer.read()
     lines = _decode_lines(data, str(input_path or "stdin"))
     results = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, lines,
-                              batch_size=batch_size, decoding=decoding)
+                              batch_size=batch_size, decoding=decoding, workers=workers)
     if plot is not None:
         drawn = [t for t in results if t.text or t.src_pieces]
         if loaded.cfg.model.attention == "none":
