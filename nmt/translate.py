@@ -143,9 +143,13 @@ def translate_lines(model, src_vocab: Vocab, tgt_vocab: Vocab, lines: list[str],
     else:
         # longest sources first, so that the workers run out of batches at about one time
         batches.sort(key=lambda b: -b.src.size(1))
-        with _threads(max(1, torch.get_num_threads() // n_workers)), \
-                ThreadPoolExecutor(n_workers, thread_name_prefix="nmt-search") as pool:
-            done = list(pool.map(search, batches))
+        with _threads(max(1, torch.get_num_threads() // n_workers)):
+            pool = ThreadPoolExecutor(n_workers, thread_name_prefix="nmt-search")
+            try:
+                done = list(pool.map(search, batches))
+            finally:
+                # on Ctrl-C or an error the batches not yet started are dropped, not searched
+                pool.shutdown(wait=True, cancel_futures=True)
     for batch, hyps in done:
         for idx, nbest in zip(batch.index.tolist(), hyps):
             hyp = nbest[0]

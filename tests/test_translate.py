@@ -37,3 +37,23 @@ def test_decode_workers_counts_and_checks():
     assert decode_workers(torch.device("cuda"), batches=10, workers=4) == 1
     with pytest.raises(ValueError, match="workers must be >= 1"):
         decode_workers(cpu, batches=10, workers=0)
+
+
+def test_an_error_in_one_batch_reaches_the_caller_and_the_threads_are_restored(toy_vocabs,
+                                                                         monkeypatch):
+    import nmt.translate
+
+    model = tiny_model(*toy_vocabs).eval()
+    threads, calls = torch.get_num_threads(), []
+    real = nmt.translate._search
+
+    def failing(model, src, src_len, decoding):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("batch 2 failed")
+        return real(model, src, src_len, decoding)
+
+    monkeypatch.setattr(nmt.translate, "_search", failing)
+    with pytest.raises(RuntimeError, match="batch 2 failed"):
+        translate_lines(model, *toy_vocabs, LINES, batch_size=1, workers=2)
+    assert torch.get_num_threads() == threads
