@@ -56,7 +56,8 @@ from nmt.model import Seq2Seq, build_model, count_parameters
 from nmt.pipeline import build_vocabs, training_pairs
 from nmt.precision import autocast_dtype
 from nmt.train import Trainer, pick_device
-from nmt.translate import decode_workers, decoding_from_config, translate_lines
+from nmt.translate import (decode_workers, decoding_from_config, threads_per_worker,
+                           translate_lines)
 from nmt.vocab import Vocab
 
 
@@ -201,7 +202,7 @@ def measure_decoding(subject: Subject, sources: list[str], references: list[str]
     workers = decode_workers(device, n_batches, opts.workers)
     return {"split": opts.split, "sentences": len(sources), "batch_size": opts.batch_size,
             "workers": workers,
-            "threads_per_worker": max(1, torch.get_num_threads() // workers),
+            "threads_per_worker": threads_per_worker(workers),
             "bleu_meaningful": subject.kind == "checkpoint", **runs,
             "peak_memory_mib": round(peak_memory_mib(device), 1)}
 

@@ -84,6 +84,12 @@ def decode_workers(device: torch.device, batches: int, workers: int | None = Non
     return max(1, min(workers or torch.get_num_threads(), batches))
 
 
+def threads_per_worker(workers: int) -> int:
+    """torch CPU threads each of ``workers`` concurrent searches gets: an equal share of
+    torch's current threads, at least 1."""
+    return max(1, torch.get_num_threads() // workers)
+
+
 @contextmanager
 def _threads(n: int) -> Iterator[None]:
     """torch's intra-op CPU threads set to ``n`` inside the block, restored after it."""
@@ -143,7 +149,7 @@ def translate_lines(model, src_vocab: Vocab, tgt_vocab: Vocab, lines: list[str],
     else:
         # longest sources first, so that the workers run out of batches at about one time
         batches.sort(key=lambda b: -b.src.size(1))
-        with _threads(max(1, torch.get_num_threads() // n_workers)):
+        with _threads(threads_per_worker(n_workers)):
             pool = ThreadPoolExecutor(n_workers, thread_name_prefix="nmt-search")
             try:
                 done = list(pool.map(search, batches))
