@@ -6,11 +6,12 @@ from __future__ import annotations
 import io
 import sys
 from pathlib import Path
-from typing import TextIO
+from collections.abc import Iterator
+from typing import BinaryIO, TextIO
 
 from nmt.checkpoint import Loaded
-from nmt.translate import (Decoding, Translation, strongest_alignment, translate_lines,
-                           truncation_warning)
+from nmt.translate import (Decoding, Translation, cut_lines_warning, strongest_alignment,
+                           translate_lines)
 
 
 def _attention_lines(tr: Translation) -> list[str]:
@@ -19,11 +20,10 @@ def _attention_lines(tr: Translation) -> list[str]:
     return [f"  {tgt:>14} <- {src:<14} {w:.2f}" for tgt, src, w in strongest_alignment(tr)]
 
 
-def plot_paths(plot: Path, n: int) -> list[Path]:
-    """``plot`` itself for one sentence, else ``stem_1.png``, ``stem_2.png``, ..."""
-    if n == 1:
-        return [plot]
-    return [plot.with_name(f"{plot.stem}_{i}{plot.suffix or '.png'}") for i in range(1, n + 1)]
+def plot_path(plot: Path, k: int, only_one: bool) -> Path:
+    """Where the heatmap of the ``k``-th drawn sentence (from 1) goes: ``plot`` itself when
+    it is the ``only_one``, else ``stem_1.png``, ``stem_2.png``, ..."""
+    return plot if only_one else plot.with_name(f"{plot.stem}_{k}{plot.suffix or '.png'}")
 
 
 def draw(tr: Translation, path: Path) -> bool:
@@ -36,19 +36,30 @@ def draw(tr: Translation, path: Path) -> bool:
     return True
 
 
-def _decode_lines(data: bytes, where: str) -> list[str]:
-    """Split input bytes into lines; invalid UTF-8 becomes U+FFFD with a warning, so every
-    input line still gets its output line."""
-    lines = []
-    for i, raw in enumerate(data.split(b"\n"), 1):
-        try:
-            lines.append(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            print(f"warning: {where}:{i}: invalid UTF-8 replaced by U+FFFD", file=sys.stderr)
-            lines.append(raw.decode("utf-8", errors="replace"))
-    if lines and lines[-1] == "":
-        lines.pop()  # the newline that ends the last line does not start another one
-    return [line.rstrip("\r") for line in lines]
+def _decode_line(raw: bytes, where: str, number: int) -> str:
+    """One input line without its line ending; invalid UTF-8 becomes U+FFFD with a
+    warning naming ``where`` and the line ``number``, so every input line still gets its
+    output line."""
+    raw = raw[:-1] if raw.endswith(b"\n") else raw
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        print(f"warning: {where}:{number}: invalid UTF-8 replaced by U+FFFD", file=sys.stderr)
+        line = raw.decode("utf-8", errors="replace")
+    return line.rstrip("\r")
+
+
+def read_chunks(stream: BinaryIO, where: str, lines_per_chunk: int) -> Iterator[list[str]]:
+    """The lines of ``stream`` in chunks of ``lines_per_chunk`` (the last may be shorter),
+    read as they are needed, so memory holds one chunk whatever the input's size."""
+    chunk: list[str] = []
+    for number, raw in enumerate(stream, 1):
+        chunk.append(_decode_line(raw, where, number))
+        if len(chunk) == lines_per_chunk:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def _one_line(text: str) -> str:
@@ -98,16 +109,23 @@ def run_interactive(loaded: Loaded, show_attention: bool, decoding: Decoding,
 
 def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None,
                show_attention: bool, decoding: Decoding, batch_size: int = 64,
-               plot: Path | None = None, workers: int | None = None) -> None:
+               plot: Path | None = None, workers: int | None = None,
+               lines_per_chunk: int | None = None) -> None:
     """Translate every line of ``input_path`` (or stdin) to ``output_path`` (or stdout),
     ``workers`` batches at once (:func:`nmt.translate.translate_lines`).
 
+    The input is read and translated in chunks of ``lines_per_chunk`` lines (default 16
+    batches), sorted by length within a chunk as fairseq's ``--buffer-size`` does, and each
+    chunk's output is written and flushed before the next is read: memory holds one chunk,
+    a Ctrl-C keeps every chunk already written, and the output does not depend on the
+    chunk size (each batch is searched alone).
+
     With ``show_attention`` the alignments go to stderr so stdout keeps one line per input;
-    with ``plot`` one heatmap per non-empty line is drawn (see :func:`plot_paths`).
+    with ``plot`` one heatmap per non-empty line is drawn (see :func:`plot_path`).
 
     Raises:
         ValueError: ``plot`` with a model that has no attention (the fixed-vector model);
-            an input that is not a file, or an output whose folder does not exist (both
+            an input that is not a file, or an output whose folder does not exist (all
             checked before any translating, so no work is lost on them).
     """
     if input_path is not None and not input_path.is_file():
@@ -117,35 +135,54 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
         what = ("is a directory" if output_path.is_dir()
                 else f"folder {output_path.parent} does not exist")
         raise ValueError(f"--output {output_path}: {what}")
-    if input_path is not None:
-        with open(input_path, "rb") as f:
-            data = f.read()
-    else:
-        data = sys.stdin.buffer.read()
-    lines = _decode_lines(data, str(input_path or "stdin"))
-    results = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, lines,
-                              batch_size=batch_size, decoding=decoding, workers=workers)
-    if plot is not None:
-        drawn = [t for t in results if t.text or t.src_pieces]
-        if loaded.cfg.model.attention == "none":
-            raise ValueError("--plot: the fixed-vector model (attention: none) has no attention "
-                             "weights to draw")
-        for tr, path in zip(drawn, plot_paths(plot, len(drawn))):
-            draw(tr, path)
-            print(f"heatmap: {path}", file=sys.stderr)
-    warning = truncation_warning(results, str(input_path or "stdin"))
-    if warning:
-        print(warning, file=sys.stderr)
+    if plot is not None and loaded.cfg.model.attention == "none":
+        raise ValueError("--plot: the fixed-vector model (attention: none) has no attention "
+                         "weights to draw")
+    lines_per_chunk = lines_per_chunk or 16 * batch_size
+    where = str(input_path or "stdin")
+    source = open(input_path, "rb") if input_path is not None else sys.stdin.buffer
     out = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout
+    cut: list[int] = []  # input lines (from 1) whose source was cut to 400 pieces
+    first = 0  # index of the chunk's first line in the whole input
+    drawn = 0
     try:
-        for i, tr in enumerate(results):
-            if decoding.n_best > 1:  # Moses n-best format: index ||| hypothesis ||| score
-                for text, sc in tr.nbest or [(tr.text, tr.score or 0.0)]:
-                    out.write(f"{i} ||| {_one_line(text)} ||| {sc:.4f}\n")
-                continue
-            out.write(_one_line(tr.text) + "\n")
-            if show_attention:
-                print("\n".join([tr.source.strip()] + _attention_lines(tr)), file=sys.stderr)
+        chunks = read_chunks(source, where, lines_per_chunk)
+        chunk = next(chunks, [])
+        while chunk:
+            results = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, chunk,
+                                      batch_size=batch_size, decoding=decoding,
+                                      workers=workers)
+            following: list[str] = []
+            if plot is not None:
+                # looking ahead tells whether the input is one sentence (one file, as named);
+                # without --plot each chunk is written before the next is read
+                following = next(chunks, [])
+                to_draw = [t for t in results if t.text or t.src_pieces]
+                only_one = first == 0 and not following and len(to_draw) == 1
+                for tr in to_draw:
+                    drawn += 1
+                    path = plot_path(plot, drawn, only_one)
+                    draw(tr, path)
+                    print(f"heatmap: {path}", file=sys.stderr)
+            for i, tr in enumerate(results, first):
+                if tr.truncated:
+                    cut.append(i + 1)
+                if decoding.n_best > 1:  # Moses n-best format: index ||| hypothesis ||| score
+                    for text, sc in tr.nbest or [(tr.text, tr.score or 0.0)]:
+                        out.write(f"{i} ||| {_one_line(text)} ||| {sc:.4f}\n")
+                    continue
+                out.write(_one_line(tr.text) + "\n")
+                if show_attention:
+                    print("\n".join([tr.source.strip()] + _attention_lines(tr)),
+                          file=sys.stderr)
+            out.flush()
+            first += len(chunk)
+            chunk = following if plot is not None else next(chunks, [])
     finally:
         if output_path:
             out.close()
+        if input_path is not None:
+            source.close()
+    warning = cut_lines_warning(cut, where)
+    if warning:
+        print(warning, file=sys.stderr)

@@ -197,7 +197,12 @@ def truncation_warning(translations: list[Translation], where: str,
     """The warning every command prints when sources were cut to ``max_src_pieces``
     pieces: ``where`` (a file or test set) and the cut lines, counting from 1 (the first
     10, then "..."); None when nothing was cut. Nothing is ever cut silently."""
-    cut = [i + 1 for i, t in enumerate(translations) if t.truncated]
+    return cut_lines_warning([i + 1 for i, t in enumerate(translations) if t.truncated],
+                             where, max_src_pieces)
+
+
+def cut_lines_warning(cut: list[int], where: str, max_src_pieces: int = 400) -> str | None:
+    """:func:`truncation_warning` from the numbers (from 1) of the cut lines."""
     if not cut:
         return None
     shown = ", ".join(map(str, cut[:10])) + (", ..." if len(cut) > 10 else "")

@@ -57,3 +57,60 @@ def test_an_error_in_one_batch_reaches_the_caller_and_the_threads_are_restored(t
     with pytest.raises(RuntimeError, match="batch 2 failed"):
         translate_lines(model, *toy_vocabs, LINES, batch_size=1, workers=2)
     assert torch.get_num_threads() == threads
+
+
+def _loaded(toy_vocabs):
+    from types import SimpleNamespace
+
+    model = tiny_model(*toy_vocabs).eval()
+    cfg = SimpleNamespace(model=SimpleNamespace(attention="additive"))
+    return SimpleNamespace(model=model, src_vocab=toy_vocabs[0], tgt_vocab=toy_vocabs[1], cfg=cfg)
+
+
+def _filter(loaded, data: bytes, tmp_path, capsys, **kw):
+    from nmt.interactive import run_filter
+
+    src, out = tmp_path / "in.de", tmp_path / "out.en"
+    src.write_bytes(data)
+    run_filter(loaded, src, out, False, kw.pop("decoding", Decoding()), batch_size=2, **kw)
+    return out.read_text(encoding="utf-8"), capsys.readouterr().err
+
+
+def test_filter_output_does_not_depend_on_the_chunk_size(toy_vocabs, tmp_path, capsys):
+    loaded = _loaded(toy_vocabs)
+    lines = LINES + ["ein " * 450, "der hund \xff läuft"] + LINES
+    data = "\n".join(lines).encode("utf-8").replace("\xff".encode(), b"\xff") + b"\n"
+    dec = Decoding(beam_size=3, n_best=2)
+    whole, err_whole = _filter(loaded, data, tmp_path, capsys, decoding=dec)
+    chunked, err_chunked = _filter(loaded, data, tmp_path, capsys, decoding=dec,
+                                   lines_per_chunk=3)
+    assert chunked == whole
+    # n-best indices count over the whole input, not within a chunk
+    indices = [int(r.split(" ||| ")[0]) for r in chunked.splitlines()]
+    assert sorted(set(indices)) == list(range(len(lines)))
+    assert indices == sorted(indices)
+    n = len(LINES)
+    for err in (err_whole, err_chunked):  # line numbers over the whole input too
+        assert f"in.de: 1 input line cut to the first 400 pieces (line {n + 1}," in err
+        assert f"in.de:{n + 2}: invalid UTF-8 replaced by U+FFFD" in err
+
+
+def test_filter_keeps_the_chunks_written_before_a_ctrl_c(toy_vocabs, tmp_path, capsys,
+                                                         monkeypatch):
+    import nmt.interactive
+
+    loaded, calls = _loaded(toy_vocabs), []
+    real = nmt.interactive.translate_lines
+
+    def interrupted(*args, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kw)
+
+    monkeypatch.setattr(nmt.interactive, "translate_lines", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _filter(loaded, ("\n".join(LINES) + "\n").encode(), tmp_path, capsys, lines_per_chunk=2)
+    written = (tmp_path / "out.en").read_text(encoding="utf-8").splitlines()
+    expected = [t.text for t in real(loaded.model, *toy_vocabs, LINES[:4], batch_size=2)]
+    assert written == expected  # the two chunks before the interruption, complete
