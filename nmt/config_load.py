@@ -349,7 +349,7 @@ def load_study_config(path: str | Path, overrides: list[str] | None = None) -> S
             if len(set(values)) != len(values):
                 raise ConfigError(f"{key}: {list(values)} names an attention twice")
     except ConfigError as e:
-        raise ConfigError(f"{path}: {e}") from e
+        raise ConfigError(f"{_where(path, overrides, e)}: {e}") from None
     return cfg
 
 
@@ -366,7 +366,13 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     try:
         return from_dict(raw)
     except ConfigError as e:
-        key = str(e).split(":", 1)[0]
-        given = [o for o in overrides or [] if o.split("=", 1)[0].strip() == key]
-        where = f"{path} with override {given[-1]!r}" if given else str(path)
-        raise ConfigError(f"{where}: {e}") from None
+        raise ConfigError(f"{_where(path, overrides, e)}: {e}") from None
+
+
+def _where(path: Path, overrides: list[str] | None, error: ConfigError) -> str:
+    """The file, and the override that set the faulty key when one did: for an unknown
+    section (``trian.max_epochs=3``) the key in error is the override's first part."""
+    key = str(error).split(":", 1)[0]
+    given = [o for o in overrides or []
+             if (k := o.split("=", 1)[0].strip()) == key or k.startswith(key + ".")]
+    return f"{path} with override {given[-1]!r}" if given else str(path)

@@ -16,5 +16,6 @@ if [ -f "$stamp" ] && [ "$stamp" -nt pyproject.toml ] && .venv/bin/python -c "im
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
 .venv/bin/python -m pip install --quiet "${NMT_TORCH:-torch==2.13.0}"
-.venv/bin/python -m pip install --quiet -e '.[dev]'
+# setuptools' advice on editable installs (a UserWarning) is not for our users
+PYTHONWARNINGS=ignore::UserWarning .venv/bin/python -m pip install --quiet -e '.[dev]'
 touch "$stamp"

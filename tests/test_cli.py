@@ -229,3 +229,10 @@ def test_stored_corpus_names_a_missing_data_directory(tmp_path, monkeypatch):
         stored_corpus(DataConfig())
     tsv = DataConfig(source="tsv", path=str(tmp_path / "pairs.tsv"))
     assert stored_corpus(tsv, str(tmp_path / "other.tsv")).path == str(tmp_path / "other.tsv")
+
+
+def test_help_shows_flags_without_a_value():
+    # typer 0.29 printed every flag as "--help <bool>", as if it took a value
+    r = nmt("bench", "--help")
+    assert r.returncode == 0 and "--skip-train" in r.stdout
+    assert "<bool>" not in r.stdout

@@ -106,6 +106,10 @@ def test_errors_name_the_override_and_the_yaml_line(tmp_path):
     with pytest.raises(ConfigError, match=re.escape(
             "c.yaml with override 'model.emb_dim=-3': model.emb_dim: must be positive")):
         load_config(path, ["model.emb_dim=-3"])
+    # a misspelt section in an override is the override's fault, not the file's
+    with pytest.raises(ConfigError, match=re.escape(
+            "c.yaml with override 'trian.max_epochs=3': trian: unknown key")):
+        load_config(path, ["train.max_epochs=2", "trian.max_epochs=3"])
     path.write_text("model:\n  emb_dim: [1\n  x: 2\n")
     with pytest.raises(ConfigError, match=r"c\.yaml:3:\d+: invalid YAML: ") as e:
         load_config(path)
