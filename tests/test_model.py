@@ -113,6 +113,24 @@ def test_label_smoothed_loss_mixes_nll_with_uniform_and_ignores_padding(toy_voca
     assert not torch.allclose(smoothed, plain)
 
 
+def test_loss_on_real_rows_has_the_gradients_of_the_loss_on_every_row(toy_vocabs):
+    # forward() runs the output layer on the real target tokens only; padding rows
+    # contribute nothing, so every parameter's gradient must equal the all-rows loss's
+    model = tiny_model(*toy_vocabs).eval()
+    batch = _batch(*toy_vocabs)
+    assert (batch.tgt_out == 0).any()  # the batch has padding to skip
+    model(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out).backward()
+    fast = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    logits, _ = model.logits(batch.src, batch.src_len, batch.tgt_in)
+    torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(),
+                                      ignore_index=0, reduction="sum").backward()
+    for name, p in model.named_parameters():
+        if p.grad is not None:
+            torch.testing.assert_close(fast[name], p.grad, rtol=1e-4, atol=1e-6, msg=name)
+    assert fast.keys() == {n for n, p in model.named_parameters() if p.grad is not None}
+
+
 @pytest.mark.parametrize("rows", [1, 7, 64, 161])
 def test_step_addmm_equals_addmm_in_both_orientations(rows):
     from nmt.decoder import step_addmm
