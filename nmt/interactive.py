@@ -11,7 +11,7 @@ from typing import BinaryIO, TextIO
 
 from nmt.checkpoint import Loaded
 from nmt.translate import (Decoding, Translation, cut_lines_warning, strongest_alignment,
-                           translate_lines)
+                           translate_lines, unknown_lines_warning)
 
 
 def _attention_lines(tr: Translation) -> list[str]:
@@ -99,6 +99,9 @@ def run_interactive(loaded: Loaded, show_attention: bool, decoding: Decoding,
             return 130
         if tr.truncated:
             stdout.write("(warning: input cut to the first 400 pieces)\n")
+        if tr.unknown:
+            stdout.write("(warning: the model knows no piece of this input (<unk>); "
+                         "the translation is a guess)\n")
         stdout.write(_one_line(tr.text) + "\n")
         if show_attention:
             stdout.write("\n".join(_attention_lines(tr)) + "\n")
@@ -143,6 +146,7 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
     source = open(input_path, "rb") if input_path is not None else sys.stdin.buffer
     out = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout
     cut: list[int] = []  # input lines (from 1) whose source was cut to 400 pieces
+    unknown: list[int] = []  # input lines (from 1) of which the model knows no piece
     first = 0  # index of the chunk's first line in the whole input
     drawn = 0
     try:
@@ -167,6 +171,8 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
             for i, tr in enumerate(results, first):
                 if tr.truncated:
                     cut.append(i + 1)
+                if tr.unknown:
+                    unknown.append(i + 1)
                 if decoding.n_best > 1:  # Moses n-best format: index ||| hypothesis ||| score
                     for text, sc in tr.nbest or [(tr.text, tr.score or 0.0)]:
                         out.write(f"{i} ||| {_one_line(text)} ||| {sc:.4f}\n")
@@ -183,6 +189,6 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
             out.close()
         if input_path is not None:
             source.close()
-    warning = cut_lines_warning(cut, where)
-    if warning:
-        print(warning, file=sys.stderr)
+    for warning in (cut_lines_warning(cut, where), unknown_lines_warning(unknown, where)):
+        if warning:
+            print(warning, file=sys.stderr)

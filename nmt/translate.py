@@ -15,7 +15,7 @@ import torch
 
 from nmt.data import Example, collate, make_batches
 from nmt.search import beam_search, greedy
-from nmt.vocab import EOS, Vocab
+from nmt.vocab import EOS, UNK, Vocab
 
 
 @dataclass
@@ -29,6 +29,8 @@ class Translation:
         attention: (len(tgt_pieces), len(src_pieces)) weights, or None (fixed-vector model
             or empty input).
         truncated: the source was longer than the limit and was cut.
+        unknown: no source piece is known to the model (only ``<unk>`` and word
+            boundaries, e.g. a line of emoji): the translation is a guess.
     """
 
     source: str
@@ -37,6 +39,7 @@ class Translation:
     tgt_pieces: list[str]
     attention: torch.Tensor | None
     truncated: bool = False
+    unknown: bool = False
     score: float | None = None  # the search's ranking score (nats, length-normalised in beam)
     nbest: list[tuple[str, float]] | None = None  # (text, score), best first, with n_best > 1
 
@@ -136,8 +139,9 @@ def translate_lines(model, src_vocab: Vocab, tgt_vocab: Vocab, lines: list[str],
         cut = max_src_pieces is not None and len(ids) > max_src_pieces
         ids = ids[:max_src_pieces] if cut else ids
         examples.append(Example(ids + [EOS], [], i))
-        results[i] = Translation(line, "", [src_vocab.id_to_piece(x) for x in ids] + ["</s>"],
-                                 [], None, cut)
+        pieces = [src_vocab.id_to_piece(x) for x in ids]
+        unknown = all(x == UNK or p == "▁" for x, p in zip(ids, pieces))
+        results[i] = Translation(line, "", pieces + ["</s>"], [], None, cut, unknown)
     batches = [collate(chunk) for chunk in make_batches(examples, batch_size)]
     n_workers = decode_workers(device, len(batches), workers)
 
@@ -203,9 +207,19 @@ def truncation_warning(translations: list[Translation], where: str,
 
 def cut_lines_warning(cut: list[int], where: str, max_src_pieces: int = 400) -> str | None:
     """:func:`truncation_warning` from the numbers (from 1) of the cut lines."""
-    if not cut:
+    return _lines_warning(cut, where, f"cut to the first {max_src_pieces} pieces")
+
+
+def unknown_lines_warning(unknown: list[int], where: str) -> str | None:
+    """The warning for input lines (numbers from 1) of which the model knows no piece
+    (:attr:`Translation.unknown`); None when there are none."""
+    return _lines_warning(unknown, where, "made only of pieces the model does not know "
+                          "(<unk>): translated, but as guesses")
+
+
+def _lines_warning(lines: list[int], where: str, what: str) -> str | None:
+    if not lines:
         return None
-    shown = ", ".join(map(str, cut[:10])) + (", ..." if len(cut) > 10 else "")
-    word = "line" if len(cut) == 1 else "lines"
-    return (f"warning: {where}: {len(cut)} input {word} cut to the first {max_src_pieces} "
-            f"pieces ({word} {shown}, counting from 1)")
+    shown = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
+    word = "line" if len(lines) == 1 else "lines"
+    return f"warning: {where}: {len(lines)} input {word} {what} ({word} {shown}, counting from 1)"

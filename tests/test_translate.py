@@ -114,3 +114,14 @@ def test_filter_keeps_the_chunks_written_before_a_ctrl_c(toy_vocabs, tmp_path, c
     written = (tmp_path / "out.en").read_text(encoding="utf-8").splitlines()
     expected = [t.text for t in real(loaded.model, *toy_vocabs, LINES[:4], batch_size=2)]
     assert written == expected  # the two chunks before the interruption, complete
+
+
+def test_lines_the_model_knows_nothing_of_are_flagged_and_warned(toy_vocabs, tmp_path, capsys):
+    loaded = _loaded(toy_vocabs)
+    lines = ["ein mann", "🐕🐕 🐕", "", "ein 🐕"]
+    out = translate_lines(loaded.model, *toy_vocabs, lines)
+    assert [t.unknown for t in out] == [False, True, False, False]
+    data = ("\n".join(lines) + "\n").encode()
+    _, err = _filter(loaded, data, tmp_path, capsys, lines_per_chunk=1)
+    assert ("in.de: 1 input line made only of pieces the model does not know (<unk>): "
+            "translated, but as guesses (line 2, counting from 1)") in err
