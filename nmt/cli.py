@@ -141,6 +141,10 @@ def translate(
     from nmt.translate import decoding_from_config
 
     try:
+        if plot is not None and (plot.is_dir() or not plot.parent.is_dir()):
+            # checked before any translating: a heatmap that cannot be written loses the work
+            raise ValueError(f"--plot {plot}: " + ("is a directory" if plot.is_dir() else
+                                                   f"folder {plot.parent} does not exist"))
         loaded = load_checkpoint(checkpoint, pick_device(device, "--device"))
         decoding = decoding_from_config(loaded.cfg, beam, alpha, _length_penalty(length_penalty),
                                         nbest)

@@ -117,6 +117,9 @@ def test_translate_plot_and_beam_options(trained, tmp_path):
     assert r.returncode == 0 and (tmp_path / "m_1.png").exists() and (tmp_path / "m_2.png").exists()
     r = nmt("translate", trained["none"] / "best.pt", "--plot", png, input="Ein Hund.\n")
     assert r.returncode == 2 and "fixed-vector model" in r.stderr
+    for where, message in ((tmp_path / "nodir" / "x.png", "folder"), (tmp_path, "is a directory")):
+        r = nmt("translate", trained["additive"] / "best.pt", "--plot", where, input="Ein Hund.\n")
+        assert r.returncode == 2 and f"--plot {where}: " in r.stderr and message in r.stderr
     r = nmt("translate", trained["additive"] / "best.pt", "--beam", "4", "--nbest", "3",
             input="Ein Hund.\n\nEine Katze.\n")
     assert r.returncode == 0, r.stderr
