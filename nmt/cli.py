@@ -141,6 +141,12 @@ def translate(
     from nmt.translate import decoding_from_config
 
     try:
+        if output is not None and output.exists():
+            # the filter writes as it goes: an output that is also an input would be emptied
+            for option, path in (("--input", input), ("checkpoint", checkpoint)):
+                if path is not None and path.exists() and output.samefile(path):
+                    raise ValueError(f"--output {output}: is the same file as the {option}; "
+                                     "it would be overwritten")
         if plot is not None and (plot.is_dir() or not plot.parent.is_dir()):
             # checked before any translating: a heatmap that cannot be written loses the work
             raise ValueError(f"--plot {plot}: " + ("is a directory" if plot.is_dir() else
@@ -160,6 +166,10 @@ def translate(
         return
     try:
         run_filter(loaded, input, output, attention, decoding, batch_size, plot, workers)
+    except BrokenPipeError:
+        # the reader stopped (e.g. `| head`): stop quietly, as other filters do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(141) from None
     except USER_ERRORS as e:
         _fail(e)
 

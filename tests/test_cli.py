@@ -104,6 +104,20 @@ def test_translate_filter_keeps_one_line_per_input(trained, tmp_path):
         r = nmt("translate", ck, *args)
         assert r.returncode != 0 and message in r.stderr, r.stderr
         assert "Traceback" not in r.stderr
+    # an output that is the input or the checkpoint is refused, and both are left intact
+    before = ck.read_bytes()
+    for args, what in ((("--input", src, "--output", tmp_path / "." / "in.txt"), "--input"),
+                       (("--input", src, "--output", ck), "checkpoint")):
+        r = nmt("translate", ck, *args)
+        assert r.returncode == 2 and f"is the same file as the {what}" in r.stderr, r.stderr
+    assert src.read_text() == "Ein Mann.\nEine Frau.\n" and ck.read_bytes() == before
+    # a reader that stops early (`| head -1`) ends the filter quietly, as SIGPIPE would
+    many = tmp_path / "many.de"
+    many.write_text("Ein Hund rennt.\n" * 3000)
+    r = subprocess.run(["bash", "-c", f'"{sys.executable}" -m nmt translate "{ck}" -i "{many}" '
+                        '| head -1; exit "${PIPESTATUS[0]}"'], capture_output=True, text=True,
+                       cwd=REPO, timeout=600)
+    assert r.returncode == 141 and len(r.stdout.splitlines()) == 1 and r.stderr == "", r.stderr
 
 
 def test_translate_plot_and_beam_options(trained, tmp_path):
