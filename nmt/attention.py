@@ -102,12 +102,14 @@ class AdditiveScorer(GlobalScorer):
         query_dim: D, decoder state size.
         memory_dim: M, encoder memory size.
         attn_dim: A, hidden size of the scoring MLP.
+        bias: a bias on the key projection, ``U h_i + b`` (the paper's MLP has none
+            written out; Joey NMT leaves it out, OpenNMT-py keeps it).
     """
 
-    def __init__(self, query_dim: int, memory_dim: int, attn_dim: int):
+    def __init__(self, query_dim: int, memory_dim: int, attn_dim: int, bias: bool = True):
         super().__init__()
         self.W = nn.Linear(query_dim, attn_dim, bias=False)
-        self.U = nn.Linear(memory_dim, attn_dim, bias=True)
+        self.U = nn.Linear(memory_dim, attn_dim, bias=bias)
         self.v = nn.Linear(attn_dim, 1, bias=False)
 
     def precompute(self, memory: torch.Tensor) -> torch.Tensor:
@@ -161,15 +163,17 @@ class GeneralScorer(GlobalScorer):
         return torch.bmm(keys, query.unsqueeze(2)).squeeze(2)
 
 
-def build_scorer(kind: str, query_dim: int, memory_dim: int, attn_dim: int) -> nn.Module | None:
+def build_scorer(kind: str, query_dim: int, memory_dim: int, attn_dim: int,
+                 attention_bias: bool = True) -> nn.Module | None:
     """The global scorer for ``kind``; ``none`` (fixed-vector model) has no scorer.
+    ``attention_bias`` is the additive scorer's key bias (see :class:`AdditiveScorer`).
 
     Raises:
         ValueError: unknown kind, or dot/scaled_dot with ``query_dim != memory_dim``.
     """
     match kind:
         case "additive":
-            return AdditiveScorer(query_dim, memory_dim, attn_dim)
+            return AdditiveScorer(query_dim, memory_dim, attn_dim, attention_bias)
         case "dot" | "scaled_dot":
             if query_dim != memory_dim:
                 raise ValueError(

@@ -107,6 +107,10 @@ class ModelConfig:
     local_score: Literal["additive", "dot", "general", "scaled_dot"] = "general"
     local_window: int = 10  # source pieces on each side of p_t (the paper's D = 10)
     heads: int = 4  # multihead: h heads of (2 * enc_hidden) / h dims each
+    # biases that some implementations leave out (Joey NMT has neither): the generator's
+    # b in softmax(W h~ + b), and the additive scorer's key projection U h_i + b
+    output_bias: bool = True
+    attention_bias: bool = True
 
 
 @dataclass(frozen=True)

@@ -63,14 +63,15 @@ def step_addmm(base: torch.Tensor, x: torch.Tensor, w_t: torch.Tensor) -> torch.
 
 
 def build_attention(kind: str, query_dim: int, memory_dim: int, attn_dim: int, *,
-                    local_score: str = "general", window: int = 10, heads: int = 4
-                    ) -> nn.Module | None:
+                    local_score: str = "general", window: int = 10, heads: int = 4,
+                    attention_bias: bool = True) -> nn.Module | None:
     """The decoder's attention for ``kind`` (``model.attention``).
 
     Args:
         kind: additive | dot | general | scaled_dot (global), local_m | local_p (local,
             scored with ``local_score``), multihead (``heads`` heads), or none.
         query_dim: D. memory_dim: M. attn_dim: A (additive scorer, local_p predictor).
+        attention_bias: the additive scorer's key bias (``model.attention_bias``).
 
     Returns:
         a module with ``precompute(memory)`` and ``read(query, keys, memory, mask, t) ->
@@ -85,11 +86,11 @@ def build_attention(kind: str, query_dim: int, memory_dim: int, attn_dim: int, *
         if local_score not in GLOBAL_SCORES:
             raise ValueError(f"unknown local attention score {local_score!r}; expected one "
                              f"of {', '.join(GLOBAL_SCORES)}")
-        scorer = build_scorer(local_score, query_dim, memory_dim, attn_dim)
+        scorer = build_scorer(local_score, query_dim, memory_dim, attn_dim, attention_bias)
         return LocalAttention(kind, scorer, query_dim, window, attn_dim)
     if kind == "multihead":
         return MultiHeadAttention(memory_dim, heads, query_dim=query_dim)
-    return build_scorer(kind, query_dim, memory_dim, attn_dim)
+    return build_scorer(kind, query_dim, memory_dim, attn_dim, attention_bias)
 
 
 @dataclass
@@ -148,19 +149,20 @@ class Decoder(nn.Module):
         attention: additive | dot | general | scaled_dot | local_m | local_p | multihead |
             none. step_order: bahdanau | luong. attn_dim: A. output_dim: O.
         dropout: probability. local_score, window: local attention's score and D.
-        heads: multihead's h.
+        heads: multihead's h. attention_bias: the additive scorer's key bias.
     """
 
     def __init__(self, vocab_size: int, emb_dim: int, hidden: int, layers: int,
                  memory_dim: int, attention: str, step_order: str, attn_dim: int,
                  output_dim: int, dropout: float, *, local_score: str = "general",
-                 window: int = 10, heads: int = 4):
+                 window: int = 10, heads: int = 4, attention_bias: bool = True):
         super().__init__()
         self.attention_type, self.step_order = attention, step_order
         self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD)
         self.dropout = nn.Dropout(dropout)
         self.scorer = build_attention(attention, hidden, memory_dim, attn_dim,
-                                      local_score=local_score, window=window, heads=heads)
+                                      local_score=local_score, window=window, heads=heads,
+                                      attention_bias=attention_bias)
         # the fixed-vector model's c; unused parameters otherwise are not created
         self.fixed = nn.Linear(memory_dim, memory_dim) if attention == "none" else None
         self.init = nn.Linear(memory_dim, layers * hidden)

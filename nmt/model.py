@@ -98,8 +98,9 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
     decoder = Decoder(tgt_vocab_size, cfg.emb_dim, cfg.dec_hidden, cfg.dec_layers,
                       2 * cfg.enc_hidden, cfg.attention, cfg.step_order, cfg.attn_dim,
                       cfg.output_dim, cfg.dropout, local_score=cfg.local_score,
-                      window=cfg.local_window, heads=cfg.heads)
-    generator = nn.Linear(cfg.output_dim, tgt_vocab_size)
+                      window=cfg.local_window, heads=cfg.heads,
+                      attention_bias=cfg.attention_bias)
+    generator = nn.Linear(cfg.output_dim, tgt_vocab_size, bias=cfg.output_bias)
     if cfg.tie_embeddings:
         generator.weight = decoder.embed.weight
     return Seq2Seq(encoder, decoder, generator)

@@ -1,11 +1,15 @@
 """The encoder-decoder: shapes, padding invariance, and that it can learn."""
 
+import dataclasses
+import pathlib
+
 import pytest
 import torch
 
 from conftest import TOY_PAIRS, tiny_model
 from nmt.corpus import Pair
 from nmt.data import collate, encode_pairs
+from nmt.model import build_model
 from nmt.search import greedy
 
 ATTENTIONS = ["additive", "dot", "general", "scaled_dot", "none"]
@@ -129,6 +133,34 @@ def test_loss_on_real_rows_has_the_gradients_of_the_loss_on_every_row(toy_vocabs
         if p.grad is not None:
             torch.testing.assert_close(fast[name], p.grad, rtol=1e-4, atol=1e-6, msg=name)
     assert fast.keys() == {n for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_reference_config_has_joey_nmts_parameter_count_without_the_two_biases():
+    # Joey NMT's RNN model with the reference settings has 12,262,912 parameters: the same
+    # weight matrices, no generator bias (V) and no bias on the additive scorer's keys (A)
+    from nmt.config_load import load_config
+    from nmt.model import count_parameters
+
+    cfg = load_config(pathlib.Path(__file__).parent.parent / "configs" / "bench_reference.yaml")
+    model = build_model(cfg.model, 8000, 8000)
+    assert model.generator.bias is None and model.decoder.scorer.U.bias is None
+    assert count_parameters(model) == 12_262_912
+    with_biases = build_model(dataclasses.replace(cfg.model, output_bias=True,
+                                                  attention_bias=True), 8000, 8000)
+    assert count_parameters(with_biases) == 12_262_912 + 8000 + 512
+
+
+def test_model_without_biases_decodes_as_its_teacher_forced_logits(toy_vocabs):
+    # the search step's generator path without a bias must score as the training path
+    model = tiny_model(*toy_vocabs, output_bias=False, attention_bias=False).eval()
+    batch = _batch(*toy_vocabs)
+    with torch.no_grad():
+        logits, _ = model.logits(batch.src, batch.src_len, batch.tgt_in)
+        mem, state = model.encode(batch.src, batch.src_len)
+        logp, _, _ = model.step(batch.tgt_in[:, 0], state, mem)
+    torch.testing.assert_close(logp, torch.log_softmax(logits[:, 0], -1), rtol=1e-5, atol=1e-5)
+    model(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out).backward()
+    assert all(p.grad is not None for p in model.parameters())
 
 
 @pytest.mark.parametrize("rows", [1, 7, 64, 161])
