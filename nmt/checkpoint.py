@@ -38,6 +38,13 @@ class CheckpointError(RuntimeError):
     """A checkpoint cannot be read or written; the message names the file."""
 
 
+def _umask() -> int:
+    """The process's umask (reading it means setting it; it is put back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def save_atomic(payload: dict[str, Any], path: str | Path) -> None:
     """Write ``payload`` to ``path`` atomically (temp file, fsync, rename).
 
@@ -48,6 +55,9 @@ def save_atomic(payload: dict[str, Any], path: str | Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        # mkstemp makes the file private (0600); a checkpoint gets the mode any new file
+        # gets here (0644 under the usual umask 022), so others can read shared runs
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             torch.save(payload, f)
             f.flush()

@@ -126,8 +126,9 @@ def translate(
     batch_size: int = typer.Option(64, min=1, help="Sentences per batch in filter mode."),
     nbest: int = typer.Option(1, min=1, help="Print the N best hypotheses per line as "
                               "'index ||| text ||| score' (needs --beam >= N)."),
-    plot: Optional[Path] = typer.Option(None, help="Draw the attention heatmap to this PNG "
-                                        "(several lines: FILE_1.png, FILE_2.png, ...)."),
+    plot: Optional[Path] = typer.Option(None, help="Draw the attention heatmap to this image, "
+                                        "in the format of its suffix (.png, .pdf, .svg; "
+                                        "several lines: FILE_1.png, FILE_2.png, ...)."),
     beam: Optional[int] = BEAM_OPTION,
     alpha: Optional[float] = ALPHA_OPTION,
     length_penalty: Optional[str] = LENGTH_PENALTY_OPTION,
@@ -140,6 +141,9 @@ def translate(
     from nmt.train import pick_device
     from nmt.translate import decoding_from_config
 
+    # `-` is standard input / output, as for other filters
+    input = None if input is not None and str(input) == "-" else input
+    output = None if output is not None and str(output) == "-" else output
     try:
         if output is not None and output.exists():
             # the filter writes as it goes: an output that is also an input would be emptied
@@ -151,6 +155,13 @@ def translate(
             # checked before any translating: a heatmap that cannot be written loses the work
             raise ValueError(f"--plot {plot}: " + ("is a directory" if plot.is_dir() else
                                                    f"folder {plot.parent} does not exist"))
+        if plot is not None:
+            from nmt.plots import image_format
+
+            try:
+                image_format(plot)
+            except ValueError as e:
+                raise ValueError(f"--plot {e}") from None
         loaded = load_checkpoint(checkpoint, pick_device(device, "--device"))
         decoding = decoding_from_config(loaded.cfg, beam, alpha, _length_penalty(length_penalty),
                                         nbest)

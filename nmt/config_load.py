@@ -279,7 +279,8 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             if nxt is None:
                 nxt = node[part] = {}
             if not isinstance(nxt, dict):
-                raise ConfigError(f"{'.'.join(path[: i + 1])}: is not a section")
+                raise ConfigError(f"override {text!r}: {'.'.join(path[: i + 1])} is not a "
+                                  "section")
             node = nxt
         node[path[-1]] = value
     return raw

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from typing import BinaryIO, TextIO
 
 from nmt.checkpoint import Loaded
-from nmt.translate import (Decoding, Translation, cut_lines_warning, strongest_alignment,
-                           translate_lines, unknown_lines_warning)
+from nmt.translate import (Decoding, Translation, cut_lines_warning, invalid_lines_warning,
+                           strongest_alignment, translate_lines, unknown_lines_warning)
 
 
 def _attention_lines(tr: Translation) -> list[str]:
@@ -36,25 +36,27 @@ def draw(tr: Translation, path: Path) -> bool:
     return True
 
 
-def _decode_line(raw: bytes, where: str, number: int) -> str:
-    """One input line without its line ending; invalid UTF-8 becomes U+FFFD with a
-    warning naming ``where`` and the line ``number``, so every input line still gets its
-    output line."""
+def _decode_line(raw: bytes, number: int, invalid: list[int]) -> str:
+    """One input line without its line ending; invalid UTF-8 becomes U+FFFD and the line
+    ``number`` joins ``invalid`` (warned about once, at the end), so every input line still
+    gets its output line."""
     raw = raw[:-1] if raw.endswith(b"\n") else raw
     try:
         line = raw.decode("utf-8")
     except UnicodeDecodeError:
-        print(f"warning: {where}:{number}: invalid UTF-8 replaced by U+FFFD", file=sys.stderr)
+        invalid.append(number)
         line = raw.decode("utf-8", errors="replace")
     return line.rstrip("\r")
 
 
-def read_chunks(stream: BinaryIO, where: str, lines_per_chunk: int) -> Iterator[list[str]]:
+def read_chunks(stream: BinaryIO, lines_per_chunk: int, invalid: list[int]
+                ) -> Iterator[list[str]]:
     """The lines of ``stream`` in chunks of ``lines_per_chunk`` (the last may be shorter),
-    read as they are needed, so memory holds one chunk whatever the input's size."""
+    read as they are needed, so memory holds one chunk whatever the input's size. The
+    numbers (from 1) of lines with invalid UTF-8 are appended to ``invalid``."""
     chunk: list[str] = []
     for number, raw in enumerate(stream, 1):
-        chunk.append(_decode_line(raw, where, number))
+        chunk.append(_decode_line(raw, number, invalid))
         if len(chunk) == lines_per_chunk:
             yield chunk
             chunk = []
@@ -71,7 +73,9 @@ def run_interactive(loaded: Loaded, show_attention: bool, decoding: Decoding,
                     plot: Path | None = None, stdin: TextIO = sys.stdin,
                     stdout: TextIO = sys.stdout) -> int:
     """Prompt, translate each line, print; empty lines are skipped; Ctrl-D/Ctrl-C quit.
-    With ``plot`` the heatmap of the latest sentence is written there.
+    With ``decoding.n_best`` > 1 the N best hypotheses are listed, best first, each with
+    its score (log-probability after the length penalty). With ``plot`` the heatmap of
+    the latest sentence (of the best hypothesis) is written there.
 
     Returns:
         the exit status: 0 after Ctrl-D (end of input), 130 after Ctrl-C (interrupted,
@@ -102,7 +106,11 @@ def run_interactive(loaded: Loaded, show_attention: bool, decoding: Decoding,
         if tr.unknown:
             stdout.write("(warning: the model knows no piece of this input (<unk>); "
                          "the translation is a guess)\n")
-        stdout.write(_one_line(tr.text) + "\n")
+        if decoding.n_best > 1 and tr.nbest:
+            stdout.write("".join(f"{k}. {_one_line(text)}  ({sc:.4f})\n"
+                                 for k, (text, sc) in enumerate(tr.nbest, 1)))
+        else:
+            stdout.write(_one_line(tr.text) + "\n")
         if show_attention:
             stdout.write("\n".join(_attention_lines(tr)) + "\n")
         if plot is not None:
@@ -147,10 +155,11 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
     out = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout
     cut: list[int] = []  # input lines (from 1) whose source was cut to 400 pieces
     unknown: list[int] = []  # input lines (from 1) of which the model knows no piece
+    invalid: list[int] = []  # input lines (from 1) with invalid UTF-8
     first = 0  # index of the chunk's first line in the whole input
     drawn = 0
     try:
-        chunks = read_chunks(source, where, lines_per_chunk)
+        chunks = read_chunks(source, lines_per_chunk, invalid)
         chunk = next(chunks, [])
         while chunk:
             results = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, chunk,
@@ -189,6 +198,7 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
             out.close()
         if input_path is not None:
             source.close()
-    for warning in (cut_lines_warning(cut, where), unknown_lines_warning(unknown, where)):
+    for warning in (invalid_lines_warning(invalid, where), cut_lines_warning(cut, where),
+                    unknown_lines_warning(unknown, where)):
         if warning:
             print(warning, file=sys.stderr)

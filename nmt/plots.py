@@ -62,10 +62,27 @@ def curves_from_rows(rows: list[BucketRow]) -> dict[str, list[LengthPoint]]:
     return curves
 
 
+def image_format(path: str | Path) -> str:
+    """The image format that ``path``'s suffix asks for (``png`` without one): png, pdf,
+    svg, jpg, ... (whatever matplotlib writes).
+
+    Raises:
+        ValueError: a suffix that matplotlib cannot write, naming the path.
+    """
+    fmt = Path(path).suffix[1:].lower() or "png"
+    supported = plt.figure().canvas.get_supported_filetypes()
+    plt.close("all")
+    if fmt not in supported:
+        raise ValueError(f"{path}: cannot write a .{fmt} image; use one of "
+                         f"{', '.join('.' + f for f in sorted(supported))}")
+    return fmt
+
+
 def _save(fig, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI, format="png")
+    # the format follows the suffix, so `x.pdf` is a PDF; a name without one is a PNG
+    fig.savefig(path, dpi=DPI, format=Path(path).suffix[1:].lower() or "png")
     return path
 
 
@@ -128,7 +145,8 @@ def plot_attention(src_pieces: list[str], tgt_pieces: list[str], weights, path: 
     """Heatmap of attention ``weights`` (T, S): row t is the distribution over the source
     pieces when producing target piece t. White is weight 1, black 0 (fixed scale, so
     heatmaps of different models compare). Source pieces label the top axis, target pieces
-    the left axis. Writes a PNG at ``path``, creating its parent directories.
+    the left axis. Writes the image at ``path`` in the format of its suffix (PNG without
+    one; see :func:`image_format`), creating its parent directories.
 
     Raises:
         ValueError: ``weights`` is not 2-D with shape (len(tgt_pieces), len(src_pieces)).

@@ -210,6 +210,12 @@ def cut_lines_warning(cut: list[int], where: str, max_src_pieces: int = 400) -> 
     return _lines_warning(cut, where, f"cut to the first {max_src_pieces} pieces")
 
 
+def invalid_lines_warning(invalid: list[int], where: str) -> str | None:
+    """The warning for input lines (numbers from 1) that were not valid UTF-8; None when
+    there are none."""
+    return _lines_warning(invalid, where, "not valid UTF-8: invalid bytes replaced by U+FFFD")
+
+
 def unknown_lines_warning(unknown: list[int], where: str) -> str | None:
     """The warning for input lines (numbers from 1) of which the model knows no piece
     (:attr:`Translation.unknown`); None when there are none."""

@@ -1,6 +1,8 @@
 """Checkpoint format: self-describing, atomic, clear errors on foreign files."""
 
 import errno
+import os
+import stat
 
 import pytest
 import torch
@@ -26,6 +28,17 @@ def test_roundtrip_rebuilds_model_and_vocabs(tmp_path, toy_vocabs):
     for a, b in zip(model.state_dict().values(), loaded.model.state_dict().values()):
         assert torch.equal(a, b)
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o077, 0o600)])
+def test_checkpoint_gets_the_mode_of_a_new_file(tmp_path, umask, mode):
+    # the temporary file is private (mkstemp); the checkpoint must not stay so
+    old = os.umask(umask)
+    try:
+        save_atomic({"format": "nmt-checkpoint"}, tmp_path / "m.pt")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "m.pt").stat().st_mode) == mode
 
 
 def test_foreign_and_old_files_are_rejected(tmp_path):

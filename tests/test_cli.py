@@ -129,6 +129,14 @@ def test_translate_plot_and_beam_options(trained, tmp_path):
     r = nmt("translate", trained["additive"] / "best.pt", "--plot", tmp_path / "m.png",
             input="Ein Hund.\nEine Katze.\n")
     assert r.returncode == 0 and (tmp_path / "m_1.png").exists() and (tmp_path / "m_2.png").exists()
+    # the suffix names the format; `-i -` and `-o -` are stdin and stdout
+    r = nmt("translate", trained["additive"] / "best.pt", "--plot", tmp_path / "river.pdf",
+            "-i", "-", "-o", "-", input="Ein Hund.\n")
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 1, r.stderr
+    assert (tmp_path / "river.pdf").read_bytes()[:5] == b"%PDF-"
+    r = nmt("translate", trained["additive"] / "best.pt", "--plot", tmp_path / "x.xyz",
+            input="Ein Hund.\n")
+    assert r.returncode == 2 and f"--plot {tmp_path / 'x.xyz'}: cannot write a .xyz image" in r.stderr
     r = nmt("translate", trained["none"] / "best.pt", "--plot", png, input="Ein Hund.\n")
     assert r.returncode == 2 and "fixed-vector model" in r.stderr
     for where, message in ((tmp_path / "nodir" / "x.png", "folder"), (tmp_path, "is a directory")):

@@ -54,8 +54,11 @@ def test_override_errors(tmp_path):
         load_config(path, ["model.attention"])
     with pytest.raises(ConfigError, match="model.nope: unknown key"):
         load_config(path, ["model.nope=1"])
-    with pytest.raises(ConfigError, match="name: is not a section"):
+    with pytest.raises(ConfigError, match="override 'name.sub=1': name is not a section"):
         apply_overrides({"name": "x"}, ["name.sub=1"])
+    path.write_text("name: x\nmodel:\n  attention: dot\n")
+    with pytest.raises(ConfigError, match="override 'model.attention.x=1': model.attention is"):
+        load_config(path, ["model.attention.x=1"])
 
 
 def test_bad_files(tmp_path):

@@ -63,7 +63,8 @@ def _loaded(toy_vocabs):
     from types import SimpleNamespace
 
     model = tiny_model(*toy_vocabs).eval()
-    cfg = SimpleNamespace(model=SimpleNamespace(attention="additive"))
+    cfg = SimpleNamespace(model=SimpleNamespace(attention="additive"),
+                          data=SimpleNamespace(src_lang="de", tgt_lang="en"))
     return SimpleNamespace(model=model, src_vocab=toy_vocabs[0], tgt_vocab=toy_vocabs[1], cfg=cfg)
 
 
@@ -92,7 +93,30 @@ def test_filter_output_does_not_depend_on_the_chunk_size(toy_vocabs, tmp_path, c
     n = len(LINES)
     for err in (err_whole, err_chunked):  # line numbers over the whole input too
         assert f"in.de: 1 input line cut to the first 400 pieces (line {n + 1}," in err
-        assert f"in.de:{n + 2}: invalid UTF-8 replaced by U+FFFD" in err
+        assert (f"in.de: 1 input line not valid UTF-8: invalid bytes replaced by U+FFFD "
+                f"(line {n + 2}, counting from 1)") in err
+
+
+def test_interactive_lists_the_n_best_with_their_scores(toy_vocabs):
+    import io
+
+    from nmt.interactive import run_interactive
+
+    out = io.StringIO()
+    code = run_interactive(_loaded(toy_vocabs), False, Decoding(beam_size=3, n_best=3),
+                           stdin=io.StringIO("der hund läuft\n"), stdout=out)
+    rows = [r.removeprefix("> ") for r in out.getvalue().splitlines()]
+    rows = [r for r in rows if r[:2] in ("1.", "2.", "3.")]
+    assert code == 0 and [r[:2] for r in rows] == ["1.", "2.", "3."], out.getvalue()
+    scores = [float(r.rsplit("(", 1)[1].rstrip(")")) for r in rows]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_many_invalid_utf8_lines_give_one_warning(toy_vocabs, tmp_path, capsys):
+    out, err = _filter(_loaded(toy_vocabs), b"der \xff hund\n" * 30, tmp_path, capsys)
+    assert len(out.splitlines()) == 30
+    assert err.count("UTF-8") == 1
+    assert "30 input lines not valid UTF-8" in err and "lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ..." in err
 
 
 def test_filter_keeps_the_chunks_written_before_a_ctrl_c(toy_vocabs, tmp_path, capsys,

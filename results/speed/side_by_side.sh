@@ -5,8 +5,11 @@
 # outside this repository, JOEY_HARNESS; see results/speed/README.md for its settings). Every
 # run uses 2 threads and the reference architecture of configs/bench_reference.yaml.
 #
-#   [OUT=results/speed/DIR] [OLD_TREE=DIR] bash results/speed/side_by_side.sh \
+#   [OUT=results/speed/DIR] [OLD_TREE=DIR] [OLD_CKPT=FILE] bash results/speed/side_by_side.sh \
 #       NMT_CHECKPOINT JOEY_CHECKPOINT [ROUNDS]
+#
+# OLD_CKPT: the checkpoint the old tree runs (default NMT_CHECKPOINT), for an old tree that
+# cannot load the new checkpoint (e.g. one from before model.output_bias existed).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 HERE=$PWD
@@ -16,6 +19,7 @@ ROUNDS=${3:-2}
 FIRST=${FIRST:-1}  # the first round number (to add rounds to a sitting)
 OUT=${OUT:-results/speed/$(date +%F)}
 OLD_TREE=${OLD_TREE:-/work/runtree}
+OLD_CKPT=$(realpath "${OLD_CKPT:-$CKPT}")
 JOEY_HARNESS=${JOEY_HARNESS:-/work/joey/bench_joey.sh}
 mkdir -p "$OUT"
 { grep -m1 "model name" /proc/cpuinfo; nproc; uptime; } > "$OUT/machine.txt"
@@ -27,12 +31,12 @@ for r in $(seq "$FIRST" "$ROUNDS"); do
   echo "round $r: nmt before ($(git -C "$OLD_TREE" rev-parse --short HEAD))" >&2
   # from the old tree's root: `python -m` puts the working directory first on sys.path
   if [ -f "$OLD_TREE/nmt/bench.py" ]; then
-    (cd "$OLD_TREE" && /usr/bin/time -v "$HERE/.venv/bin/python" -m nmt bench "$CKPT" \
+    (cd "$OLD_TREE" && /usr/bin/time -v "$HERE/.venv/bin/python" -m nmt bench "$OLD_CKPT" \
         --threads 2 --warmup 5 --train-steps 40 --train-seconds 30 --sentences 1000 \
         --batch-size 64 --beam 5 --json "$HERE/$OUT/nmt_before_round$r.json" \
         > "$HERE/$OUT/nmt_before_round$r.md" 2> "$HERE/$OUT/nmt_before_round$r.log")
   else
-    (cd "$OLD_TREE" && /usr/bin/time -v "$HERE/.venv/bin/python" -m nmt.benchmark "$CKPT" \
+    (cd "$OLD_TREE" && /usr/bin/time -v "$HERE/.venv/bin/python" -m nmt.benchmark "$OLD_CKPT" \
         --threads 2 --train-steps 40 --sentences 1000 --beam 5 \
         --json "$HERE/$OUT/nmt_before_round$r.json" > /dev/null \
         2> "$HERE/$OUT/nmt_before_round$r.log")
