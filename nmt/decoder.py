@@ -253,6 +253,8 @@ class Decoder(nn.Module):
         r, z = torch.sigmoid(gi_rz + gh_rz).split(D, dim=1)
         n = torch.tanh(gi_n + r * gh_n)
         h = torch.lerp(n, h, z)  # (1 - z) * n + z * h
+        if self.layers == 1:
+            return h.unsqueeze(0)  # a view: no copy per step, forward or backward
         new = [h]
         for i in range(1, self.layers):
             h = self.cells[i](self.dropout(h), hidden[i])  # (B, D)

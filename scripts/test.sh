@@ -3,4 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/python -m pytest -q "$@"
+# one pytest worker per core (each test runs on one thread), whole files per worker so a
+# file's module fixtures are built once; NMT_TEST_WORKERS=0 runs everything in one process
+.venv/bin/python -m pytest -q -n "${NMT_TEST_WORKERS:-auto}" --dist loadfile "$@"

@@ -284,7 +284,7 @@ def test_training_with_the_arrow_store_runs_and_resumes_exactly(tmp_path, monkey
 def test_torchrun_two_processes_train_from_the_arrow_store(tmp_path):
     corpus = synthetic_corpus(tmp_path / "corpus", n=600)
     r = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "-m", "nmt",
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "nmt",
          "train", "configs/multi30k_deen_additive.yaml",
          *_train_args(corpus, tmp_path / "ddp", "train.max_epochs=1")],
         capture_output=True, text=True, cwd=REPO, timeout=600)
