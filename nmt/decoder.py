@@ -37,11 +37,11 @@ GLOBAL_SCORES = ("additive", "dot", "general", "scaled_dot")
 FLIP_ROWS = 160
 
 
-def step_addmm(base: torch.Tensor, x: torch.Tensor, w_t: torch.Tensor) -> torch.Tensor:
+def step_addmm(base: torch.Tensor | None, x: torch.Tensor, w_t: torch.Tensor) -> torch.Tensor:
     """``base + x @ w_t`` for one decoder step: ``torch.addmm``, up to float rounding.
 
     Args:
-        base: (N,) bias or (B, N). x: (B, K) the step's rows. w_t: (K, N), a transposed
+        base: (N,) bias or (B, N), or None for ``x @ w_t`` (a layer without bias). x: (B, K) the step's rows. w_t: (K, N), a transposed
             weight (N, K) as nn.Linear stores it.
 
     Returns:
@@ -57,7 +57,9 @@ def step_addmm(base: torch.Tensor, x: torch.Tensor, w_t: torch.Tensor) -> torch.
     ``torch.addmm``. Raises what torch.addmm raises for mismatched shapes.
     """
     if torch.is_grad_enabled() or x.size(0) > FLIP_ROWS:
-        return torch.addmm(base, x, w_t)
+        return torch.mm(x, w_t) if base is None else torch.addmm(base, x, w_t)
+    if base is None:  # a layer without bias (e.g. model.output_bias: false)
+        return torch.mm(w_t.t(), x.t()).t().contiguous()
     b = base[:, None] if base.dim() == 1 else base.t()
     return torch.addmm(b, w_t.t(), x.t()).t().contiguous()
 

@@ -44,8 +44,6 @@ class Seq2Seq(nn.Module):
         for few rows (:func:`nmt.decoder.step_addmm`): the output layer is the largest
         matrix of a search step."""
         g = self.generator
-        if g.bias is None:
-            return g(pre_output)
         return step_addmm(g.bias, pre_output, g.weight.t())
 
     def logits(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor

@@ -170,8 +170,8 @@ def test_step_addmm_equals_addmm_in_both_orientations(rows):
     g = torch.Generator().manual_seed(rows)
     weight = torch.randn(96, 40, generator=g)  # (N, K) as nn.Linear stores it
     x = torch.randn(rows, 40, generator=g)
-    for base in (torch.randn(96, generator=g), torch.randn(rows, 96, generator=g)):
-        ref = torch.addmm(base, x, weight.t())
+    for base in (torch.randn(96, generator=g), torch.randn(rows, 96, generator=g), None):
+        ref = x @ weight.t() if base is None else torch.addmm(base, x, weight.t())
         with torch.inference_mode():  # the search path: flipped up to FLIP_ROWS rows
             out = step_addmm(base, x, weight.t())
         assert out.shape == (rows, 96) and out.is_contiguous()
