@@ -22,6 +22,19 @@ torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[1]
 MULTI30K = Path(os.environ.get("NMT_MULTI30K", REPO.parent / "shared" / "data" / "multi30k"))
 
+def torchrun(nproc: int = 2) -> list[str]:
+    """The torchrun command (as ``python -m``) on a port free now: two pytest workers may
+    each start one, and torchrun's default port would be taken by the first."""
+    import socket
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
+            "--master_addr=127.0.0.1", f"--master_port={port}"]
+
+
 TOY_PAIRS = [
     ("ein mann läuft .", "a man runs ."),
     ("eine frau singt .", "a woman sings ."),

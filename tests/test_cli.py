@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import torchrun
+
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["data.train_limit=200", "data.valid_limit=40", "subwords.vocab_size=300",
         "model.emb_dim=32", "model.enc_hidden=32", "model.dec_hidden=64", "model.attn_dim=32",
@@ -167,7 +169,7 @@ def test_torchrun_two_processes_train_with_ddp(tmp_path):
     if not (MULTI30K / "train.de.gz").exists():
         pytest.skip(f"Multi30k not found at {MULTI30K}")
     r = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "nmt",
+        [*torchrun(2), "-m", "nmt",
          "train", "configs/multi30k_deen_additive.yaml", *TINY, f"data.path={MULTI30K}",
          "name=ddp", f"train.out_dir={tmp_path}/{{name}}"],
         capture_output=True, text=True, cwd=REPO, timeout=600)
@@ -180,7 +182,7 @@ def test_torchrun_two_processes_train_with_ddp(tmp_path):
     assert "ranks agree: identical weights, learning rate and step on 2 ranks" in r.stderr
     # evaluate under torchrun: one report, printed once
     r = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "nmt",
+        [*torchrun(2), "-m", "nmt",
          "evaluate", str(tmp_path / "ddp" / "best.pt"), "--data-path", str(MULTI30K)],
         capture_output=True, text=True, cwd=REPO, timeout=600)
     assert r.returncode == 0, r.stderr
@@ -201,7 +203,7 @@ def test_torchrun_ranks_agree_for_every_schedule_and_budget(tmp_path, extra):
     if not (MULTI30K / "train.de.gz").exists():
         pytest.skip(f"Multi30k not found at {MULTI30K}")
     r = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "nmt",
+        [*torchrun(2), "-m", "nmt",
          "train", "configs/multi30k_deen_additive.yaml", *TINY, f"data.path={MULTI30K}",
          "name=ddp", f"train.out_dir={tmp_path}/{{name}}", *extra],
         capture_output=True, text=True, cwd=REPO, timeout=600)

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import nmt.store
-from conftest import write_split
+from conftest import torchrun, write_split
 from nmt.config import Config, ConfigError, DataConfig, SubwordConfig
 from nmt.config_load import from_dict, load_config
 from nmt.corpus import DataError, Pair
@@ -284,7 +284,7 @@ def test_training_with_the_arrow_store_runs_and_resumes_exactly(tmp_path, monkey
 def test_torchrun_two_processes_train_from_the_arrow_store(tmp_path):
     corpus = synthetic_corpus(tmp_path / "corpus", n=600)
     r = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "nmt",
+        [*torchrun(2), "-m", "nmt",
          "train", "configs/multi30k_deen_additive.yaml",
          *_train_args(corpus, tmp_path / "ddp", "train.max_epochs=1")],
         capture_output=True, text=True, cwd=REPO, timeout=600)
