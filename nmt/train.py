@@ -433,6 +433,9 @@ class Trainer:
         if self.world > 1 and dist.is_initialized():
             self._check_ranks_agree()
             dist.barrier()  # rank 0 may still be writing; tearing down under it aborts gloo
+            # the DDP wrapper's reducer holds the process group: free it while the group
+            # is alive, not at interpreter exit, where gloo's threads may abort the process
+            self.net = self.model
             dist.destroy_process_group()
         return self.state
 
