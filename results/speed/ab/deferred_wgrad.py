@@ -8,13 +8,12 @@ before the loop (on every tensor the loop reads) returns X^T G for each weight o
 steps are done. Tried 2026-12-01, not kept: +2% and -2% in two runs
 (results/speed/2026-12-01-c/ab_deferred_wgrad.txt)."""
 import torch
-import torch.nn.functional as F
 
 import nmt.decoder as D
 import nmt.model as M
+from ab.forward_variants import NOW, variants
 from nmt.attention import masked_softmax, tanh_
 
-_now = M.Seq2Seq.forward
 
 
 class _DeferredMM(torch.autograd.Function):
@@ -88,15 +87,5 @@ def _deferred(self, src, src_len, tgt_in, tgt_out, label_smoothing=0.0):
                                   overwrite_logits=True)
 
 
-def _use(fwd):
-    def f(model):
-        M.Seq2Seq.forward = fwd
-    return f
-
-
-def _reset(model):
-    M.Seq2Seq.forward = _now
-
-
-VARIANTS = {"per-step weight gradients (now)": (_use(_now), _reset),
-            "deferred weight gradients": (_use(_deferred), _reset)}
+VARIANTS = variants({"per-step weight gradients (now)": NOW,
+                     "deferred weight gradients": _deferred})

@@ -6,9 +6,9 @@ outputs already in the real tokens' order."""
 import torch
 
 import nmt.model as M
+from ab.forward_variants import NOW, variants
 from nmt.decoder import DecoderState, Memory
 
-_now = M.Seq2Seq.forward
 
 
 def _rows(m: Memory, b: int) -> Memory:
@@ -47,15 +47,5 @@ def _packed(self, src, src_len, tgt_in, tgt_out, label_smoothing=0.0):
                                   overwrite_logits=True)
 
 
-def _use(fwd):
-    def f(model):
-        M.Seq2Seq.forward = fwd
-    return f
-
-
-def _reset(model):
-    M.Seq2Seq.forward = _now
-
-
-VARIANTS = {"padded unroll, real rows to the output layer (now)": (_use(_now), _reset),
-            "packed unroll": (_use(_packed), _reset)}
+VARIANTS = variants({"padded unroll, real rows to the output layer (now)": NOW,
+                     "packed unroll": _packed})

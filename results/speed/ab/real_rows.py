@@ -1,8 +1,8 @@
 """Training step: the output layer and loss on every (B*T) row, padding included (before
 2026-12-01-b), against the real target tokens only (nmt.model.Seq2Seq.forward now)."""
 import nmt.model as M
+from ab.forward_variants import NOW, variants
 
-_now = M.Seq2Seq.forward
 
 
 def _all_rows(self, src, src_len, tgt_in, tgt_out, label_smoothing=0.0):
@@ -13,15 +13,5 @@ def _all_rows(self, src, src_len, tgt_in, tgt_out, label_smoothing=0.0):
                                   label_smoothing, overwrite_logits=True)
 
 
-def _use(fwd):
-    def f(model):
-        M.Seq2Seq.forward = fwd
-    return f
-
-
-def _reset(model):
-    M.Seq2Seq.forward = _now
-
-
-VARIANTS = {"every row, padding included (before)": (_use(_all_rows), _reset),
-            "real target tokens only (now)": (_use(_now), _reset)}
+VARIANTS = variants({"every row, padding included (before)": _all_rows,
+                     "real target tokens only (now)": NOW})
