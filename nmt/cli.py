@@ -116,6 +116,14 @@ def evaluate(
         typer.echo(f"wrote {json_out}")
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file: the same inode when both exist (links, ``./``
+    spellings), else the same absolute path."""
+    if a.exists() and b.exists():
+        return a.samefile(b)
+    return a.resolve() == b.resolve()
+
+
 @app.command()
 def translate(
     checkpoint: Path = typer.Argument(..., help="Checkpoint file."),
@@ -145,11 +153,16 @@ def translate(
     input = None if input is not None and str(input) == "-" else input
     output = None if output is not None and str(output) == "-" else output
     try:
-        if output is not None and output.exists():
-            # the filter writes as it goes: an output that is also an input would be emptied
-            for option, path in (("--input", input), ("checkpoint", checkpoint)):
-                if path is not None and path.exists() and output.samefile(path):
-                    raise ValueError(f"--output {output}: is the same file as the {option}; "
+        # the filter writes as it goes, and a heatmap replaces its file: neither may be a
+        # file that is read (or, for --plot, the --output)
+        for name, written, read in (("--output", output, (("--input", input),
+                                                           ("checkpoint", checkpoint))),
+                                    ("--plot", plot, (("--input", input),
+                                                      ("checkpoint", checkpoint),
+                                                      ("--output", output)))):
+            for option, path in read:
+                if written is not None and path is not None and _same_file(written, path):
+                    raise ValueError(f"{name} {written}: is the same file as the {option}; "
                                      "it would be overwritten")
         if plot is not None and (plot.is_dir() or not plot.parent.is_dir()):
             # checked before any translating: a heatmap that cannot be written loses the work

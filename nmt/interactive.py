@@ -3,8 +3,10 @@ Always one output line per input line, in order."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import sys
+import zlib
 from pathlib import Path
 from collections.abc import Iterator
 from typing import BinaryIO, TextIO
@@ -62,6 +64,14 @@ def read_chunks(stream: BinaryIO, lines_per_chunk: int, invalid: list[int]
             chunk = []
     if chunk:
         yield chunk
+
+
+def _open_input(path: Path) -> BinaryIO:
+    """``path`` for reading bytes; a gzip file (by its magic bytes, whatever its name) is
+    decompressed, as the corpus readers and ``nmt evaluate --src`` do."""
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
 
 
 def _one_line(text: str) -> str:
@@ -151,7 +161,7 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
                          "weights to draw")
     lines_per_chunk = lines_per_chunk or 16 * batch_size
     where = str(input_path or "stdin")
-    source = open(input_path, "rb") if input_path is not None else sys.stdin.buffer
+    source = _open_input(input_path) if input_path is not None else sys.stdin.buffer
     out = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout
     cut: list[int] = []  # input lines (from 1) whose source was cut to 400 pieces
     unknown: list[int] = []  # input lines (from 1) of which the model knows no piece
@@ -193,6 +203,9 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
             out.flush()
             first += len(chunk)
             chunk = following if plot is not None else next(chunks, [])
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise ValueError(f"--input {where}: damaged gzip file ({e}); the lines before the "
+                         f"damage ({first}) were translated") from None
     finally:
         if output_path:
             out.close()

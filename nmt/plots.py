@@ -70,7 +70,8 @@ def image_format(path: str | Path) -> str:
         ValueError: a suffix that matplotlib cannot write, naming the path.
     """
     fmt = Path(path).suffix[1:].lower() or "png"
-    supported = plt.figure().canvas.get_supported_filetypes()
+    # matplotlib's own writers; pgf needs a LaTeX install and raw/rgba are pixel dumps
+    supported = set(plt.figure().canvas.get_supported_filetypes()) - {"pgf", "raw", "rgba"}
     plt.close("all")
     if fmt not in supported:
         raise ValueError(f"{path}: cannot write a .{fmt} image; use one of "

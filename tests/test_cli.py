@@ -139,6 +139,18 @@ def test_translate_plot_and_beam_options(trained, tmp_path):
     r = nmt("translate", trained["additive"] / "best.pt", "--plot", tmp_path / "x.xyz",
             input="Ein Hund.\n")
     assert r.returncode == 2 and f"--plot {tmp_path / 'x.xyz'}: cannot write a .xyz image" in r.stderr
+    # pgf needs LaTeX: refused before translating, not a traceback after it
+    r = nmt("translate", trained["additive"] / "best.pt", "--plot", tmp_path / "x.pgf",
+            input="Ein Hund.\n")
+    assert r.returncode == 2 and "cannot write a .pgf image" in r.stderr
+    # a heatmap must not replace the input, the checkpoint or the translations
+    src = tmp_path / "one.png"
+    src.write_text("Ein Hund.\n")
+    for extra, what in ((["-i", src], "--input"), (["-o", tmp_path / "o.png"], "--output")):
+        r = nmt("translate", trained["additive"] / "best.pt", *extra, "--plot", extra[1],
+                input="Ein Hund.\n")
+        assert r.returncode == 2 and f"is the same file as the {what}" in r.stderr, r.stderr
+    assert src.read_text() == "Ein Hund.\n"
     r = nmt("translate", trained["none"] / "best.pt", "--plot", png, input="Ein Hund.\n")
     assert r.returncode == 2 and "fixed-vector model" in r.stderr
     for where, message in ((tmp_path / "nodir" / "x.png", "folder"), (tmp_path, "is a directory")):

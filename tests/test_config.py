@@ -47,6 +47,17 @@ def test_invalid_values_name_the_dotted_key(raw, message):
         from_dict(raw)
 
 
+def test_exponent_without_a_dot_is_a_number(tmp_path):
+    # YAML 1.1 (PyYAML) reads 1e-3 as a string; in a file and in an override it is a number
+    path = tmp_path / "c.yaml"
+    path.write_text("train:\n  lr: 5e-4\n")
+    assert load_config(path).train.lr == 5e-4
+    cfg = load_config(path, ["train.lr=1E-3", "train.label_smoothing=1e-1"])
+    assert (cfg.train.lr, cfg.train.label_smoothing) == (1e-3, 0.1)
+    with pytest.raises(ConfigError, match="train.lr: expected a number, got '1e'"):
+        load_config(path, ["train.lr=1e"])
+
+
 def test_override_errors(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("name: x\n")

@@ -112,6 +112,18 @@ def test_interactive_lists_the_n_best_with_their_scores(toy_vocabs):
     assert scores == sorted(scores, reverse=True)
 
 
+def test_gzip_input_is_decompressed_and_a_damaged_one_named(toy_vocabs, tmp_path, capsys):
+    import gzip
+
+    loaded = _loaded(toy_vocabs)
+    data = "\n".join(LINES).encode() + b"\n"
+    plain, _ = _filter(loaded, data, tmp_path, capsys)
+    packed, err = _filter(loaded, gzip.compress(data), tmp_path, capsys)  # named in.de
+    assert packed == plain and "UTF-8" not in err
+    with pytest.raises(ValueError, match="in.de: damaged gzip file"):
+        _filter(loaded, gzip.compress(data)[:20], tmp_path, capsys)
+
+
 def test_many_invalid_utf8_lines_give_one_warning(toy_vocabs, tmp_path, capsys):
     out, err = _filter(_loaded(toy_vocabs), b"der \xff hund\n" * 30, tmp_path, capsys)
     assert len(out.splitlines()) == 30
