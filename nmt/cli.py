@@ -214,7 +214,8 @@ def average(
     if last is not None:
         if len(paths) < last:
             _fail(CheckpointError(f"--last {last}: only {len(paths)} checkpoint(s) found in "
-                                  f"{', '.join(map(str, inputs))}"))
+                                  f"{', '.join(map(str, inputs))} (a run keeps step_*.pt "
+                                  "checkpoints when trained with train.keep_checkpoints=N)"))
         paths = paths[-last:]
     try:
         if not paths:

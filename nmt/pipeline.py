@@ -180,6 +180,9 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     out = cfg.out_dir()
     payload = None
     if resume:
+        if not (out / "last.pt").exists():
+            raise CheckpointError(f"--resume: nothing to resume, {out / 'last.pt'} does not "
+                                  "exist (this run has not started; drop --resume)")
         payload = read_payload(out / "last.pt")
         cfg = _resume_config(stored_config(payload, out / "last.pt"), cfg, out / "last.pt", log)
         if payload.get("train_state") is None:

@@ -84,6 +84,9 @@ def test_second_run_without_resume_refuses_to_overwrite(tmp_path, multi30k_dir):
     (tmp_path / "last.pt").write_bytes(b"x")
     r = subprocess.run(_cmd(multi30k_dir, tmp_path), cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 2 and "pass --resume" in r.stderr
+    r = subprocess.run(_cmd(multi30k_dir, tmp_path / "never") + ["--resume"], cwd=REPO,
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "--resume: nothing to resume" in r.stderr, r.stderr
 
 
 def test_resume_with_schedule_and_step_validation_and_average(tmp_path, multi30k_dir):
