@@ -23,6 +23,22 @@ from nmt.corpus import DataError
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="RNN encoder-decoder translation with selectable attention.")
 
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        import torch
+
+        typer.echo(f"nmt {version('nmt')} (torch {torch.__version__})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print nmt's and torch's versions and exit.")) -> None:
+    """RNN encoder-decoder translation with selectable attention."""
+
 # search options shared by evaluate and translate; defaults come from the checkpoint
 BEAM_OPTION = typer.Option(None, min=1, help="Beam size (1 = greedy); default: the "
                            "checkpoint's search.beam_size.")

@@ -195,9 +195,9 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
                 if decoding.n_best > 1:  # Moses n-best format: index ||| hypothesis ||| score
                     for text, sc in tr.nbest or [(tr.text, tr.score or 0.0)]:
                         out.write(f"{i} ||| {_one_line(text)} ||| {sc:.4f}\n")
-                    continue
-                out.write(_one_line(tr.text) + "\n")
-                if show_attention:
+                else:
+                    out.write(_one_line(tr.text) + "\n")
+                if show_attention:  # of the best hypothesis, also with --nbest
                     print("\n".join([tr.source.strip()] + _attention_lines(tr)),
                           file=sys.stderr)
             out.flush()

@@ -275,3 +275,5 @@ def test_help_shows_flags_without_a_value():
     r = nmt("bench", "--help")
     assert r.returncode == 0 and "--skip-train" in r.stdout
     assert "<bool>" not in r.stdout
+    r = nmt("--version")
+    assert r.returncode == 0 and r.stdout.startswith("nmt ") and "torch 2." in r.stdout

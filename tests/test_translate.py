@@ -73,7 +73,8 @@ def _filter(loaded, data: bytes, tmp_path, capsys, **kw):
 
     src, out = tmp_path / "in.de", tmp_path / "out.en"
     src.write_bytes(data)
-    run_filter(loaded, src, out, False, kw.pop("decoding", Decoding()), batch_size=2, **kw)
+    run_filter(loaded, src, out, kw.pop("show_attention", False), kw.pop("decoding", Decoding()),
+               batch_size=2, **kw)
     return out.read_text(encoding="utf-8"), capsys.readouterr().err
 
 
@@ -122,6 +123,14 @@ def test_gzip_input_is_decompressed_and_a_damaged_one_named(toy_vocabs, tmp_path
     assert packed == plain and "UTF-8" not in err
     with pytest.raises(ValueError, match="in.de: damaged gzip file"):
         _filter(loaded, gzip.compress(data)[:20], tmp_path, capsys)
+
+
+def test_filter_prints_alignments_also_with_nbest(toy_vocabs, tmp_path, capsys):
+    data = "\n".join(LINES[:2]).encode() + b"\n"
+    out, err = _filter(_loaded(toy_vocabs), data, tmp_path, capsys, show_attention=True,
+                       decoding=Decoding(beam_size=3, n_best=2))
+    assert [r.split(" ||| ")[0] for r in out.splitlines()] == ["0", "0", "1", "1"]
+    assert LINES[0] in err and LINES[1] in err  # each source line heads its alignments
 
 
 def test_many_invalid_utf8_lines_give_one_warning(toy_vocabs, tmp_path, capsys):
