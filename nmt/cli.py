@@ -180,11 +180,11 @@ def translate(
                 if written is not None and path is not None and _same_file(written, path):
                     raise ValueError(f"{name} {written}: is the same file as the {option}; "
                                      "it would be overwritten")
-        if plot is not None and (plot.is_dir() or not plot.parent.is_dir()):
-            # checked before any translating: a heatmap that cannot be written loses the work
-            raise ValueError(f"--plot {plot}: " + ("is a directory" if plot.is_dir() else
-                                                   f"folder {plot.parent} does not exist"))
         if plot is not None:
+            # checked before any translating: a heatmap that cannot be written loses the work
+            if plot.is_dir() or not plot.parent.is_dir():
+                raise ValueError(f"--plot {plot}: " + ("is a directory" if plot.is_dir() else
+                                                       f"folder {plot.parent} does not exist"))
             from nmt.plots import image_format
 
             try:

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import urlparse
 
 from nmt.config import DataConfig
@@ -30,6 +31,25 @@ class DataError(ValueError):
 
 
 MAX_REPORTED = 10  # malformed records named in one error; the count covers all of them
+
+
+# what reading a cut-short or corrupt gzip file raises
+GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
+
+
+def open_bytes(path: Path) -> BinaryIO:
+    """``path`` opened for reading bytes, decompressed when it is gzip: named ``.gz`` or
+    starting with gzip's magic bytes (``1f 8b``). A damaged gzip raises one of
+    :data:`GZIP_ERRORS` while it is read.
+
+    Raises:
+        OSError: the file cannot be opened.
+    """
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    if path.suffix == ".gz" or magic == b"\x1f\x8b":
+        return gzip.open(path, "rb")
+    return open(path, "rb")
 
 
 def _raise_all(problems: list[str], what: str, one: str | None = None) -> None:
@@ -77,9 +97,8 @@ def iter_lines(path: Path, bad: list[str]) -> Iterator[str]:
     """
     if not path.exists():
         raise DataError(f"{path}: file not found")
-    opener = gzip.open if path.suffix == ".gz" else open
     try:
-        with opener(path, "rb") as f:
+        with open_bytes(path) as f:
             for lineno, raw in enumerate(f, 1):
                 try:
                     text = raw.decode("utf-8")
@@ -87,7 +106,7 @@ def iter_lines(path: Path, bad: list[str]) -> Iterator[str]:
                     bad.append(f"{path}:{lineno}: invalid UTF-8 at byte {e.start} of the line")
                     continue
                 yield _clean(text)
-    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+    except GZIP_ERRORS as e:
         raise DataError(f"{path}: gzip file is cut short or corrupt ({e})") from e
 
 
@@ -188,10 +207,9 @@ def read_tsv_split(path: Path) -> list[Pair]:
     """
     if not path.exists():
         raise DataError(f"{path}: file not found")
-    opener = gzip.open if path.suffix == ".gz" else open
     pairs, bad = [], []
     try:
-        with opener(path, "rb") as f:
+        with open_bytes(path) as f:
             for lineno, raw in enumerate(f, 1):
                 try:
                     text = raw.decode("utf-8").rstrip("\r\n").replace("\ufeff", "")
@@ -204,7 +222,7 @@ def read_tsv_split(path: Path) -> list[Pair]:
                                f"(source, target), found {len(fields)}")
                     continue
                 pairs.append(Pair(_clean(fields[0]), _clean(fields[1]), f"{path}:{lineno}"))
-    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+    except GZIP_ERRORS as e:
         raise DataError(f"{path}: gzip file is cut short or corrupt ({e})") from e
     _raise_all(bad, f"malformed lines in {path}", f"malformed line in {path}")
     return pairs

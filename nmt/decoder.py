@@ -41,8 +41,9 @@ def step_addmm(base: torch.Tensor | None, x: torch.Tensor, w_t: torch.Tensor) ->
     """``base + x @ w_t`` for one decoder step: ``torch.addmm``, up to float rounding.
 
     Args:
-        base: (N,) bias or (B, N), or None for ``x @ w_t`` (a layer without bias). x: (B, K) the step's rows. w_t: (K, N), a transposed
-            weight (N, K) as nn.Linear stores it.
+        base: (N,) bias or (B, N), or None for ``x @ w_t`` (a layer without bias).
+        x: (B, K) the step's rows. w_t: (K, N), a transposed weight (N, K) as nn.Linear
+            stores it.
 
     Returns:
         (B, N), contiguous.

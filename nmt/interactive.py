@@ -3,15 +3,14 @@ Always one output line per input line, in order."""
 
 from __future__ import annotations
 
-import gzip
 import io
 import sys
-import zlib
 from pathlib import Path
 from collections.abc import Iterator
 from typing import BinaryIO, TextIO
 
 from nmt.checkpoint import Loaded
+from nmt.corpus import GZIP_ERRORS, open_bytes
 from nmt.translate import (Decoding, Translation, cut_lines_warning, invalid_lines_warning,
                            strongest_alignment, translate_lines, unknown_lines_warning)
 
@@ -64,14 +63,6 @@ def read_chunks(stream: BinaryIO, lines_per_chunk: int, invalid: list[int]
             chunk = []
     if chunk:
         yield chunk
-
-
-def _open_input(path: Path) -> BinaryIO:
-    """``path`` for reading bytes; a gzip file (by its magic bytes, whatever its name) is
-    decompressed, as the corpus readers and ``nmt evaluate --src`` do."""
-    with open(path, "rb") as f:
-        magic = f.read(2)
-    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
 
 
 def _one_line(text: str) -> str:
@@ -161,7 +152,7 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
                          "weights to draw")
     lines_per_chunk = lines_per_chunk or 16 * batch_size
     where = str(input_path or "stdin")
-    source = _open_input(input_path) if input_path is not None else sys.stdin.buffer
+    source = open_bytes(input_path) if input_path is not None else sys.stdin.buffer
     out = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout
     cut: list[int] = []  # input lines (from 1) whose source was cut to 400 pieces
     unknown: list[int] = []  # input lines (from 1) of which the model knows no piece
@@ -203,7 +194,7 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
             out.flush()
             first += len(chunk)
             chunk = following if plot is not None else next(chunks, [])
-    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+    except GZIP_ERRORS as e:
         raise ValueError(f"--input {where}: damaged gzip file ({e}); the lines before the "
                          f"damage ({first}) were translated") from None
     finally:

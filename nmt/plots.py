@@ -18,6 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.backend_bases import FigureCanvasBase  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
 from nmt.bootstrap import BucketRow  # noqa: E402
@@ -71,8 +72,7 @@ def image_format(path: str | Path) -> str:
     """
     fmt = Path(path).suffix[1:].lower() or "png"
     # matplotlib's own writers; pgf needs a LaTeX install and raw/rgba are pixel dumps
-    supported = set(plt.figure().canvas.get_supported_filetypes()) - {"pgf", "raw", "rgba"}
-    plt.close("all")
+    supported = set(FigureCanvasBase.get_supported_filetypes()) - {"pgf", "raw", "rgba"}
     if fmt not in supported:
         raise ValueError(f"{path}: cannot write a .{fmt} image; use one of "
                          f"{', '.join('.' + f for f in sorted(supported))}")
@@ -82,8 +82,7 @@ def image_format(path: str | Path) -> str:
 def _save(fig, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    # the format follows the suffix, so `x.pdf` is a PDF; a name without one is a PNG
-    fig.savefig(path, dpi=DPI, format=Path(path).suffix[1:].lower() or "png")
+    fig.savefig(path, dpi=DPI, format=image_format(path))  # x.pdf is a PDF
     return path
 
 

@@ -286,3 +286,17 @@ def test_unknown_piece_in_output_is_shown_not_dropped(toy_vocabs):
     text = tgt.decode([BOS, ids[0], UNK, *ids[1:], EOS, PAD])
     assert "⁇" in text
     assert text.replace("⁇", "").split() == tgt.decode(ids).split()
+
+
+def test_gzip_is_recognised_by_its_magic_bytes_whatever_the_name(tmp_path):
+    import gzip
+
+    from nmt.corpus import iter_lines, open_bytes
+
+    (tmp_path / "plain.de").write_bytes(b"ein hund\n")
+    (tmp_path / "packed.de").write_bytes(gzip.compress(b"ein hund\n"))
+    for name in ("plain.de", "packed.de"):
+        with open_bytes(tmp_path / name) as f:
+            assert f.read() == b"ein hund\n"
+    bad: list[str] = []
+    assert list(iter_lines(tmp_path / "packed.de", bad)) == ["ein hund"] and not bad
