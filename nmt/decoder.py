@@ -28,6 +28,7 @@ from torch import nn
 from nmt.attention import LocalAttention, build_scorer
 from nmt.encoder import EncoderOutput
 from nmt.multihead import MultiHeadAttention
+from nmt.precision import cast_for_autocast
 from nmt.vocab import PAD
 
 GLOBAL_SCORES = ("additive", "dot", "general", "scaled_dot")
@@ -180,11 +181,13 @@ class Decoder(nn.Module):
         self.layers, self.hidden, self.output_dim = layers, hidden, output_dim
 
     def start(self, enc: EncoderOutput) -> tuple[Memory, DecoderState]:
-        """Prepare memory and the initial state ``s_0 = tanh(W_init [h_fwd_n; h_bwd_1])``."""
+        """Prepare memory and the initial state ``s_0 = tanh(W_init [h_fwd_n; h_bwd_1])``.
+        Under autocast the memory, which every step reads, is cast once here."""
         B = enc.final.size(0)
-        keys = None if self.scorer is None else self.scorer.precompute(enc.memory)
+        memory = cast_for_autocast(enc.memory)  # (B, S, M)
+        keys = None if self.scorer is None else self.scorer.precompute(memory)
         fixed = None if self.fixed is None else torch.tanh(self.fixed(enc.final))  # (B, M)
-        mem = Memory(enc.memory, keys, enc.mask, fixed)
+        mem = Memory(memory, keys, enc.mask, fixed)
         h0 = torch.tanh(self.init(enc.final)).view(B, self.layers, self.hidden)
         h0 = h0.transpose(0, 1).contiguous()  # (L, B, D)
         feed = None
@@ -224,27 +227,36 @@ class Decoder(nn.Module):
             out_y = torch.nn.functional.linear(y, self.pre_output.weight[:, -E:])
         return y, gates, out_y
 
-    def _recurrent_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The first GRU layer's per-step weights, transposed: the feed's share of W_ih
-        (F, 3D) and W_hh (D, 3D). Teacher forcing takes them once for all steps, so that
-        autograd slices the parameter once, not once per step."""
+    def _recurrent_weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The per-step weights, transposed, for teacher forcing to take once for all steps:
+        the feed's share of the first GRU layer's W_ih (F, 3D), its W_hh (D, 3D), and the
+        pre-output's weight for ``[c_t; s_t]`` (luong, (M+D, O)) or ``[s_t; c_t]``
+        (bahdanau, (D+M, O)).
+
+        Taken once, autograd slices each parameter once, not once per step; under autocast
+        they are also cast once (:func:`nmt.precision.cast_for_autocast`): autocast caches
+        the casts of parameters, not of views of them.
+        """
         cell = self.cells[0]
         E = self.embed.embedding_dim
-        return cell.weight_ih[:, E:].t(), cell.weight_hh.t()
+        W = self.pre_output.weight
+        w_pre = W[:, : W.size(1) - E].t() if self.step_order == "bahdanau" else W.t()
+        return tuple(cast_for_autocast(w) for w in (cell.weight_ih[:, E:].t(),
+                                                    cell.weight_hh.t(), w_pre))
 
     def _rnn(self, y_gates: torch.Tensor, feed: torch.Tensor, hidden: torch.Tensor,
-             weights: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+             weights: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """The GRU stack for one step.
 
         The first layer is nn.GRUCell's formula written out (Cho et al. 2014, eq. 5-8, gate
         order r, z, n as in torch), so that the embedding's share of its input gates,
         ``y_gates`` (B, 3D), can come precomputed; ``feed`` (B, F) is the rest of its
         input (the context vector, or input feeding's h~_{t-1}). hidden: (L, B, D).
-        weights: :meth:`_recurrent_weights`, when the caller has them.
+        weights: :meth:`_recurrent_weights`.
         Returns the new hidden states (L, B, D).
         """
         cell, D = self.cells[0], self.hidden
-        w_feed, w_hh = weights if weights is not None else self._recurrent_weights()
+        w_feed, w_hh = weights[:2]
         # .float(): under autocast the products come back bf16/fp16, but the recurrent
         # state stays fp32 (a no-op in fp32 training)
         gi = step_addmm(y_gates, feed, w_feed).float()  # (B, 3D)
@@ -278,23 +290,24 @@ class Decoder(nn.Module):
 
     def _step(self, y: torch.Tensor, y_gates: torch.Tensor, out_y: torch.Tensor | None,
               state: DecoderState, mem: Memory,
-              recurrent: tuple[torch.Tensor, torch.Tensor] | None = None) -> StepOutput:
+              recurrent: tuple[torch.Tensor, ...] | None = None) -> StepOutput:
         """:meth:`step` from the precomputed parts of :meth:`_embed_inputs` (B, *) and,
         optionally, :meth:`_recurrent_weights`."""
         t = state.t
+        recurrent = recurrent if recurrent is not None else self._recurrent_weights()
+        w_pre = recurrent[2]
         if self.step_order == "bahdanau":
             context, weights, heads = self._read(state.hidden[-1], mem, t)  # (B, M), (B, S)
             hidden = self._rnn(y_gates, context, state.hidden, recurrent)
-            W = self.pre_output.weight
             # W_o [s_t; c_t; E y] with the E y share (out_y) computed beforehand
             pre = step_addmm(out_y + self.pre_output.bias, torch.cat([hidden[-1], context], -1),
-                             W[:, : W.size(1) - y.size(-1)].t())
+                             w_pre)
             out = torch.tanh(pre)
             return StepOutput(self.dropout(out), DecoderState(hidden, None, t + 1), weights, heads)
         hidden = self._rnn(y_gates, state.feed, state.hidden, recurrent)
         context, weights, heads = self._read(hidden[-1], mem, t)
         out = torch.tanh(step_addmm(self.pre_output.bias, torch.cat([context, hidden[-1]], dim=-1),
-                                    self.pre_output.weight.t()))  # h~_t
+                                    w_pre))  # h~_t
         return StepOutput(self.dropout(out), DecoderState(hidden, out, t + 1), weights, heads)
 
     def unroll(self, tgt_in: torch.Tensor, state: DecoderState, mem: Memory,

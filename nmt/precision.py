@@ -69,3 +69,19 @@ def autocast_dtype(precision: str, device: torch.device, option: str = "train.pr
 def autocast(device: torch.device, dtype: torch.dtype | None):
     """``torch.autocast`` for ``dtype`` on ``device``; a no-op context for fp32 (None)."""
     return torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
+
+
+def cast_for_autocast(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in the autocast dtype where autocast is on for its device, else ``t`` itself.
+
+    For a tensor that a loop reads at every step (the decoder's weight views, the encoder
+    memory). Autocast casts a parameter once per autocast region and caches the copy, but
+    any other fp32 tensor again at every op that reads it, forward and backward. Cast here
+    once, the gradients of all the loop's uses add up in the autocast dtype before one
+    conversion back, as they do for the parameters autocast caches.
+    """
+    dev = t.device.type
+    if t.is_floating_point() and torch.is_autocast_enabled(dev):
+        return t.to(torch.get_autocast_dtype(dev))
+    return t
+

@@ -111,3 +111,46 @@ def test_bf16_without_native_support_is_warned_about(tmp_path, toy_vocabs, monke
                 log=messages.append)
         warned = [m for m in messages if m.startswith("warning: train.precision=bf16")]
         assert len(warned) == 1  # once, for the emulated case only
+
+
+class _CastCounter(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts fp32 -> bf16 casts of tensors with at least ``min_numel`` elements."""
+
+    def __init__(self, min_numel: int):
+        super().__init__()
+        self.min_numel, self.casts = min_numel, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if (func is torch.ops.aten._to_copy.default and args[0].dtype == torch.float32
+                and kwargs.get("dtype") == torch.bfloat16 and args[0].numel() >= self.min_numel):
+            self.casts += 1
+        return func(*args, **kwargs)
+
+
+@pytest.mark.parametrize("step_order", ["luong", "bahdanau"])
+def test_bf16_casts_weights_and_memory_once_per_batch_not_per_step(toy_vocabs, step_order):
+    """Autocast caches casts of parameters only: the decoder's per-step weight views and the
+    encoder memory are cast once per batch, so the number of weight-sized casts must not
+    grow with the target length, and the gradients stay close to fp32's."""
+    src_v, tgt_v = toy_vocabs
+    model = tiny_model(src_v, tgt_v, step_order=step_order)
+    D = model.decoder.hidden
+    src = torch.randint(4, len(src_v), (3, 5))
+    src_len = torch.tensor([5, 4, 3])
+    counts, grads = [], {}
+    for T in (3, 9):
+        tgt = torch.randint(4, len(tgt_v), (3, T + 1))
+        mode = _CastCounter(min_numel=D * D)  # W_hh^T is (D, 3D); activations are smaller
+        with mode, autocast(CPU, torch.bfloat16):
+            loss = model(src, src_len, tgt[:, :-1], tgt[:, 1:])
+        counts.append(mode.casts)
+        if T == 9:
+            loss.backward()
+            grads["bf16"] = [p.grad.clone() for p in model.parameters()]
+            model.zero_grad()
+            model(src, src_len, tgt[:, :-1], tgt[:, 1:]).backward()
+            grads["fp32"] = [p.grad.clone() for p in model.parameters()]
+    assert counts[0] == counts[1] > 0
+    g16, g32 = (torch.cat([g.flatten() for g in grads[k]]) for k in ("bf16", "fp32"))
+    assert (g16 - g32).norm() <= 0.03 * g32.norm()  # bf16 has 8 significant bits

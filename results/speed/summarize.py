@@ -22,6 +22,7 @@ def rounds(prefix: str) -> list[dict]:
 
 
 joey, before, now = rounds("joey"), rounds("nmt_before"), rounds("nmt")
+bf16 = rounds("nmt_bf16")  # nmt's training with bf16 autocast, where the CPU has bf16
 
 
 def col(values: list[float], fmt: str = "{:,.0f}") -> str:
@@ -45,6 +46,16 @@ b = [r["train"]["fixed_steps"]["target_tokens_per_s"] if bench_before
      else r["train_target_tokens_per_s"] for r in before]
 rows.append(("training, target tokens/s (Joey: steps 21-200; nmt: 40 steps / 30 s window)",
              col(j), col(b), f"{col(n_fixed)}; window {col(n_win)}", ratio(n_fixed, j)))
+if bf16:
+    n16 = [r["train"]["fixed_steps"]["target_tokens_per_s"] for r in bf16]
+    n16_win = [r["train"]["window"]["target_tokens_per_s"] for r in bf16 if r["train"]["window"]]
+    rows.append(("training with bf16 autocast, target tokens/s (nmt: 40 steps / 30 s window)",
+                 "-", "-", f"{col(n16)}; window {col(n16_win)}", ratio(n16, j)))
+    f16 = [r["train"]["fixed_steps"]["fraction_of_bf16_peak"] for r in bf16]
+    p16 = [r["matmul_peak_gflop_s"]["bf16"] for r in bf16]
+    rows.append(("nmt bf16 training: fraction of the measured bf16 matmul peak", "-", "-",
+                 f"{col([100 * f for f in f16], '{:.0f}%')} of {col(p16, '{:.0f}')} GFLOP/s",
+                 ""))
 frac = [r["train"]["fixed_steps"]["fraction_of_fp32_peak"] for r in now]
 peak = [r["matmul_peak_gflop_s"]["fp32"] for r in now]
 rows.append(("nmt training: fraction of the measured fp32 matmul peak", "-", "-",
@@ -63,7 +74,7 @@ for key, label in (("greedy", "greedy"), ("beam5", "beam 5")):
                  f"{col(ns, '{:,.1f}')}, BLEU {col(nb, '{:.2f}')}", ratio(ns, js)))
 rows.append(("peak RSS, training (MiB)", col([r["train"]["peak_rss_mib"] for r in joey]),
              col([r["train"]["peak_memory_mib"] for r in before]) if bench_before
-             else col([r["peak_memory_mib"] for r in before]) + " (whole run)",
+             else col([r["peak_memory_mib"] for r in before]) + (" (whole run)" if before else ""),
              col([r["train"]["peak_memory_mib"] for r in now]), ""))
 print(f"| | Joey NMT 2.3.0 | nmt before ({before_label}) | nmt now | now / Joey |")
 print("| --- | --- | --- | --- | --- |")

@@ -2,15 +2,16 @@
 drift (a shared, noisy 2-core VM) falls on every variant alike.
   python results/speed/ab/step_ab.py STEPS VARIANTS.py
 VARIANTS.py defines VARIANTS = {name: (enter(model), leave(model))}; random batches of the
-reference architecture (configs/bench_reference.yaml), 2 threads."""
-import sys, time, tempfile, importlib.util, pathlib, torch
+reference architecture (configs/bench_reference.yaml), 2 threads; PRECISION=bf16 (or fp16)
+sets train.precision."""
+import os, sys, time, tempfile, importlib.util, pathlib, torch
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # results/speed
 from synthetic import synthetic_trainer
 torch.set_num_threads(2)
 steps = int(sys.argv[1])
 spec = importlib.util.spec_from_file_location("variants", sys.argv[2]); V = importlib.util.module_from_spec(spec); spec.loader.exec_module(V)
 with tempfile.TemporaryDirectory() as d:
-    tr, model, batches = synthetic_trainer(d)
+    tr, model, batches = synthetic_trainer(d, [f"train.precision={os.environ.get('PRECISION', 'fp32')}"])
     names = list(V.VARIANTS)
     tot = {n: [0.0, 0] for n in names}
     for b in batches[:2]:
