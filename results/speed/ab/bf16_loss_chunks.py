@@ -1,16 +1,15 @@
 """bf16 autocast training: the loss takes bf16 logits to fp32 one cache-sized chunk at a
 time and writes its gradient back in bf16 over them (now), against one whole fp32 copy of
-the logits and a whole cast of the gradient back to bf16 (before: loss_before_bf16_chunks.py,
-nmt/loss.py at 09e9ad5). Run with PRECISION=bf16."""
-import importlib.util
-import pathlib
+the logits and a whole cast of the gradient back to bf16 (before: nmt/loss.py at 09e9ad5,
+read from git). Run with PRECISION=bf16, from the repository."""
+import subprocess
+import types
 import nmt.model as M
 from nmt.loss import summed_cross_entropy
 
-_spec = importlib.util.spec_from_file_location(
-    "loss_before", pathlib.Path(__file__).with_name("loss_before_bf16_chunks.py"))
-_before = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_before)
+_before = types.ModuleType("loss_before")
+exec(subprocess.run(["git", "show", "09e9ad5:nmt/loss.py"], capture_output=True, text=True,
+                    check=True).stdout, _before.__dict__)
 
 
 def _set(f):
