@@ -76,13 +76,20 @@ def cast_for_autocast(t: torch.Tensor) -> torch.Tensor:
     """``t`` in the autocast dtype where autocast is on for its device, else ``t`` itself.
 
     For a tensor that a loop reads at every step (the decoder's weight views, the encoder
-    memory). Autocast casts a parameter once per autocast region and caches the copy, but
-    any other fp32 tensor again at every op that reads it, forward and backward. Cast here
-    once, the gradients of all the loop's uses add up in the autocast dtype before one
-    conversion back, as they do for the parameters autocast caches.
+    memory). Autocast (torch.amp, "CPU Ops that can autocast to bfloat16") casts a
+    parameter once per autocast region and caches the copy, but any other fp32 tensor
+    again at every op that reads it, forward and backward. Cast here once, the gradients
+    of all the loop's uses add up in the autocast dtype before one conversion back, as they
+    do for the parameters autocast caches.
+
+    Args:
+        t: a tensor of any shape, e.g. W_hh^T (D, 3D) or the memory (B, S, M).
+
+    Returns:
+        a tensor of the same shape: a differentiable bf16/fp16 copy under autocast, else
+        ``t`` (integer tensors, and everything outside autocast). Raises nothing.
     """
     dev = t.device.type
     if t.is_floating_point() and torch.is_autocast_enabled(dev):
         return t.to(torch.get_autocast_dtype(dev))
     return t
-
