@@ -88,6 +88,7 @@ class BenchOptions:
     json_path: Path | None = None  # where the caller will write the JSON (checked here)
     precision: str | None = None  # train.precision for the training steps; None: the run's
     workers: int | None = None  # batches decoded at once (translate_lines); None: its default
+    decode_precision: str | None = None  # search.precision of the decoding runs; None: the run's
 
     def check(self) -> None:
         """Raises BenchError naming the first option with an impossible value."""
@@ -179,7 +180,9 @@ def measure_decoding(subject: Subject, sources: list[str], references: list[str]
     reset_peak_memory(device)
     runs: dict[str, Any] = {}
     for beam in sorted({1, opts.beam}):
-        decoding = decoding_from_config(subject.cfg, beam_size=beam)
+        decoding = decoding_from_config(subject.cfg, beam_size=beam,
+                                        precision=opts.decode_precision)
+        decoding = decoding.on(device, "--decode-precision")
         args = (subject.model, subject.src_vocab, subject.tgt_vocab)
         with torch.inference_mode():
             translate_lines(*args, sources[:8], batch_size=opts.batch_size, decoding=decoding)
@@ -191,7 +194,8 @@ def measure_decoding(subject: Subject, sources: list[str], references: list[str]
             seconds = time.perf_counter() - start
         s = score([t.text for t in out], references, sources, buckets=((1, None),))
         runs["greedy" if beam == 1 else f"beam{beam}"] = {
-            "search": decoding.describe(), "seconds": round(seconds, 3),
+            "search": decoding.describe(), "precision": decoding.precision,
+            "seconds": round(seconds, 3),
             "sentences_per_s": round(len(sources) / seconds, 2),
             "output_pieces_per_sentence": round(
                 sum(len([p for p in t.tgt_pieces if p != "</s>"]) for t in out)
@@ -325,6 +329,8 @@ def run_bench(opts: BenchOptions, log: Callable[[str], None] = lambda _msg: None
     device = pick_device(opts.device, "--device")
     if opts.precision is not None:
         autocast_dtype(opts.precision, device, "--precision")  # refused before any work
+    if opts.decode_precision is not None:
+        autocast_dtype(opts.decode_precision, device, "--decode-precision")
     subject = load_subject(opts, log)
     threads = opts.threads or subject.cfg.train.threads
     if threads:

@@ -47,6 +47,10 @@ LENGTH_PENALTY_OPTION = typer.Option(None, help="gnmt | average | none.")
 WORKERS_OPTION = typer.Option(None, min=1, help="Batches decoded at once on the CPU, the "
                               "threads shared among them (default: one per torch thread).")
 DEVICE_OPTION = typer.Option("auto", help="auto (CUDA when present) | cpu | cuda | cuda:N.")
+PRECISION_OPTION = typer.Option(None, help="Search precision: fp32, bf16, fp16 (CUDA) or "
+                                "auto (bf16 where the device has it); the matrix products "
+                                "only, scores stay fp32. Default: the checkpoint's "
+                                "search.precision.")
 
 USER_ERRORS = (ConfigError, DataError, CheckpointError, ValueError, OSError)
 
@@ -107,6 +111,7 @@ def evaluate(
     length_penalty: Optional[str] = LENGTH_PENALTY_OPTION,
     workers: Optional[int] = WORKERS_OPTION,
     device: str = DEVICE_OPTION,
+    precision: Optional[str] = PRECISION_OPTION,
 ) -> None:
     """Decode a test set and report sacreBLEU, chrF and BLEU by source length."""
     from nmt.evaluate import evaluate_checkpoints
@@ -119,7 +124,7 @@ def evaluate(
                                       n_examples=examples, data_path=data_path,
                                       beam_size=beam, alpha=alpha,
                                       length_penalty=_length_penalty(length_penalty),
-                                      device=device, workers=workers)
+                                      device=device, workers=workers, precision=precision)
     except USER_ERRORS as e:
         _fail(e)
     if os.environ.get("RANK", "0") != "0":
@@ -158,6 +163,7 @@ def translate(
     length_penalty: Optional[str] = LENGTH_PENALTY_OPTION,
     workers: Optional[int] = WORKERS_OPTION,
     device: str = DEVICE_OPTION,
+    precision: Optional[str] = PRECISION_OPTION,
 ) -> None:
     """Translate interactively (terminal) or as a filter (one line out per line in)."""
     from nmt.checkpoint import load_checkpoint
@@ -193,7 +199,8 @@ def translate(
                 raise ValueError(f"--plot {e}") from None
         loaded = load_checkpoint(checkpoint, pick_device(device, "--device"))
         decoding = decoding_from_config(loaded.cfg, beam, alpha, _length_penalty(length_penalty),
-                                        nbest)
+                                        nbest, precision)
+        decoding = decoding.on(next(loaded.model.parameters()).device, "--precision")
         if nbest > decoding.beam_size:
             raise ValueError(f"--nbest {nbest} needs --beam of at least {nbest} "
                              f"(beam is {decoding.beam_size})")
@@ -328,6 +335,9 @@ def bench(
     data_path: Optional[str] = typer.Option(None, help="Override data.path."),
     precision: Optional[str] = typer.Option(None, help="Training precision: auto, fp32, bf16 "
                                             "or fp16 (default: the run's train.precision)."),
+    decode_precision: Optional[str] = typer.Option(
+        None, help="Search precision of the decoding runs: auto, fp32, bf16 or fp16 "
+        "(default: the checkpoint's search.precision)."),
     workers: Optional[int] = WORKERS_OPTION,
     device: str = DEVICE_OPTION,
 ) -> None:
@@ -340,7 +350,8 @@ def bench(
 
     options = BenchOptions(source, tuple(overrides or ()), threads, device, warmup, train_steps,
                            train_seconds, sentences, split, beam, batch_size, skip_train,
-                           skip_decode, data_path, json_out, precision, workers)
+                           skip_decode, data_path, json_out, precision, workers,
+                           decode_precision)
     try:
         result = run_bench(options, log=lambda m: typer.echo(m, err=True))
     except USER_ERRORS as e:

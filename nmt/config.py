@@ -122,6 +122,9 @@ class SearchConfig:
     length_penalty: Literal["gnmt", "average", "none"] = "gnmt"
     alpha: float = 0.6  # GNMT length penalty strength
     valid_beam_size: int = 1  # validation BLEU during training (greedy is fastest)
+    # matrix products of search steps: auto (bf16 where the device computes it natively),
+    # fp32, bf16, or fp16 (CUDA); the search's scores stay fp32 (nmt.model.Seq2Seq.step)
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from nmt.attention import LocalAttention, build_scorer
@@ -38,13 +39,14 @@ GLOBAL_SCORES = ("additive", "dot", "general", "scaled_dot")
 FLIP_ROWS = 160
 
 
-def step_addmm(base: torch.Tensor | None, x: torch.Tensor, w_t: torch.Tensor) -> torch.Tensor:
-    """``base + x @ w_t`` for one decoder step: ``torch.addmm``, up to float rounding.
+def step_addmm(base: torch.Tensor | None, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``base + x @ w^T`` for one decoder step: ``torch.addmm``, up to float rounding.
 
     Args:
-        base: (N,) bias or (B, N), or None for ``x @ w_t`` (a layer without bias).
-        x: (B, K) the step's rows. w_t: (K, N), a transposed weight (N, K) as nn.Linear
-            stores it.
+        base: (N,) bias or (B, N), or None for ``x @ w^T`` (a layer without bias).
+        x: (B, K) the step's rows. w: (N, K), a weight as nn.Linear stores it (a parameter
+            itself, or a copy :func:`nmt.precision.cast_for_autocast` made, so that
+            autocast does not cast it again at every step).
 
     Returns:
         (B, N), contiguous.
@@ -59,11 +61,34 @@ def step_addmm(base: torch.Tensor | None, x: torch.Tensor, w_t: torch.Tensor) ->
     ``torch.addmm``. Raises what torch.addmm raises for mismatched shapes.
     """
     if torch.is_grad_enabled() or x.size(0) > FLIP_ROWS:
-        return torch.mm(x, w_t) if base is None else torch.addmm(base, x, w_t)
+        if base is None or base.dim() == 1:
+            return F.linear(x, w, base)  # addmm(base, x, w^T)
+        return torch.addmm(base, x, w.t())
     if base is None:  # a layer without bias (e.g. model.output_bias: false)
-        return torch.mm(w_t.t(), x.t()).t().contiguous()
+        return torch.mm(w, x.t()).t().contiguous()
     b = base[:, None] if base.dim() == 1 else base.t()
-    return torch.addmm(b, w_t.t(), x.t()).t().contiguous()
+    return torch.addmm(b, w, x.t()).t().contiguous()
+
+
+@dataclass
+class StepWeights:
+    """The weights a decoder step multiplies by, in nn.Linear layout (out, in), taken once
+    per batch (:meth:`Decoder.step_weights`) rather than at every step.
+
+    Attributes:
+        emb: (3D, E) the embedding's share of the first GRU layer's W_ih.
+        feed: (3D, F) the feed's share of it (context vector or input feeding's h~_{t-1}).
+        hh: (3D, D) its W_hh. pre: (O, M+D) luong's ``W_c``, or (O, D+M) the bahdanau
+            pre-output's weight for ``[s_t; c_t]``.
+        generator: (V, O) the output layer's weight, for search steps; None in training,
+            which applies the generator module to all positions at once.
+    """
+
+    emb: torch.Tensor
+    feed: torch.Tensor
+    hh: torch.Tensor
+    pre: torch.Tensor
+    generator: torch.Tensor | None = None
 
 
 def build_attention(kind: str, query_dim: int, memory_dim: int, attn_dim: int, *,
@@ -104,17 +129,20 @@ class Memory:
     Attributes:
         memory: (B, S, M). keys: (B, S, *) precomputed scorer keys, or None for ``none``.
         mask: (B, S). fixed_context: (B, M) for ``none``, else None.
+        weights: the batch's :class:`StepWeights`, shared by all rows.
     """
 
     memory: torch.Tensor
     keys: torch.Tensor | None
     mask: torch.Tensor
     fixed_context: torch.Tensor | None
+    weights: StepWeights
 
     def index_select(self, idx: torch.Tensor) -> "Memory":
-        """Rows ``idx`` (K,) of every tensor (for beam search reordering)."""
+        """Rows ``idx`` (K,) of every per-sentence tensor (for beam search reordering)."""
         pick = lambda t: None if t is None else t.index_select(0, idx)  # noqa: E731
-        return Memory(pick(self.memory), pick(self.keys), pick(self.mask), pick(self.fixed_context))
+        return Memory(pick(self.memory), pick(self.keys), pick(self.mask),
+                      pick(self.fixed_context), self.weights)
 
 
 @dataclass
@@ -180,14 +208,17 @@ class Decoder(nn.Module):
             self.pre_output = nn.Linear(memory_dim + hidden, output_dim)
         self.layers, self.hidden, self.output_dim = layers, hidden, output_dim
 
-    def start(self, enc: EncoderOutput) -> tuple[Memory, DecoderState]:
+    def start(self, enc: EncoderOutput, generator: torch.Tensor | None = None
+              ) -> tuple[Memory, DecoderState]:
         """Prepare memory and the initial state ``s_0 = tanh(W_init [h_fwd_n; h_bwd_1])``.
-        Under autocast the memory, which every step reads, is cast once here."""
+        Under autocast the memory and the step weights, which every step reads, are cast
+        once here. ``generator``: (V, O) the output layer's weight, for search steps
+        (:attr:`StepWeights.generator`)."""
         B = enc.final.size(0)
         memory = cast_for_autocast(enc.memory)  # (B, S, M)
         keys = None if self.scorer is None else self.scorer.precompute(memory)
         fixed = None if self.fixed is None else torch.tanh(self.fixed(enc.final))  # (B, M)
-        mem = Memory(memory, keys, enc.mask, fixed)
+        mem = Memory(memory, keys, enc.mask, fixed, self.step_weights(generator))
         h0 = torch.tanh(self.init(enc.final)).view(B, self.layers, self.hidden)
         h0 = h0.transpose(0, 1).contiguous()  # (L, B, D)
         feed = None
@@ -202,14 +233,15 @@ class Decoder(nn.Module):
             return mem.fixed_context, None, None
         return self.scorer.read(query, mem.keys, mem.memory, mem.mask, t)
 
-    def _embed_inputs(self, prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor,
-                                                          torch.Tensor | None]:
+    def _embed_inputs(self, prev: torch.Tensor, w_emb: torch.Tensor | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """The parts of a step that depend only on the previous target ids, for any number
         of positions at once (teacher forcing computes them for all T in one matrix
         multiply instead of T small ones).
 
         Args:
             prev: (...) previous target ids.
+            w_emb: :attr:`StepWeights.emb` for one step's ids (B,); None takes it from W_ih.
 
         Returns:
             y: (..., E) embeddings after dropout; gates: (..., 3D) ``W_ih[:, :E] y + b_ih``,
@@ -218,50 +250,50 @@ class Decoder(nn.Module):
         """
         y = self.dropout(self.embed(prev))
         cell, E = self.cells[0], y.size(-1)
+        w_emb = cell.weight_ih[:, :E] if w_emb is None else w_emb
         if y.dim() == 2:  # one search or decoding step
-            gates = step_addmm(cell.bias_ih, y, cell.weight_ih[:, :E].t())
+            gates = step_addmm(cell.bias_ih, y, w_emb)
         else:
-            gates = torch.nn.functional.linear(y, cell.weight_ih[:, :E], cell.bias_ih)
+            gates = F.linear(y, w_emb, cell.bias_ih)
         out_y = None
         if self.step_order == "bahdanau":
-            out_y = torch.nn.functional.linear(y, self.pre_output.weight[:, -E:])
+            out_y = F.linear(y, self.pre_output.weight[:, -E:])
         return y, gates, out_y
 
-    def _recurrent_weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The per-step weights, transposed, for teacher forcing to take once for all steps:
-        the feed's share of the first GRU layer's W_ih (F, 3D), its W_hh (D, 3D), and the
-        pre-output's weight for ``[c_t; s_t]`` (luong, (M+D, O)) or ``[s_t; c_t]``
-        (bahdanau, (D+M, O)).
+    def step_weights(self, generator: torch.Tensor | None = None) -> StepWeights:
+        """The weights every step reads (:class:`StepWeights`), taken once per batch.
 
         Taken once, autograd slices each parameter once, not once per step; under autocast
         they are also cast once (:func:`nmt.precision.cast_for_autocast`): autocast caches
-        the casts of parameters, not of views of them.
+        the casts of parameters, not of views of them. ``generator``: (V, O) the output
+        layer's weight, for search.
         """
         cell = self.cells[0]
         E = self.embed.embedding_dim
         W = self.pre_output.weight
-        w_pre = W[:, : W.size(1) - E].t() if self.step_order == "bahdanau" else W.t()
-        return tuple(cast_for_autocast(w) for w in (cell.weight_ih[:, E:].t(),
-                                                    cell.weight_hh.t(), w_pre))
+        w_pre = W[:, : W.size(1) - E] if self.step_order == "bahdanau" else W
+        c = cast_for_autocast
+        return StepWeights(c(cell.weight_ih[:, :E]), c(cell.weight_ih[:, E:]),
+                           c(cell.weight_hh), c(w_pre),
+                           None if generator is None else c(generator))
 
     def _rnn(self, y_gates: torch.Tensor, feed: torch.Tensor, hidden: torch.Tensor,
-             weights: tuple[torch.Tensor, ...]) -> torch.Tensor:
+             weights: StepWeights) -> torch.Tensor:
         """The GRU stack for one step.
 
         The first layer is nn.GRUCell's formula written out (Cho et al. 2014, eq. 5-8, gate
         order r, z, n as in torch), so that the embedding's share of its input gates,
         ``y_gates`` (B, 3D), can come precomputed; ``feed`` (B, F) is the rest of its
         input (the context vector, or input feeding's h~_{t-1}). hidden: (L, B, D).
-        weights: :meth:`_recurrent_weights`.
+        weights: the batch's :class:`StepWeights`.
         Returns the new hidden states (L, B, D).
         """
         cell, D = self.cells[0], self.hidden
-        w_feed, w_hh = weights[:2]
         # .float(): under autocast the products come back bf16/fp16, but the recurrent
         # state stays fp32 (a no-op in fp32 training)
-        gi = step_addmm(y_gates, feed, w_feed).float()  # (B, 3D)
+        gi = step_addmm(y_gates, feed, weights.feed).float()  # (B, 3D)
         h = hidden[0].float()
-        gh = step_addmm(cell.bias_hh, h, w_hh).float()  # (B, 3D)
+        gh = step_addmm(cell.bias_hh, h, weights.hh).float()  # (B, 3D)
         # split, not [:, a:b]: the backward of a split is one cat, of a slice a zero fill
         gi_rz, gi_n = gi.split((2 * D, D), dim=1)
         gh_rz, gh_n = gh.split((2 * D, D), dim=1)
@@ -286,28 +318,25 @@ class Decoder(nn.Module):
         Returns:
             :class:`StepOutput` with pre_output (B, O) and attention weights (B, S).
         """
-        return self._step(*self._embed_inputs(prev), state, mem)
+        return self._step(*self._embed_inputs(prev, mem.weights.emb), state, mem)
 
     def _step(self, y: torch.Tensor, y_gates: torch.Tensor, out_y: torch.Tensor | None,
-              state: DecoderState, mem: Memory,
-              recurrent: tuple[torch.Tensor, ...] | None = None) -> StepOutput:
-        """:meth:`step` from the precomputed parts of :meth:`_embed_inputs` (B, *) and,
-        optionally, :meth:`_recurrent_weights`."""
+              state: DecoderState, mem: Memory) -> StepOutput:
+        """:meth:`step` from the precomputed parts of :meth:`_embed_inputs` (B, *)."""
         t = state.t
-        recurrent = recurrent if recurrent is not None else self._recurrent_weights()
-        w_pre = recurrent[2]
+        recurrent = mem.weights
         if self.step_order == "bahdanau":
             context, weights, heads = self._read(state.hidden[-1], mem, t)  # (B, M), (B, S)
             hidden = self._rnn(y_gates, context, state.hidden, recurrent)
             # W_o [s_t; c_t; E y] with the E y share (out_y) computed beforehand
             pre = step_addmm(out_y + self.pre_output.bias, torch.cat([hidden[-1], context], -1),
-                             w_pre)
+                             recurrent.pre)
             out = torch.tanh(pre)
             return StepOutput(self.dropout(out), DecoderState(hidden, None, t + 1), weights, heads)
         hidden = self._rnn(y_gates, state.feed, state.hidden, recurrent)
         context, weights, heads = self._read(hidden[-1], mem, t)
         out = torch.tanh(step_addmm(self.pre_output.bias, torch.cat([context, hidden[-1]], dim=-1),
-                                    w_pre))  # h~_t
+                                    recurrent.pre))  # h~_t
         return StepOutput(self.dropout(out), DecoderState(hidden, out, t + 1), weights, heads)
 
     def unroll(self, tgt_in: torch.Tensor, state: DecoderState, mem: Memory,
@@ -324,14 +353,13 @@ class Decoder(nn.Module):
             per-head weights (B, h, T, S) (``multihead`` only, else None).
         """
         B, T = tgt_in.shape
-        y, gates, out_y = self._embed_inputs(tgt_in)  # (B, T, E), (B, T, 3D), (B, T, O)
+        y, gates, out_y = self._embed_inputs(tgt_in, mem.weights.emb)  # (B,T,E), (B,T,3D), (B,T,O)
         # unbind, not [:, t]: the backward of T slices would each fill a zero (B, T, *) tensor
         ys, gates_t = y.unbind(1), gates.unbind(1)
         outs_y = [None] * T if out_y is None else out_y.unbind(1)
-        recurrent = self._recurrent_weights()
         outs, weights, heads = [], [], []
         for t in range(T):
-            step = self._step(ys[t], gates_t[t], outs_y[t], state, mem, recurrent)
+            step = self._step(ys[t], gates_t[t], outs_y[t], state, mem)
             state = step.state
             outs.append(step.pre_output)
             if keep_attention and step.attention is not None:

@@ -79,14 +79,15 @@ def evaluate_checkpoints(checkpoints: list[Path], split: str | None = None,
                          n_examples: int = 0, data_path: str | None = None,
                          beam_size: int | None = None, alpha: float | None = None,
                          length_penalty: str | None = None, device: str = "auto",
-                         workers: int | None = None) -> Report:
+                         workers: int | None = None, precision: str | None = None) -> Report:
     """Translate the test set with each checkpoint and score it. Search settings default
     to each checkpoint's ``search`` config; given values override them. ``workers``:
-    batches decoded at once (:func:`nmt.translate.translate_lines`).
+    batches decoded at once (:func:`nmt.translate.translate_lines`). ``precision``: the
+    search's matrix products (``search.precision``; ``--precision``).
 
     Raises:
         CheckpointError, DataError, ValueError (bad ``buckets``), DeviceError (``device``
-        is not available here).
+        is not available here), PrecisionError (a ``precision`` this device cannot use).
     """
     ranges = parse_buckets(buckets)
     device = pick_device(device, "--device")
@@ -94,7 +95,8 @@ def evaluate_checkpoints(checkpoints: list[Path], split: str | None = None,
     for path in checkpoints:
         loaded = load_checkpoint(path, device)
         label, sources, references = test_set(loaded, split, src, ref, data_path)
-        decoding = decoding_from_config(loaded.cfg, beam_size, alpha, length_penalty)
+        decoding = decoding_from_config(loaded.cfg, beam_size, alpha, length_penalty,
+                                        precision=precision).on(device, "--precision")
         with torch.inference_mode():
             translations = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab,
                                            sources, batch_size=batch_size, decoding=decoding,

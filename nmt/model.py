@@ -13,7 +13,13 @@ from nmt.config import ModelConfig
 from nmt.decoder import Decoder, DecoderState, Memory, step_addmm
 from nmt.encoder import Encoder
 from nmt.loss import summed_cross_entropy
+from nmt.topk import top_k
 from nmt.vocab import PAD
+
+
+# reduced-precision search steps recompute this many log-probabilities per row in fp32;
+# beam search ranks the 2K + 1 best pieces of each beam (11 for beam 5)
+EXACT_TOP = 16
 
 
 class Seq2Seq(nn.Module):
@@ -28,28 +34,64 @@ class Seq2Seq(nn.Module):
         self.encoder, self.decoder, self.generator = encoder, decoder, generator
 
     def encode(self, src: torch.Tensor, src_len: torch.Tensor) -> tuple[Memory, DecoderState]:
-        """(B, S) source ids and (B,) lengths -> decoder memory and initial state."""
-        return self.decoder.start(self.encoder(src, src_len))
+        """For search: (B, S) source ids and (B,) lengths -> decoder memory (with the
+        output layer's weight among its step weights) and initial state."""
+        return self.decoder.start(self.encoder(src, src_len), self.generator.weight)
 
     def step(self, prev: torch.Tensor, state: DecoderState, mem: Memory
              ) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None]:
-        """One search step: (B,) previous ids -> log-probabilities (B, V), new state,
-        attention weights (B, S) or None for the fixed-vector model."""
-        out = self.decoder.step(prev, state, mem)
-        return F.log_softmax(self.step_logits(out.pre_output), dim=-1), out.state, out.attention
+        """One search step: (B,) previous ids -> log-probabilities (B, V) in fp32, new
+        state, attention weights (B, S) or None for the fixed-vector model.
 
-    def step_logits(self, pre_output: torch.Tensor) -> torch.Tensor:
+        Under bf16/fp16 autocast (``search.precision``) the matrix products run in the
+        lower precision, and the log-probabilities of each row's ``EXACT_TOP`` most
+        probable pieces, the ones a search can pick, are recomputed from fp32 logits
+        (:meth:`exact_top_log_probs`).
+        """
+        out = self.decoder.step(prev, state, mem)
+        logits = self.step_logits(out.pre_output, mem.weights.generator)
+        if logits.dtype == torch.float32:
+            return F.log_softmax(logits, dim=-1), out.state, out.attention
+        return self.exact_top_log_probs(logits, out.pre_output), out.state, out.attention
+
+    def step_logits(self, pre_output: torch.Tensor, weight: torch.Tensor | None = None
+                    ) -> torch.Tensor:
         """The generator's logits (B, V) for one search step's pre-outputs (B, O), the same
         numbers as ``self.generator(pre_output)``, in the GEMM orientation that is faster
         for few rows (:func:`nmt.decoder.step_addmm`): the output layer is the largest
-        matrix of a search step."""
+        matrix of a search step. ``weight``: the generator's (V, O) weight as the batch's
+        :class:`nmt.decoder.StepWeights` hold it (cast once under autocast)."""
         g = self.generator
-        return step_addmm(g.bias, pre_output, g.weight.t())
+        return step_addmm(g.bias, pre_output, g.weight if weight is None else weight)
+
+    def exact_top_log_probs(self, logits: torch.Tensor, pre_output: torch.Tensor
+                            ) -> torch.Tensor:
+        """fp32 log-probabilities (B, V) from a reduced-precision step's logits (B, V).
+
+        A bf16 logit is rounded to 8 significant bits (steps of 1/16 at logits of 8-16),
+        enough to find the candidates but not to rank them: near-equal pieces would tie,
+        and beam totals would drift from fp32's. The ``EXACT_TOP`` largest logits of each
+        row are recomputed in fp32 from ``pre_output`` (B, O) and the generator's fp32
+        weight, the rest keep their rounded values; log_softmax then runs in fp32 over the
+        whole row. Only the log-normaliser still sees rounding, in the probability mass
+        outside the top ``EXACT_TOP``. Raises nothing.
+        """
+        g = self.generator
+        with torch.autocast(logits.device.type, enabled=False):
+            top = top_k(logits, min(EXACT_TOP, logits.size(-1)))[1]  # (B, m)
+            w = g.weight.index_select(0, top.view(-1)).view(*top.shape, -1)  # (B, m, O)
+            # (B, 1, O) @ (B, O, m): batched like this MKL runs it 10x faster than as
+            # (B, m, O) @ (B, O, 1)
+            exact = torch.matmul(pre_output.float().unsqueeze(1), w.transpose(1, 2)).squeeze(1)
+            if g.bias is not None:
+                exact += g.bias[top]
+            full = logits.float().scatter_(1, top, exact)
+            return F.log_softmax(full, dim=-1)
 
     def logits(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor
                ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Teacher-forced logits (B, T, V) and attention weights (B, T, S) or None."""
-        mem, state = self.encode(src, src_len)
+        mem, state = self.decoder.start(self.encoder(src, src_len))
         pre, attn, _ = self.decoder.unroll(tgt_in, state, mem)
         return self.generator(pre), attn
 
@@ -63,7 +105,7 @@ class Seq2Seq(nn.Module):
         Returns:
             scalar: total loss; divide by the number of target tokens for nats/token.
         """
-        mem, state = self.encode(src, src_len)
+        mem, state = self.decoder.start(self.encoder(src, src_len))
         pre, _, _ = self.decoder.unroll(tgt_in, state, mem, keep_attention=False)
         # the output layer, the largest matrix product, only for the N real target tokens:
         # padding rows would cost its three GEMMs for a loss of zero (6.6% of the rows of

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from nmt.topk import top_k
 from nmt.vocab import BOS, EOS
 
 LENGTH_PENALTIES = ("gnmt", "average", "none")
@@ -192,7 +193,7 @@ def _candidates(logp: torch.Tensor, open_lp: torch.Tensor, K: int
     # no set order, and where a tie straddles its cut it may keep any of them: such rows
     # (rare) take the n1 best from a stable sort of the whole row instead.
     m = min(n1 + 1, V)
-    lp_m, tok_m = logp.float().topk(m, dim=-1)  # (B*K, m)
+    lp_m, tok_m = top_k(logp.float(), m)  # (B*K, m)
     lp1, tok1 = lp_m[:, :n1], tok_m[:, :n1]
     if m > n1:
         straddle = (lp_m[:, n1 - 1] == lp_m[:, n1]).nonzero().squeeze(1)

@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 
 from nmt.data import Example, collate, make_batches
+from nmt.precision import autocast, autocast_dtype
 from nmt.search import beam_search, greedy
 from nmt.vocab import EOS, UNK, Vocab
 
@@ -53,24 +55,45 @@ class Decoding:
     alpha: float = 0.6
     max_ratio: float = 2.0
     n_best: int = 1  # hypotheses kept per sentence (<= beam_size)
+    # matrix products of the search steps: fp32, bf16, fp16 (CUDA) or auto (bf16 where the
+    # device computes it natively); see nmt.model.Seq2Seq.step
+    precision: str = "fp32"
 
     def describe(self) -> str:
-        """One line for reports, e.g. ``beam search, beam 5, GNMT length penalty alpha=0.6``."""
+        """One line for reports, e.g. ``beam search, beam 5, GNMT length penalty alpha=0.6``
+        (with ``, bf16 matrix products`` when the precision is not fp32)."""
+        prec = "" if self.precision == "fp32" else f", {self.precision} matrix products"
         if self.beam_size == 1:
-            return "greedy search"
+            return f"greedy search{prec}"
         lp = "no length penalty" if self.length_penalty == "none" else (
             f"GNMT length penalty alpha={self.alpha}" if self.length_penalty == "gnmt"
             else "length-normalised scores")
-        return f"beam search, beam {self.beam_size}, {lp}"
+        return f"beam search, beam {self.beam_size}, {lp}{prec}"
+
+    def on(self, device: torch.device, option: str = "search.precision") -> "Decoding":
+        """This decoding with ``auto`` precision resolved for ``device`` (fp32 or bf16), so
+        that reports name what ran.
+
+        Raises:
+            nmt.precision.PrecisionError: unknown precision, or fp16 on a CPU; the message
+                names ``option``.
+        """
+        dtype = autocast_dtype(self.precision, device, option)
+        name = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+        return dataclasses.replace(self, precision=name)
 
 
-def _search(model, src: torch.Tensor, src_len: torch.Tensor, decoding: Decoding):
-    """n-best lists (best first) for every sentence of the batch."""
-    if decoding.beam_size == 1:
-        return [[h] for h in greedy(model, src, src_len, decoding.max_ratio)]
-    return beam_search(model, src, src_len, beam_size=decoding.beam_size, alpha=decoding.alpha,
-                       length_penalty=decoding.length_penalty, max_ratio=decoding.max_ratio,
-                       n_best=decoding.n_best)
+def _search(model, src: torch.Tensor, src_len: torch.Tensor, decoding: Decoding,
+            amp_dtype: torch.dtype | None = None):
+    """n-best lists (best first) for every sentence of the batch; ``amp_dtype``: the
+    autocast dtype of the search steps (None: fp32). Autocast is per thread, so each
+    search worker enters it itself."""
+    with autocast(src.device, amp_dtype):
+        if decoding.beam_size == 1:
+            return [[h] for h in greedy(model, src, src_len, decoding.max_ratio)]
+        return beam_search(model, src, src_len, beam_size=decoding.beam_size,
+                           alpha=decoding.alpha, length_penalty=decoding.length_penalty,
+                           max_ratio=decoding.max_ratio, n_best=decoding.n_best)
 
 
 def decode_workers(device: torch.device, batches: int, workers: int | None = None) -> int:
@@ -124,8 +147,10 @@ def translate_lines(model, src_vocab: Vocab, tgt_vocab: Vocab, lines: list[str],
 
     Raises:
         ValueError: ``workers`` < 1.
+        nmt.precision.PrecisionError: ``decoding.precision`` unknown, or fp16 on a CPU.
     """
     device = next(model.parameters()).device
+    amp_dtype = autocast_dtype(decoding.precision, device, "search.precision")
     model.eval()
     results: list[Translation | None] = [None] * len(lines)
     examples = []
@@ -146,7 +171,7 @@ def translate_lines(model, src_vocab: Vocab, tgt_vocab: Vocab, lines: list[str],
     n_workers = decode_workers(device, len(batches), workers)
 
     def search(batch):
-        return batch, _search(model, batch.src.to(device), batch.src_len, decoding)
+        return batch, _search(model, batch.src.to(device), batch.src_len, decoding, amp_dtype)
 
     if n_workers == 1:
         done = map(search, batches)
@@ -176,13 +201,15 @@ def translate_lines(model, src_vocab: Vocab, tgt_vocab: Vocab, lines: list[str],
 
 
 def decoding_from_config(cfg, beam_size: int | None = None, alpha: float | None = None,
-                         length_penalty: str | None = None, n_best: int = 1) -> Decoding:
+                         length_penalty: str | None = None, n_best: int = 1,
+                         precision: str | None = None) -> Decoding:
     """The checkpoint config's search settings, with command-line values taking precedence."""
     s = cfg.search
     return Decoding(beam_size=s.beam_size if beam_size is None else beam_size,
                     length_penalty=s.length_penalty if length_penalty is None else length_penalty,
                     alpha=s.alpha if alpha is None else alpha,
-                    max_ratio=cfg.train.max_output_ratio, n_best=n_best)
+                    max_ratio=cfg.train.max_output_ratio, n_best=n_best,
+                    precision=s.precision if precision is None else precision)
 
 
 def strongest_alignment(tr: Translation) -> list[tuple[str, str, float]]:

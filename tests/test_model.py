@@ -173,7 +173,7 @@ def test_step_addmm_equals_addmm_in_both_orientations(rows):
     for base in (torch.randn(96, generator=g), torch.randn(rows, 96, generator=g), None):
         ref = x @ weight.t() if base is None else torch.addmm(base, x, weight.t())
         with torch.inference_mode():  # the search path: flipped up to FLIP_ROWS rows
-            out = step_addmm(base, x, weight.t())
+            out = step_addmm(base, x, weight)
         assert out.shape == (rows, 96) and out.is_contiguous()
         assert torch.allclose(out, ref, atol=1e-5)
-        assert torch.allclose(step_addmm(base, x, weight.t()), ref, atol=1e-6)
+        assert torch.allclose(step_addmm(base, x, weight), ref, atol=1e-6)

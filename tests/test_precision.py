@@ -122,8 +122,11 @@ class _CastCounter(torch.utils._python_dispatch.TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if (func is torch.ops.aten._to_copy.default and args[0].dtype == torch.float32
-                and kwargs.get("dtype") == torch.bfloat16 and args[0].numel() >= self.min_numel):
+        # with autograd a cast reaches the dispatcher as _to_copy, under inference_mode as to
+        to = kwargs.get("dtype") if func is torch.ops.aten._to_copy.default else (
+            args[1] if func is torch.ops.aten.to.dtype else None)
+        if (to == torch.bfloat16 and args[0].dtype == torch.float32
+                and args[0].numel() >= self.min_numel):
             self.casts += 1
         return func(*args, **kwargs)
 
@@ -154,3 +157,70 @@ def test_bf16_casts_weights_and_memory_once_per_batch_not_per_step(toy_vocabs, s
     assert counts[0] == counts[1] > 0
     g16, g32 = (torch.cat([g.flatten() for g in grads[k]]) for k in ("bf16", "fp32"))
     assert (g16 - g32).norm() <= 0.03 * g32.norm()  # bf16 has 8 significant bits
+
+
+@pytest.mark.parametrize("step_order", ["luong", "bahdanau"])
+def test_bf16_search_casts_weights_once_per_batch_and_scores_the_top_in_fp32(toy_vocabs,
+                                                                             step_order):
+    """Under bf16 search the step weights (generator included) are cast in ``encode``,
+    never at a step; the top EXACT_TOP log-probabilities of each row are fp32 numbers
+    (no bf16 ties among them) within 0.05 nats of the fp32 step's."""
+    from nmt.model import EXACT_TOP
+
+    src_v, tgt_v = toy_vocabs
+    model = tiny_model(src_v, tgt_v, step_order=step_order).eval()
+    V, O = model.generator.weight.shape
+    src = torch.randint(4, len(src_v), (3, 5))
+    src_len = torch.tensor([5, 4, 3])
+    prev = torch.full((3,), 2)
+    with torch.inference_mode():
+        mem32, st32 = model.encode(src, src_len)
+        ref, _, _ = model.step(prev, st32, mem32)
+        with autocast(CPU, torch.bfloat16):
+            at_encode = _CastCounter(min_numel=V * O)  # the generator's weight at least
+            with at_encode:
+                mem, state = model.encode(src, src_len)
+            at_steps = _CastCounter(min_numel=V * O)
+            with at_steps:
+                for _ in range(3):
+                    logp, state, _ = model.step(prev, state, mem)
+    assert at_encode.casts > 0 and at_steps.casts == 0
+    assert logp.dtype == torch.float32 and logp.shape == ref.shape
+    m = min(EXACT_TOP, logp.size(1))
+    torch.manual_seed(0)
+    with torch.inference_mode(), autocast(CPU, torch.bfloat16):
+        mem, state = model.encode(src, src_len)
+        logp, _, _ = model.step(prev, state, mem)
+    top = logp.topk(m, dim=-1)
+    assert (top.indices == ref.topk(m, dim=-1).indices).float().mean() > 0.8
+    assert torch.allclose(top.values, ref.gather(1, top.indices), atol=0.05)
+    # fp32 values: a bf16 logit has 8 significant bits, a recomputed one has 24
+    assert (top.values.to(torch.bfloat16).float() != top.values).any()
+
+
+def test_search_precision_is_resolved_and_checked_naming_the_option():
+    from nmt.translate import Decoding
+
+    assert Decoding(precision="fp32").on(CPU).precision == "fp32"
+    assert Decoding(precision="auto").on(CPU).precision == (
+        "bf16" if precision.native_bf16(CPU) else "fp32")
+    assert "bf16 matrix products" in Decoding(beam_size=5, precision="bf16").describe()
+    with pytest.raises(PrecisionError, match="--precision: fp16 needs a CUDA device"):
+        Decoding(precision="fp16").on(CPU, "--precision")
+    with pytest.raises(PrecisionError, match="search.precision: unknown precision 'int8'"):
+        Decoding(precision="int8").on(CPU)
+
+
+def test_bf16_search_keeps_beam_1_equal_to_greedy(toy_vocabs):
+    from test_search import MODELS, _batch, _trained
+
+    from nmt.search import beam_search, greedy
+
+    for attention, order in MODELS[:2]:
+        model, batch = _trained(toy_vocabs, attention, order), _batch(*toy_vocabs)
+        with autocast(CPU, torch.bfloat16):
+            g = greedy(model, batch.src, batch.src_len)
+            out = beam_search(model, batch.src, batch.src_len, beam_size=1,
+                              length_penalty="none")
+        assert [h.tokens for h in g] == [b.tokens for (b,) in out]
+        assert any(h.tokens for h in g)

@@ -47,11 +47,11 @@ def test_an_error_in_one_batch_reaches_the_caller_and_the_threads_are_restored(t
     threads, calls = torch.get_num_threads(), []
     real = nmt.translate._search
 
-    def failing(model, src, src_len, decoding):
+    def failing(model, src, src_len, decoding, amp_dtype=None):
         calls.append(1)
         if len(calls) == 2:
             raise RuntimeError("batch 2 failed")
-        return real(model, src, src_len, decoding)
+        return real(model, src, src_len, decoding, amp_dtype)
 
     monkeypatch.setattr(nmt.translate, "_search", failing)
     with pytest.raises(RuntimeError, match="batch 2 failed"):

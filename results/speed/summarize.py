@@ -72,6 +72,13 @@ for key, label in (("greedy", "greedy"), ("beam5", "beam 5")):
                  f"{col(js, '{:,.1f}')}, BLEU {col(jb, '{:.2f}')}",
                  f"{col(bs, '{:,.1f}')}" + ("" if bench_before else " (val split)"),
                  f"{col(ns, '{:,.1f}')}, BLEU {col(nb, '{:.2f}')}", ratio(ns, js)))
+    dec16 = [r for r in bf16 if r.get("decode")]
+    if dec16:
+        ns16 = [r["decode"][key]["sentences_per_s"] for r in dec16]
+        nb16 = [r["decode"][key]["bleu"] for r in dec16]
+        rows.append((f"{label} with bf16 matrix products (search.precision=bf16), sentences/s",
+                     "-", "-", f"{col(ns16, '{:,.1f}')}, BLEU {col(nb16, '{:.2f}')}",
+                     ratio(ns16, js)))
 rows.append(("peak RSS, training (MiB)", col([r["train"]["peak_rss_mib"] for r in joey]),
              col([r["train"]["peak_memory_mib"] for r in before]) if bench_before
              else col([r["peak_memory_mib"] for r in before]) + (" (whole run)" if before else ""),
