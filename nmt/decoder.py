@@ -29,14 +29,15 @@ from torch import nn
 from nmt.attention import LocalAttention, build_scorer
 from nmt.encoder import EncoderOutput
 from nmt.multihead import MultiHeadAttention
-from nmt.precision import cast_for_autocast
+from nmt.precision import cast_for_autocast, cpu_model_and_flags
 from nmt.vocab import PAD
 
 GLOBAL_SCORES = ("additive", "dot", "general", "scaled_dot")
 
 # Search steps (no autograd) with at most this many rows compute their linear maps in the
-# other GEMM orientation; see step_addmm.
-FLIP_ROWS = 160
+# other GEMM orientation; see step_addmm. It helped on an AVX2 CPU and cost beam search
+# 5-8% on an AVX-512 one, so CPUs with AVX-512 never flip.
+FLIP_ROWS = 0 if "avx512f" in cpu_model_and_flags()[1] else 160
 
 
 def step_addmm(base: torch.Tensor | None, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -57,7 +58,10 @@ def step_addmm(base: torch.Tensor | None, x: torch.Tensor, w: torch.Tensor) -> t
     (configs/bench_reference.yaml), 1,000 test_2016_flickr sentences, passes alternating
     in one process: greedy search in batches of 64 translated 214 sentences/s with every
     step map flipped, 202 with the output layer only, 180 with none; beam 5 (320 rows at
-    first) was unchanged with FLIP_ROWS 160 and 12% slower with 400. Training keeps
+    first) was unchanged with FLIP_ROWS 160 and 12% slower with 400. On a 2-core AVX-512
+    EPYC (2026-12-01, same passes) never flipping was as fast for greedy search and faster
+    for beam 5: 105.2 against 100.6 sentences/s in fp32, 150.7 against 140.1 with bf16
+    matrix products (results/speed/ab/flip_rows.py); there FLIP_ROWS is 0. Training keeps
     ``torch.addmm``. Raises what torch.addmm raises for mismatched shapes.
     """
     if torch.is_grad_enabled() or x.size(0) > FLIP_ROWS:

@@ -2,9 +2,9 @@
 # Side by side on one idle machine, alternating: nmt at this commit (`nmt bench`), nmt at an
 # earlier commit checked out in a worktree at OLD_TREE (its own `nmt bench`, or before that
 # existed, commit a79503b's `python -m nmt.benchmark`; OLD_TREE=none skips it), on a CPU with
-# native bf16 (avx512_bf16 or amx_bf16) also nmt's training and search with bf16 autocast
-# (`nmt bench --precision bf16 --decode-precision bf16`; the first run is fp32 throughout),
-# and Joey NMT 2.3.0 (a local harness
+# native bf16 (avx512_bf16 or amx_bf16) also nmt's training and, in another process, its
+# search with bf16 autocast (`nmt bench --skip-decode --precision bf16`, `nmt bench
+# --skip-train --decode-precision bf16`; the first run is fp32 throughout), and Joey NMT 2.3.0 (a local harness
 # outside this repository, JOEY_HARNESS; see results/speed/README.md for its settings). Every
 # run uses 2 threads and the reference architecture of configs/bench_reference.yaml.
 #
@@ -33,11 +33,16 @@ for r in $(seq "$FIRST" "$ROUNDS"); do
       --train-seconds 30 --sentences 1000 --batch-size 64 --beam 5 --decode-precision fp32 \
       --json "$OUT/nmt_round$r.json" > "$OUT/nmt_round$r.md" 2> "$OUT/nmt_round$r.log"
   if [ "$BF16" = 1 ]; then
-    echo "round $r: nmt bench, training and search with bf16 autocast" >&2
+    echo "round $r: nmt bench, training with bf16 autocast" >&2
     /usr/bin/time -v .venv/bin/nmt bench "$CKPT" --threads 2 --warmup 5 --train-steps 40 \
-        --train-seconds 30 --sentences 1000 --batch-size 64 --beam 5 --precision bf16 \
-        --decode-precision bf16 \
+        --train-seconds 30 --skip-decode --precision bf16 \
         --json "$OUT/nmt_bf16_round$r.json" > "$OUT/nmt_bf16_round$r.md" 2> "$OUT/nmt_bf16_round$r.log"
+    # a process of its own: decoding first left the bf16 training 10-15% slower (2026-12-01-e)
+    echo "round $r: nmt bench, search with bf16 matrix products" >&2
+    /usr/bin/time -v .venv/bin/nmt bench "$CKPT" --threads 2 --skip-train --sentences 1000 \
+        --batch-size 64 --beam 5 --decode-precision bf16 \
+        --json "$OUT/nmt_bf16dec_round$r.json" > "$OUT/nmt_bf16dec_round$r.md" \
+        2> "$OUT/nmt_bf16dec_round$r.log"
   fi
   if [ "$OLD_TREE" = none ]; then
     :

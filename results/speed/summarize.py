@@ -23,6 +23,7 @@ def rounds(prefix: str) -> list[dict]:
 
 joey, before, now = rounds("joey"), rounds("nmt_before"), rounds("nmt")
 bf16 = rounds("nmt_bf16")  # nmt's training with bf16 autocast, where the CPU has bf16
+bf16dec = rounds("nmt_bf16dec")  # its search with bf16 matrix products (since 2026-12-01-e)
 
 
 def col(values: list[float], fmt: str = "{:,.0f}") -> str:
@@ -72,7 +73,7 @@ for key, label in (("greedy", "greedy"), ("beam5", "beam 5")):
                  f"{col(js, '{:,.1f}')}, BLEU {col(jb, '{:.2f}')}",
                  f"{col(bs, '{:,.1f}')}" + ("" if bench_before else " (val split)"),
                  f"{col(ns, '{:,.1f}')}, BLEU {col(nb, '{:.2f}')}", ratio(ns, js)))
-    dec16 = [r for r in bf16 if r.get("decode")]
+    dec16 = [r for r in bf16dec + bf16 if r.get("decode")]
     if dec16:
         ns16 = [r["decode"][key]["sentences_per_s"] for r in dec16]
         nb16 = [r["decode"][key]["bleu"] for r in dec16]
