@@ -224,3 +224,22 @@ def test_bf16_search_keeps_beam_1_equal_to_greedy(toy_vocabs):
                               length_penalty="none")
         assert [h.tokens for h in g] == [b.tokens for (b,) in out]
         assert any(h.tokens for h in g)
+
+
+@pytest.mark.parametrize("attention", ["additive", "dot", "general", "scaled_dot", "local_m",
+                                       "local_p", "multihead", "none"])
+@pytest.mark.parametrize("order", ["luong", "bahdanau"])
+def test_every_attention_searches_with_bf16_matrix_products(toy_vocabs, attention, order):
+    """Each scorer reads bf16 memory under search autocast (the additive one keeps fp32
+    keys); greedy and beam search return one translation per line and fp32 scores."""
+    from nmt.translate import Decoding, translate_lines
+
+    src_v, tgt_v = toy_vocabs
+    model = tiny_model(src_v, tgt_v, attention=attention, step_order=order)
+    lines = [p[0] for p in TOY_PAIRS]
+    for beam in (1, 3):
+        out = translate_lines(model, src_v, tgt_v, lines, batch_size=4,
+                              decoding=Decoding(beam_size=beam, precision="bf16"))
+        assert len(out) == len(lines)
+        assert all(isinstance(t.score, float) and t.score <= 0 for t in out)
+        assert (out[0].attention is None) == (attention == "none")
