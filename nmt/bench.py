@@ -54,7 +54,7 @@ from nmt.machine import (PEAK_SHAPE, machine_info, matmul_peak_gflop_s, peak_mem
 from nmt.metrics import score
 from nmt.model import Seq2Seq, build_model, count_parameters
 from nmt.pipeline import build_vocabs, training_pairs
-from nmt.precision import autocast_dtype
+from nmt.precision import autocast_dtype, precision_name
 from nmt.train import Trainer, pick_device
 from nmt.translate import (decode_workers, decoding_from_config, threads_per_worker,
                            translate_lines)
@@ -282,7 +282,7 @@ def measure_training(subject: Subject, batches: list[list[Example]], opts: Bench
     src_positions, tgt_positions = sum(w[1] for w in work), sum(w[2] for w in work)
     per_term = training_flops_by_term(macs, counts)
     return {
-        "precision": "fp32" if trainer.amp_dtype is None else str(trainer.amp_dtype).split(".")[-1],
+        "precision": precision_name(trainer.amp_dtype),
         "warmup_steps": opts.warmup, "batches_available": len(batches),
         "batch_size": t.batch_size, "max_tokens": t.max_tokens,
         "fixed_steps": fixed, "window_seconds_asked": opts.train_seconds, "window": window,

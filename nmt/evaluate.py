@@ -111,7 +111,7 @@ def evaluate_checkpoints(checkpoints: list[Path], split: str | None = None,
         results.append(s)
         records.append({"checkpoint": str(path), "name": loaded.cfg.name, "test_set": label,
                         "attention": loaded.cfg.model.attention, "search": decoding.describe(),
-                        **s.to_json()})
+                        "search_precision": decoding.precision, **s.to_json()})
         for i in range(min(n_examples, len(sources))):
             k = i * max(len(sources) // max(n_examples, 1), 1)
             example_lines += [f"[{name}] SRC: {sources[k]}", f"[{name}] REF: {references[k]}",

@@ -83,8 +83,8 @@ def run_interactive(loaded: Loaded, show_attention: bool, decoding: Decoding,
         as shells expect), at the prompt or during a translation.
     """
     d = loaded.cfg.data
-    stdout.write(f"nmt {d.src_lang}->{d.tgt_lang} ({loaded.cfg.model.attention} attention). "
-                 "Type a sentence; Ctrl-D to quit.\n")
+    stdout.write(f"nmt {d.src_lang}->{d.tgt_lang} ({loaded.cfg.model.attention} attention; "
+                 f"{decoding.describe()}). Type a sentence; Ctrl-D to quit.\n")
     if stdin is sys.stdin:  # a terminal in another encoding must not end the session
         stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
     while True:

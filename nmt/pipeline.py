@@ -175,8 +175,11 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     rank = int(os.environ.get("RANK", "0"))  # under torchrun only rank 0 talks and writes
     if rank != 0:
         log = lambda _msg: None  # noqa: E731
-    # an unavailable device or precision fails now, before any work
-    autocast_dtype(cfg.train.precision, pick_device(cfg.train.device))
+    # an unavailable device or precision fails now, before any work (search's too: the
+    # first validation would otherwise fail after a whole epoch)
+    device = pick_device(cfg.train.device)
+    autocast_dtype(cfg.train.precision, device)
+    autocast_dtype(cfg.search.precision, device, "search.precision")
     out = cfg.out_dir()
     payload = None
     if resume:

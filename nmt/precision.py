@@ -67,6 +67,11 @@ def autocast_dtype(precision: str, device: torch.device, option: str = "train.pr
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
+def precision_name(dtype: torch.dtype | None) -> str:
+    """``fp32``, ``bf16`` or ``fp16`` for an :func:`autocast_dtype` result (None is fp32)."""
+    return {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+
+
 def autocast(device: torch.device, dtype: torch.dtype | None):
     """``torch.autocast`` for ``dtype`` on ``device``; a no-op context for fp32 (None)."""
     return torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None)

@@ -30,7 +30,7 @@ from nmt.checkpoint import CheckpointError, make_payload, save_atomic, weights_m
 from nmt.config import Config
 from nmt.data import Example, ExampleSet, TrainingSet, collate, make_batches
 from nmt.model import Seq2Seq
-from nmt.precision import autocast, autocast_dtype, native_bf16
+from nmt.precision import autocast, autocast_dtype, native_bf16, precision_name
 from nmt.schedule import Schedule
 from nmt.vocab import Vocab
 
@@ -176,8 +176,11 @@ class Trainer:
         # fp16's narrow range needs loss scaling; bf16 has fp32's range and needs none
         self.scaler = (torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16
                        else None)
-        shown = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[self.amp_dtype]
-        log(f"training precision: {shown} (train.precision={self.t.precision})")
+        log(f"training precision: {precision_name(self.amp_dtype)} "
+            f"(train.precision={self.t.precision})")
+        search = autocast_dtype(cfg.search.precision, self.device, "search.precision")
+        log(f"search precision (validation, evaluate, translate): {precision_name(search)} "
+            f"(search.precision={cfg.search.precision})")
         if self.amp_dtype == torch.bfloat16 and not native_bf16(self.device):
             log("warning: train.precision=bf16 on a device without native bf16 matrix "
                 "multiplies: emulated, and far slower than fp32 (about 20x on an AVX2 CPU); "

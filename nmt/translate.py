@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from nmt.data import Example, collate, make_batches
-from nmt.precision import autocast, autocast_dtype
+from nmt.precision import autocast, autocast_dtype, precision_name
 from nmt.search import beam_search, greedy
 from nmt.vocab import EOS, UNK, Vocab
 
@@ -60,9 +60,9 @@ class Decoding:
     precision: str = "fp32"
 
     def describe(self) -> str:
-        """One line for reports, e.g. ``beam search, beam 5, GNMT length penalty alpha=0.6``
-        (with ``, bf16 matrix products`` when the precision is not fp32)."""
-        prec = "" if self.precision == "fp32" else f", {self.precision} matrix products"
+        """One line for reports, e.g. ``beam search, beam 5, GNMT length penalty alpha=0.6,
+        fp32 matrix products`` (:meth:`on` resolves ``auto`` first)."""
+        prec = f", {self.precision} matrix products"
         if self.beam_size == 1:
             return f"greedy search{prec}"
         lp = "no length penalty" if self.length_penalty == "none" else (
@@ -78,8 +78,7 @@ class Decoding:
             nmt.precision.PrecisionError: unknown precision, or fp16 on a CPU; the message
                 names ``option``.
         """
-        dtype = autocast_dtype(self.precision, device, option)
-        name = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+        name = precision_name(autocast_dtype(self.precision, device, option))
         return dataclasses.replace(self, precision=name)
 
 

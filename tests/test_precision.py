@@ -87,16 +87,18 @@ def test_bf16_loss_is_close_to_fp32(toy_vocabs):
     assert abs(float(half) - float(full)) < 0.02 * float(full)
 
 
-def test_train_refuses_fp16_on_cpu_before_any_work(tmp_path):
+@pytest.mark.parametrize("key", ["train.precision", "search.precision"])
+def test_train_refuses_fp16_on_cpu_before_any_work(tmp_path, key):
+    """search.precision too: unchecked, it failed at the first validation, after an epoch."""
     cases = REPO.parent / "shared" / "cases"
     if not (cases / "nmt_toy.yaml").exists() or torch.cuda.is_available():
         pytest.skip("needs shared/cases and a machine without CUDA")
     shutil.copy(cases / "nmt_toy.yaml", tmp_path / "toy.yaml")
-    r = subprocess.run([sys.executable, "-m", "nmt", "train", "toy.yaml", "train.precision=fp16"],
+    r = subprocess.run([sys.executable, "-m", "nmt", "train", "toy.yaml", f"{key}=fp16"],
                        capture_output=True, text=True, cwd=tmp_path, timeout=300,
                        env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 2, r.stderr
-    assert "train.precision: fp16 needs a CUDA device" in r.stderr
+    assert f"{key}: fp16 needs a CUDA device" in r.stderr
     assert not (tmp_path / "runs").exists()
 
 
@@ -204,7 +206,8 @@ def test_search_precision_is_resolved_and_checked_naming_the_option():
     assert Decoding(precision="fp32").on(CPU).precision == "fp32"
     assert Decoding(precision="auto").on(CPU).precision == (
         "bf16" if precision.native_bf16(CPU) else "fp32")
-    assert "bf16 matrix products" in Decoding(beam_size=5, precision="bf16").describe()
+    assert Decoding(beam_size=5, precision="bf16").describe().endswith(", bf16 matrix products")
+    assert Decoding().on(CPU, "x").describe() == "greedy search, fp32 matrix products"
     with pytest.raises(PrecisionError, match="--precision: fp16 needs a CUDA device"):
         Decoding(precision="fp16").on(CPU, "--precision")
     with pytest.raises(PrecisionError, match="search.precision: unknown precision 'int8'"):

@@ -27,7 +27,7 @@ for p in $ORDER; do
   for beam in 5 1; do
     echo "$(date +%T) test BLEU of $p, beam $beam" >&2
     .venv/bin/nmt evaluate "runs/wallclock_$p/best.pt" --split test_2016_flickr --beam "$beam" \
-        --json "$OUT/test_${p}_beam$beam.json" > "$OUT/test_${p}_beam$beam.txt" 2>&1
+        --precision fp32 --json "$OUT/test_${p}_beam$beam.json" > "$OUT/test_${p}_beam$beam.txt" 2>&1
   done
 done
 uptime >> "$OUT/machine.txt"
