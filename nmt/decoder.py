@@ -83,7 +83,8 @@ class StepWeights:
         emb: (3D, E) the embedding's share of the first GRU layer's W_ih.
         feed: (3D, F) the feed's share of it (context vector or input feeding's h~_{t-1}).
         hh: (3D, D) its W_hh. pre: (O, M+D) luong's ``W_c``, or (O, D+M) the bahdanau
-            pre-output's weight for ``[s_t; c_t]``.
+            pre-output's weight for ``[s_t; c_t]``. pre_emb: (O, E) the bahdanau
+            pre-output's share for ``E y_{t-1}``; None for luong.
         generator: (V, O) the output layer's weight, for search steps; None in training,
             which applies the generator module to all positions at once.
     """
@@ -92,6 +93,7 @@ class StepWeights:
     feed: torch.Tensor
     hh: torch.Tensor
     pre: torch.Tensor
+    pre_emb: torch.Tensor | None
     generator: torch.Tensor | None = None
 
 
@@ -237,7 +239,7 @@ class Decoder(nn.Module):
             return mem.fixed_context, None, None
         return self.scorer.read(query, mem.keys, mem.memory, mem.mask, t)
 
-    def _embed_inputs(self, prev: torch.Tensor, w_emb: torch.Tensor | None = None
+    def _embed_inputs(self, prev: torch.Tensor, weights: StepWeights
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """The parts of a step that depend only on the previous target ids, for any number
         of positions at once (teacher forcing computes them for all T in one matrix
@@ -245,7 +247,7 @@ class Decoder(nn.Module):
 
         Args:
             prev: (...) previous target ids.
-            w_emb: :attr:`StepWeights.emb` for one step's ids (B,); None takes it from W_ih.
+            weights: the batch's :class:`StepWeights` (``emb``, ``pre_emb``).
 
         Returns:
             y: (..., E) embeddings after dropout; gates: (..., 3D) ``W_ih[:, :E] y + b_ih``,
@@ -253,15 +255,12 @@ class Decoder(nn.Module):
             ``W_o[:, -E:] y``, the embedding's share of the pre-output (bahdanau), else None.
         """
         y = self.dropout(self.embed(prev))
-        cell, E = self.cells[0], y.size(-1)
-        w_emb = cell.weight_ih[:, :E] if w_emb is None else w_emb
+        bias = self.cells[0].bias_ih
         if y.dim() == 2:  # one search or decoding step
-            gates = step_addmm(cell.bias_ih, y, w_emb)
+            gates = step_addmm(bias, y, weights.emb)
         else:
-            gates = F.linear(y, w_emb, cell.bias_ih)
-        out_y = None
-        if self.step_order == "bahdanau":
-            out_y = F.linear(y, self.pre_output.weight[:, -E:])
+            gates = F.linear(y, weights.emb, bias)
+        out_y = None if weights.pre_emb is None else F.linear(y, weights.pre_emb)
         return y, gates, out_y
 
     def step_weights(self, generator: torch.Tensor | None = None) -> StepWeights:
@@ -275,10 +274,11 @@ class Decoder(nn.Module):
         cell = self.cells[0]
         E = self.embed.embedding_dim
         W = self.pre_output.weight
-        w_pre = W[:, : W.size(1) - E] if self.step_order == "bahdanau" else W
+        bahdanau = self.step_order == "bahdanau"
+        w_pre = W[:, : W.size(1) - E] if bahdanau else W
         c = cast_for_autocast
         return StepWeights(c(cell.weight_ih[:, :E]), c(cell.weight_ih[:, E:]),
-                           c(cell.weight_hh), c(w_pre),
+                           c(cell.weight_hh), c(w_pre), c(W[:, -E:]) if bahdanau else None,
                            None if generator is None else c(generator))
 
     def _rnn(self, y_gates: torch.Tensor, feed: torch.Tensor, hidden: torch.Tensor,
@@ -322,7 +322,7 @@ class Decoder(nn.Module):
         Returns:
             :class:`StepOutput` with pre_output (B, O) and attention weights (B, S).
         """
-        return self._step(*self._embed_inputs(prev, mem.weights.emb), state, mem)
+        return self._step(*self._embed_inputs(prev, mem.weights), state, mem)
 
     def _step(self, y: torch.Tensor, y_gates: torch.Tensor, out_y: torch.Tensor | None,
               state: DecoderState, mem: Memory) -> StepOutput:
@@ -357,7 +357,7 @@ class Decoder(nn.Module):
             per-head weights (B, h, T, S) (``multihead`` only, else None).
         """
         B, T = tgt_in.shape
-        y, gates, out_y = self._embed_inputs(tgt_in, mem.weights.emb)  # (B,T,E), (B,T,3D), (B,T,O)
+        y, gates, out_y = self._embed_inputs(tgt_in, mem.weights)  # (B,T,E), (B,T,3D), (B,T,O)
         # unbind, not [:, t]: the backward of T slices would each fill a zero (B, T, *) tensor
         ys, gates_t = y.unbind(1), gates.unbind(1)
         outs_y = [None] * T if out_y is None else out_y.unbind(1)

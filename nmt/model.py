@@ -54,15 +54,14 @@ class Seq2Seq(nn.Module):
             return F.log_softmax(logits, dim=-1), out.state, out.attention
         return self.exact_top_log_probs(logits, out.pre_output), out.state, out.attention
 
-    def step_logits(self, pre_output: torch.Tensor, weight: torch.Tensor | None = None
-                    ) -> torch.Tensor:
+    def step_logits(self, pre_output: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """The generator's logits (B, V) for one search step's pre-outputs (B, O), the same
         numbers as ``self.generator(pre_output)``, in the GEMM orientation that is faster
         for few rows (:func:`nmt.decoder.step_addmm`): the output layer is the largest
         matrix of a search step. ``weight``: the generator's (V, O) weight as the batch's
-        :class:`nmt.decoder.StepWeights` hold it (cast once under autocast)."""
-        g = self.generator
-        return step_addmm(g.bias, pre_output, g.weight if weight is None else weight)
+        :class:`nmt.decoder.StepWeights` hold it (cast once under autocast; :meth:`encode`
+        puts it there)."""
+        return step_addmm(self.generator.bias, pre_output, weight)
 
     def exact_top_log_probs(self, logits: torch.Tensor, pre_output: torch.Tensor
                             ) -> torch.Tensor:

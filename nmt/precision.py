@@ -68,7 +68,8 @@ def autocast_dtype(precision: str, device: torch.device, option: str = "train.pr
 
 
 def precision_name(dtype: torch.dtype | None) -> str:
-    """``fp32``, ``bf16`` or ``fp16`` for an :func:`autocast_dtype` result (None is fp32)."""
+    """``fp32``, ``bf16`` or ``fp16`` for an :func:`autocast_dtype` result (None is fp32).
+    Raises KeyError for any other dtype."""
     return {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
 
 
