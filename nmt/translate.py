@@ -56,7 +56,8 @@ class Decoding:
     max_ratio: float = 2.0
     n_best: int = 1  # hypotheses kept per sentence (<= beam_size)
     # matrix products of the search steps: fp32, bf16, fp16 (CUDA) or auto (bf16 where the
-    # device computes it natively); see nmt.model.Seq2Seq.step
+    # device computes it natively); see nmt.model.Seq2Seq.step. fp32 here, for callers of
+    # the library; the commands take search.precision, whose default is auto
     precision: str = "fp32"
 
     def describe(self) -> str:
