@@ -3,7 +3,8 @@ drift (a shared, noisy 2-core VM) falls on every variant alike.
   python results/speed/ab/step_ab.py STEPS VARIANTS.py
 VARIANTS.py defines VARIANTS = {name: (enter(model), leave(model))}; random batches of the
 reference architecture (configs/bench_reference.yaml), 2 threads; PRECISION=bf16 (or fp16)
-sets train.precision."""
+sets train.precision; WARM=N warms every variant on N batches first (default 2; more
+for variants that compile)."""
 import os, sys, time, tempfile, importlib.util, pathlib, torch
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # results/speed
 from synthetic import synthetic_trainer
@@ -14,10 +15,11 @@ with tempfile.TemporaryDirectory() as d:
     tr, model, batches = synthetic_trainer(d, [f"train.precision={os.environ.get('PRECISION', 'fp32')}"])
     names = list(V.VARIANTS)
     tot = {n: [0.0, 0] for n in names}
-    for b in batches[:2]:
+    warm = int(os.environ.get('WARM', 2))
+    for b in batches[:warm]:
         for n in names:
             V.VARIANTS[n][0](model); tr.train_step(b); V.VARIANTS[n][1](model)
-    for k, b in enumerate(batches[2:2 + steps]):
+    for k, b in enumerate(batches[warm:warm + steps]):
         order = names if k % 2 == 0 else names[::-1]
         for n in order:
             V.VARIANTS[n][0](model)
