@@ -1,0 +1,113 @@
+"""Training step, reference architecture (luong order, additive attention, one layer), on
+today's code: each decoder step's weight gradients as T small GEMMs plus T gradient adds
+(autograd, now) against one GEMM per weight over all steps after the unroll's backward.
+The step's four weight matrices (the GRU's feed and recurrent weights, the query
+projection W, the attentional layer W_c), as the batch's StepWeights hold them (cast once
+under autocast), are used detached inside the loop; each step's backward stashes its
+(input, output gradient) pair, and a node placed before the loop returns G^T X for each
+weight once all steps are done. The 2026-12-01-c version (deferred_wgrad.py) ran on fp32
+only and on an older tree. Run with PRECISION=bf16 or fp32."""
+import torch
+import torch.nn.functional as F
+
+import nmt.model as M
+from nmt.attention import masked_softmax, tanh_
+from nmt.precision import cast_for_autocast
+
+NOW = M.Seq2Seq.forward
+
+
+class _DeferredLinear(torch.autograd.Function):
+    """base + x @ w^T with w (N, K) detached; backward stashes (x, g) for w's gradient."""
+
+    @staticmethod
+    def forward(ctx, base, x, w, pairs):
+        dt = w.dtype
+        xc = x.to(dt)
+        out = xc.mm(w.t()) if base is None else torch.addmm(base.to(dt), xc, w.t())
+        ctx.save_for_backward(xc, w)
+        ctx.pairs, ctx.base_dim = pairs, None if base is None else base.dim()
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        xc, w = ctx.saved_tensors
+        ctx.pairs.append((xc, g))
+        gb = None
+        if ctx.base_dim is not None and ctx.needs_input_grad[0]:
+            gb = g.sum(0) if ctx.base_dim == 1 else g
+        gx = g.mm(w) if ctx.needs_input_grad[1] else None
+        return gb, gx, None, None
+
+
+class _Collect(torch.autograd.Function):
+    """Identity on the loop's inputs; its backward, after every step's, adds G^T X for the
+    deferred weights."""
+
+    @staticmethod
+    def forward(ctx, slots, n, *tensors):
+        ctx.slots, ctx.n = slots, n
+        return tuple(t.view_as(t) for t in tensors[:n])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        out = []
+        for pairs in ctx.slots:
+            X = torch.cat([x for x, _ in pairs])
+            G = torch.cat([g for _, g in pairs])
+            out.append(G.t().mm(X))  # (N, K)
+            pairs.clear()
+        return (None, None, *grads, *out)
+
+
+def _deferred(self, src, src_len, tgt_in, tgt_out, label_smoothing=0.0):
+    dec = self.decoder
+    mem, state = dec.start(self.encoder(src, src_len))
+    cell, Dh = dec.cells[0], dec.hidden
+    sw = mem.weights
+    y, gates, _ = dec._embed_inputs(tgt_in, sw)
+    w_q = cast_for_autocast(dec.scorer.W.weight)
+    slots = ([], [], [], [])
+    h0, feed0, memory, keys = _Collect.apply(slots, 4, state.hidden[0], state.feed, mem.memory,
+                                             mem.keys, sw.feed, sw.hh, w_q, sw.pre)
+    wf, wh, wq, wc = (w.detach() for w in (sw.feed, sw.hh, w_q, sw.pre))
+    h, feed, outs = h0.float(), feed0, []
+    for g_t in gates.unbind(1):
+        gi = _DeferredLinear.apply(g_t, feed, wf, slots[0]).float()
+        gh = _DeferredLinear.apply(cell.bias_hh, h, wh, slots[1]).float()
+        gi_rz, gi_n = gi.split((2 * Dh, Dh), dim=1)
+        gh_rz, gh_n = gh.split((2 * Dh, Dh), dim=1)
+        r, z = torch.sigmoid(gi_rz + gh_rz).split(Dh, dim=1)
+        n = torch.tanh(gi_n + r * gh_n)
+        h = torch.lerp(n, h, z)
+        q = _DeferredLinear.apply(None, h, wq, slots[2])
+        scores = dec.scorer.v(tanh_(keys + q.unsqueeze(1))).squeeze(-1)
+        weights = masked_softmax(scores, mem.mask)
+        context = torch.bmm(weights.unsqueeze(1).to(memory.dtype), memory).squeeze(1)
+        out = torch.tanh(_DeferredLinear.apply(dec.pre_output.bias, torch.cat([context, h.to(context.dtype)], -1),
+                                               wc, slots[3]))
+        feed = out  # input feeding takes h~_t before dropout, as Decoder._step
+        outs.append(dec.dropout(out))
+    pre = torch.stack(outs, dim=1)
+    target = tgt_out.reshape(-1)
+    rows = (target != M.PAD).nonzero().squeeze(1)
+    logits = self.generator(pre.reshape(-1, pre.size(-1)).index_select(0, rows))
+    return M.summed_cross_entropy(logits, target.index_select(0, rows), label_smoothing,
+                                  overwrite_logits=True)
+
+
+def _set(f):
+    return (lambda model: setattr(M.Seq2Seq, "forward", f)), (lambda model: setattr(M.Seq2Seq, "forward", NOW))
+
+
+VARIANTS = {"per-step weight gradients (now)": _set(NOW),
+            "deferred weight gradients": _set(_deferred)}
+# 2026-12-01 14:37-14:42, 2-core AMD EPYC (AVX-512, avx512_bf16), 2 threads, nothing else
+# running, nmt 7ca3804 (target tokens/s). Gradients checked first against autograd's on one
+# batch without dropout: fp32 within 4.4e-7 relative, bf16 within 0.8% (bf16 rounding).
+# PRECISION=bf16 python results/speed/ab/step_ab.py 40 results/speed/ab/deferred_wgrad_bf16.py
+# now: 4363, deferred: 4407 (+1.0%); again: 4034, 4110 (+1.9%)
+# PRECISION=fp32 python results/speed/ab/step_ab.py 30 results/speed/ab/deferred_wgrad_bf16.py
+# now: 2370, deferred: 2442 (+3.0%); again: 2412, 2484 (+3.0%)
+# Not kept: a steady 3% in fp32 and 1-2% in bf16, for two custom autograd functions in the
+# decoder's training path of every attention type and step order; 3x and 5x need 9.5% and 18%.
