@@ -20,13 +20,14 @@ is computed once from the encoder's final states and given to every step unchang
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from nmt.attention import LocalAttention, build_scorer
+from nmt.deferred import defer_weight_grads, deferred_linear
 from nmt.encoder import EncoderOutput
 from nmt.multihead import MultiHeadAttention
 from nmt.precision import cast_for_autocast, cpu_model_and_flags
@@ -38,6 +39,10 @@ GLOBAL_SCORES = ("additive", "dot", "general", "scaled_dot")
 # other GEMM orientation; see step_addmm. It helped on an AVX2 CPU and cost beam search
 # 5-8% on an AVX-512 one, so CPUs with AVX-512 never flip.
 FLIP_ROWS = 0 if "avx512f" in cpu_model_and_flags()[1] else 160
+
+# Teacher forcing takes the gradients of the step weights feed, hh and pre as one matrix
+# product each after the loop (nmt/deferred.py); False: autograd's T products and T adds
+DEFER_WEIGHT_GRADS = True
 
 
 def step_addmm(base: torch.Tensor | None, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -87,6 +92,9 @@ class StepWeights:
             pre-output's share for ``E y_{t-1}``; None for luong.
         generator: (V, O) the output layer's weight, for search steps; None in training,
             which applies the generator module to all positions at once.
+        pending: in teacher forcing with deferred weight gradients
+            (:meth:`Decoder.unroll`), the pending lists of feed, hh and pre, whose
+            tensors here are then detached; None otherwise.
     """
 
     emb: torch.Tensor
@@ -95,6 +103,16 @@ class StepWeights:
     pre: torch.Tensor
     pre_emb: torch.Tensor | None
     generator: torch.Tensor | None = None
+    pending: dict[str, list] | None = None
+
+    def addmm(self, name: str, base: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
+        """``base + x @ W^T`` (B, N) for the step weight ``name`` (feed, hh or pre) and
+        the step's rows x (B, K): :func:`step_addmm`, or with the weight's gradient
+        deferred (:func:`nmt.deferred.deferred_linear`) when ``pending`` is set."""
+        w = getattr(self, name)
+        if self.pending is None:
+            return step_addmm(base, x, w)
+        return deferred_linear(base, x, w, self.pending[name])
 
 
 def build_attention(kind: str, query_dim: int, memory_dim: int, attn_dim: int, *,
@@ -295,9 +313,9 @@ class Decoder(nn.Module):
         cell, D = self.cells[0], self.hidden
         # .float(): under autocast the products come back bf16/fp16, but the recurrent
         # state stays fp32 (a no-op in fp32 training)
-        gi = step_addmm(y_gates, feed, weights.feed).float()  # (B, 3D)
+        gi = weights.addmm("feed", y_gates, feed).float()  # (B, 3D)
         h = hidden[0].float()
-        gh = step_addmm(cell.bias_hh, h, weights.hh).float()  # (B, 3D)
+        gh = weights.addmm("hh", cell.bias_hh, h).float()  # (B, 3D)
         # split, not [:, a:b]: the backward of a split is one cat, of a slice a zero fill
         gi_rz, gi_n = gi.split((2 * D, D), dim=1)
         gh_rz, gh_n = gh.split((2 * D, D), dim=1)
@@ -333,15 +351,33 @@ class Decoder(nn.Module):
             context, weights, heads = self._read(state.hidden[-1], mem, t)  # (B, M), (B, S)
             hidden = self._rnn(y_gates, context, state.hidden, recurrent)
             # W_o [s_t; c_t; E y] with the E y share (out_y) computed beforehand
-            pre = step_addmm(out_y + self.pre_output.bias, torch.cat([hidden[-1], context], -1),
-                             recurrent.pre)
+            pre = recurrent.addmm("pre", out_y + self.pre_output.bias,
+                                  torch.cat([hidden[-1], context], -1))
             out = torch.tanh(pre)
             return StepOutput(self.dropout(out), DecoderState(hidden, None, t + 1), weights, heads)
         hidden = self._rnn(y_gates, state.feed, state.hidden, recurrent)
         context, weights, heads = self._read(hidden[-1], mem, t)
-        out = torch.tanh(step_addmm(self.pre_output.bias, torch.cat([context, hidden[-1]], dim=-1),
-                                    recurrent.pre))  # h~_t
+        out = torch.tanh(recurrent.addmm("pre", self.pre_output.bias,
+                                         torch.cat([context, hidden[-1]], dim=-1)))  # h~_t
         return StepOutput(self.dropout(out), DecoderState(hidden, out, t + 1), weights, heads)
+
+    def _defer_weight_grads(self, state: DecoderState, mem: Memory
+                            ) -> tuple[DecoderState, Memory]:
+        """The state and memory a teacher-forced loop reads, with the step weights feed,
+        hh and pre detached and their gradients deferred to one product each
+        (nmt/deferred.py). Every step's product inputs depend on the initial hidden state,
+        the memory or the first feed, which therefore pass through the collecting node."""
+        w = mem.weights
+        names = ("feed", "hh", "pre")
+        live = [getattr(w, n) for n in names]
+        if not any(t.requires_grad for t in live):
+            return state, mem
+        inputs = [state.hidden, mem.memory] + ([] if state.feed is None else [state.feed])
+        detached, pending, outs = defer_weight_grads(live, inputs)
+        weights = replace(w, **dict(zip(names, detached)), pending=dict(zip(names, pending)))
+        feed = None if state.feed is None else outs[2]
+        return (DecoderState(outs[0], feed, state.t),
+                Memory(outs[1], mem.keys, mem.mask, mem.fixed_context, weights))
 
     def unroll(self, tgt_in: torch.Tensor, state: DecoderState, mem: Memory,
                keep_attention: bool = True
@@ -355,9 +391,15 @@ class Decoder(nn.Module):
         Returns:
             pre-outputs (B, T, O), attention weights (B, T, S) (None for ``none``) and
             per-head weights (B, h, T, S) (``multihead`` only, else None).
+
+        Under autograd the gradients of the step weights feed, hh and pre come as one
+        product each after the loop's backward pass (``DEFER_WEIGHT_GRADS``,
+        nmt/deferred.py), the same sums as autograd's per-step ones up to float rounding.
         """
         B, T = tgt_in.shape
         y, gates, out_y = self._embed_inputs(tgt_in, mem.weights)  # (B,T,E), (B,T,3D), (B,T,O)
+        if DEFER_WEIGHT_GRADS and torch.is_grad_enabled():
+            state, mem = self._defer_weight_grads(state, mem)
         # unbind, not [:, t]: the backward of T slices would each fill a zero (B, T, *) tensor
         ys, gates_t = y.unbind(1), gates.unbind(1)
         outs_y = [None] * T if out_y is None else out_y.unbind(1)

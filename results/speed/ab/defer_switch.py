@@ -1,0 +1,20 @@
+"""Training step, reference architecture: nmt.decoder.DEFER_WEIGHT_GRADS on (the step
+weights' gradients as one product each after the loop, nmt/deferred.py) against off
+(autograd's per-step products and adds)."""
+import nmt.decoder as D
+
+
+def _set(on: bool):
+    return (lambda model: setattr(D, "DEFER_WEIGHT_GRADS", on)), (lambda model: None)
+
+
+VARIANTS = {"deferred (DEFER_WEIGHT_GRADS=True)": _set(True),
+            "per step (DEFER_WEIGHT_GRADS=False)": _set(False)}
+# 2026-12-01 14:43-14:45, 2-core AMD EPYC (AVX-512, avx512_bf16), 2 threads, nothing else
+# running, nmt 8469d57 + nmt/deferred.py (target tokens/s):
+# PRECISION=fp32 python results/speed/ab/step_ab.py 30 results/speed/ab/defer_switch.py
+# deferred: 2479, per step: 2424 (+2.3%)
+# PRECISION=bf16 python results/speed/ab/step_ab.py 40 results/speed/ab/defer_switch.py
+# deferred: 3944, per step: 3882 (+1.6%)
+# Kept. (The prototype, ab/deferred_wgrad_bf16.py, also deferred the query projection W:
+# +3.0% and +1-2%.)
