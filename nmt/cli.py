@@ -90,7 +90,7 @@ def train(
         raise typer.Exit(130 if state.interrupted == "SIGINT" else 143)
     if os.environ.get("RANK", "0") != "0":
         return
-    typer.echo(f"best val BLEU {state.best_bleu:.2f}; trained {state.step} steps "
+    typer.echo(f"best val BLEU {state.best_bleu_text()}; trained {state.step} steps "
                f"({state.epoch} full epoch{'' if state.epoch == 1 else 's'}) in {state.elapsed_s / 60:.1f} min; "
                f"checkpoint {cfg.out_dir() / 'best.pt'}")
 

@@ -8,10 +8,15 @@ detached copies of the weights, each step's :func:`deferred_linear` stashes its 
 output gradient during the backward pass, and a node placed before the loop turns them
 into one product per weight after the last step's backward.
 
+Each backward pass uses only its own pairs: a pass that reaches the steps but not the
+collecting node (``torch.autograd.grad`` of an embedding, ``backward(inputs=...)``) leaves
+none behind for the next pass over a retained graph, and the pairs hold no graph, so an
+unfinished pass leaks nothing. The backward passes are first-order only: asking for a
+second derivative through them raises.
+
 Measured on the reference architecture (configs/bench_reference.yaml, 2-core AVX-512
-EPYC, 2 threads, 2026-12-01, steps alternating in one process): +3.0% and +3.0% target
-tokens/s in fp32, +1.0% and +1.9% under bf16 autocast
-(results/speed/ab/deferred_wgrad_bf16.py).
+EPYC, 2 threads, 2026-12-01, steps alternating in one process): +2.3% target tokens/s in
+fp32 and +1.6% under bf16 autocast (results/speed/ab/defer_switch.py).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
+from torch.autograd.function import once_differentiable
 
 
 class _DeferredLinear(torch.autograd.Function):
@@ -35,9 +41,15 @@ class _DeferredLinear(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, g):
         xc, w = ctx.saved_tensors
-        ctx.pending.append((xc, g))
+        if not ctx.pending:
+            # the first pair of this backward pass: drop what the pass leaves unused
+            # (torch's engine runs the callback when the pass ends; DDP uses the same hook)
+            torch.autograd.Variable._execution_engine.queue_callback(ctx.pending.clear)
+        # detached: a pair left behind must not keep the graph alive through ctx.pending
+        ctx.pending.append((xc.detach(), g.detach()))
         g_base = None
         if ctx.base_dim is not None and ctx.needs_input_grad[0]:
             g_base = g.sum(0) if ctx.base_dim == 1 else g
@@ -56,6 +68,7 @@ class _WeightGrads(torch.autograd.Function):
         return tuple(t.view_as(t) for t in tensors[:n_inputs])
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, *grads):
         weight_grads = []
         for pairs in ctx.pending:

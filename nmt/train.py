@@ -57,6 +57,11 @@ class TrainState:
     done: bool = False
     history: list[dict[str, Any]] = field(default_factory=list)
 
+    def best_bleu_text(self) -> str:
+        """The best validation BLEU for messages ("32.10"), or "none yet" before the first
+        validation (``best_bleu`` is then -1)."""
+        return "none yet" if self.best_bleu < 0 else f"{self.best_bleu:.2f}"
+
 
 class DeviceError(ValueError):
     """A requested device does not exist on this machine; the message names the option."""
@@ -229,7 +234,7 @@ class Trainer:
         st = self.state
         self.log(f"resumed at step {st.step}: {st.epoch} epoch(s) and {st.batch_in_epoch} "
                  f"batch(es) of epoch {st.epoch + 1} done, {st.elapsed_s / 60:.1f} min trained, "
-                 f"best val BLEU {st.best_bleu:.2f}")
+                 f"best val BLEU {st.best_bleu_text()}")
         if st.done and self._budget_left():
             # a finished run whose budget was extended on --resume (max_epochs, ...)
             st.done = False

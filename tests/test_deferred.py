@@ -111,3 +111,44 @@ def test_search_and_no_grad_decoding_do_not_defer(toy_vocabs):
     with torch.no_grad():
         model.decoder.unroll(tgt[:, :-1], state, mem)
     assert mem.weights.pending is None
+
+
+def _toy_loop(w, b, h0, steps=3):
+    (wd,), (pending,), (h,) = defer_weight_grads([w], [h0])
+    x = h
+    for _ in range(steps):
+        x = torch.tanh(deferred_linear(b, x, wd, pending))[:, :3]
+    return x.sum(), pending
+
+
+def test_a_partial_backward_pass_leaves_no_pairs_behind(toy_vocabs, monkeypatch):
+    """A pass that reaches the steps but not the collecting node (here the embedding's
+    gradient alone) must not leave pairs that a later pass over the retained graph would
+    add again, nor keep the graph alive through them."""
+    torch.manual_seed(0)
+    w, b = torch.randn(5, 3, requires_grad=True), torch.randn(5, requires_grad=True)
+    h0 = torch.randn(2, 3, requires_grad=True)
+    loss, pending = _toy_loop(w, b, h0)
+    torch.autograd.grad(loss, [b], retain_graph=True)
+    assert pending == []
+    model = tiny_model(*toy_vocabs).train()
+    src, src_len, tgt = _inputs(toy_vocabs)
+    grads = {}
+    for defer in (False, True):
+        monkeypatch.setattr(decoder_module, "DEFER_WEIGHT_GRADS", defer)
+        model.zero_grad()
+        loss = model(src, src_len, tgt[:, :-1], tgt[:, 1:])
+        torch.autograd.grad(loss, [model.decoder.embed.weight], retain_graph=True)
+        loss.backward()
+        grads[defer] = model.decoder.cells[0].weight_hh.grad.clone()
+    assert torch.allclose(grads[True], grads[False], rtol=1e-5, atol=1e-7)
+
+
+def test_second_derivatives_through_deferred_weights_raise():
+    torch.manual_seed(0)
+    w, b = torch.randn(5, 3, requires_grad=True), torch.randn(5, requires_grad=True)
+    h0 = torch.randn(2, 3, requires_grad=True)
+    loss, _ = _toy_loop(w, b, h0)
+    (gw,) = torch.autograd.grad(loss, [w], create_graph=True)
+    with pytest.raises(RuntimeError):
+        torch.autograd.grad(gw.pow(2).sum(), [w])

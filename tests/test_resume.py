@@ -151,3 +151,10 @@ def test_resume_refuses_a_different_config_and_extends_a_finished_run(tmp_path, 
     steps = [json.loads(x)["step"] for x in (out / "valid_log.jsonl").read_text().splitlines()]
     assert steps == [20, 40]
     assert read_payload(out / "last.pt")["config"]["train"]["max_epochs"] == 2
+
+
+def test_messages_say_none_yet_before_the_first_validation():
+    from nmt.train import TrainState
+    assert TrainState().best_bleu_text() == "none yet"  # not "-1.00"
+    assert TrainState(best_bleu=31.234).best_bleu_text() == "31.23"
+    assert TrainState(best_bleu=0.0).best_bleu_text() == "0.00"
