@@ -6,58 +6,19 @@ projection W, the attentional layer W_c), as the batch's StepWeights hold them (
 under autocast), are used detached inside the loop; each step's backward stashes its
 (input, output gradient) pair, and a node placed before the loop returns G^T X for each
 weight once all steps are done. The 2026-12-01-c version (deferred_wgrad.py) ran on fp32
-only and on an older tree. Run with PRECISION=bf16 or fp32."""
+only and on an older tree. Run with PRECISION=bf16 or fp32.
+The runs below were made with this machinery written out in this file; once it was kept
+as nmt/deferred.py (the same products, plus clearing unused pairs at the end of a
+backward pass), this file calls that module instead."""
 import torch
 import torch.nn.functional as F
 
 import nmt.model as M
 from nmt.attention import masked_softmax, tanh_
+from nmt.deferred import defer_weight_grads, deferred_linear
 from nmt.precision import cast_for_autocast
 
 NOW = M.Seq2Seq.forward
-
-
-class _DeferredLinear(torch.autograd.Function):
-    """base + x @ w^T with w (N, K) detached; backward stashes (x, g) for w's gradient."""
-
-    @staticmethod
-    def forward(ctx, base, x, w, pairs):
-        dt = w.dtype
-        xc = x.to(dt)
-        out = xc.mm(w.t()) if base is None else torch.addmm(base.to(dt), xc, w.t())
-        ctx.save_for_backward(xc, w)
-        ctx.pairs, ctx.base_dim = pairs, None if base is None else base.dim()
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        xc, w = ctx.saved_tensors
-        ctx.pairs.append((xc, g))
-        gb = None
-        if ctx.base_dim is not None and ctx.needs_input_grad[0]:
-            gb = g.sum(0) if ctx.base_dim == 1 else g
-        gx = g.mm(w) if ctx.needs_input_grad[1] else None
-        return gb, gx, None, None
-
-
-class _Collect(torch.autograd.Function):
-    """Identity on the loop's inputs; its backward, after every step's, adds G^T X for the
-    deferred weights."""
-
-    @staticmethod
-    def forward(ctx, slots, n, *tensors):
-        ctx.slots, ctx.n = slots, n
-        return tuple(t.view_as(t) for t in tensors[:n])
-
-    @staticmethod
-    def backward(ctx, *grads):
-        out = []
-        for pairs in ctx.slots:
-            X = torch.cat([x for x, _ in pairs])
-            G = torch.cat([g for _, g in pairs])
-            out.append(G.t().mm(X))  # (N, K)
-            pairs.clear()
-        return (None, None, *grads, *out)
 
 
 def _deferred(self, src, src_len, tgt_in, tgt_out, label_smoothing=0.0):
@@ -67,25 +28,23 @@ def _deferred(self, src, src_len, tgt_in, tgt_out, label_smoothing=0.0):
     sw = mem.weights
     y, gates, _ = dec._embed_inputs(tgt_in, sw)
     w_q = cast_for_autocast(dec.scorer.W.weight)
-    slots = ([], [], [], [])
-    h0, feed0, memory, keys = _Collect.apply(slots, 4, state.hidden[0], state.feed, mem.memory,
-                                             mem.keys, sw.feed, sw.hh, w_q, sw.pre)
-    wf, wh, wq, wc = (w.detach() for w in (sw.feed, sw.hh, w_q, sw.pre))
+    (wf, wh, wq, wc), slots, (h0, feed0, memory, keys) = defer_weight_grads(
+        [sw.feed, sw.hh, w_q, sw.pre], [state.hidden[0], state.feed, mem.memory, mem.keys])
     h, feed, outs = h0.float(), feed0, []
     for g_t in gates.unbind(1):
-        gi = _DeferredLinear.apply(g_t, feed, wf, slots[0]).float()
-        gh = _DeferredLinear.apply(cell.bias_hh, h, wh, slots[1]).float()
+        gi = deferred_linear(g_t, feed, wf, slots[0]).float()
+        gh = deferred_linear(cell.bias_hh, h, wh, slots[1]).float()
         gi_rz, gi_n = gi.split((2 * Dh, Dh), dim=1)
         gh_rz, gh_n = gh.split((2 * Dh, Dh), dim=1)
         r, z = torch.sigmoid(gi_rz + gh_rz).split(Dh, dim=1)
         n = torch.tanh(gi_n + r * gh_n)
         h = torch.lerp(n, h, z)
-        q = _DeferredLinear.apply(None, h, wq, slots[2])
+        q = deferred_linear(None, h, wq, slots[2])
         scores = dec.scorer.v(tanh_(keys + q.unsqueeze(1))).squeeze(-1)
         weights = masked_softmax(scores, mem.mask)
         context = torch.bmm(weights.unsqueeze(1).to(memory.dtype), memory).squeeze(1)
-        out = torch.tanh(_DeferredLinear.apply(dec.pre_output.bias, torch.cat([context, h.to(context.dtype)], -1),
-                                               wc, slots[3]))
+        out = torch.tanh(deferred_linear(dec.pre_output.bias,
+                                         torch.cat([context, h.to(context.dtype)], -1), wc, slots[3]))
         feed = out  # input feeding takes h~_t before dropout, as Decoder._step
         outs.append(dec.dropout(out))
     pre = torch.stack(outs, dim=1)
