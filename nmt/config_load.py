@@ -299,12 +299,17 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except OSError as e:
         raise ConfigError(f"{path}: cannot read config ({e.strerror or e})") from e
     try:
-        raw = yaml.safe_load(text) or {}
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+    if raw is None:
+        # an empty file is a mistake (a wrong path, an unsaved editor), not "all defaults":
+        # it would start a long run nobody asked for
+        raise ConfigError(f"{path}: the config is empty; start from a file in configs/ "
+                          "(e.g. configs/quickstart_deen.yaml)")
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return raw

@@ -128,3 +128,11 @@ def test_errors_name_the_override_and_the_yaml_line(tmp_path):
     with pytest.raises(ConfigError, match=r"c\.yaml:3:\d+: invalid YAML: ") as e:
         load_config(path)
     assert "\n" not in str(e.value)
+
+
+def test_an_empty_config_file_is_refused_not_trained_on_defaults(tmp_path):
+    for text in ("", "# only a comment\n", "\n\n"):
+        empty = tmp_path / "empty.yaml"
+        empty.write_text(text)
+        with pytest.raises(ConfigError, match=r"empty\.yaml: the config is empty"):
+            load_config(empty)
