@@ -13,9 +13,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from nmt.config import ModelConfig  # noqa: E402
-from nmt.model import build_model  # noqa: E402
-from nmt.vocab import train_vocab  # noqa: E402
+from nmt.config.schema import ModelConfig  # noqa: E402
+from nmt.model.seq2seq import build_model  # noqa: E402
+from nmt.data.vocab import train_vocab  # noqa: E402
 
 torch.set_num_threads(1)
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from nmt.attention import attend, build_scorer, masked_softmax
+from nmt.model.attention import attend, build_scorer, masked_softmax
 
 KINDS = ["additive", "dot", "general", "scaled_dot"]
 
@@ -71,7 +71,7 @@ def test_dot_with_mismatched_sizes_is_an_error():
 
 
 def test_fast_tanh_matches_torch_tanh_in_value_and_gradient():
-    from nmt.attention import tanh_
+    from nmt.model.attention import tanh_
 
     g = torch.Generator().manual_seed(0)
     base = torch.cat([torch.randn(2000, generator=g) * 4, torch.linspace(-1e-4, 1e-4, 101),
@@ -90,13 +90,17 @@ def test_fast_tanh_matches_torch_tanh_in_value_and_gradient():
     assert torch.equal(leaf.detach(), base)
 
 
-def test_additive_scores_do_not_depend_on_the_tanh_form(monkeypatch):
-    import nmt.attention
+def test_the_in_place_tanh_equals_torch_tanh_with_its_gradient():
+    from nmt.model.attention import tanh_
 
     torch.manual_seed(0)
-    scorer = build_scorer("additive", 6, 8, 5)
-    query, memory = torch.randn(3, 6), torch.randn(3, 4, 8)
-    keys = scorer.precompute(memory)
-    fast = scorer(query, keys)
-    monkeypatch.setattr(nmt.attention, "FAST_TANH", False)
-    assert torch.allclose(fast, scorer(query, keys), atol=1e-6)
+    x = (3 * torch.randn(4, 5, 6)).requires_grad_()
+    ref = torch.tanh(x)
+    ref.sum().backward()
+    ref_grad, x.grad = x.grad.clone(), None
+    out = tanh_(x.clone())  # the scorer passes a temporary it does not need again
+    out.sum().backward()
+    assert torch.allclose(out, ref, atol=1e-6) and torch.allclose(x.grad, ref_grad, atol=1e-6)
+    with torch.no_grad():
+        y = x.detach().clone()
+        assert torch.allclose(tanh_(y), ref, atol=1e-6) and y.data_ptr() == tanh_(y).data_ptr()

@@ -14,13 +14,13 @@ import torch
 from typer.testing import CliRunner
 
 from conftest import MULTI30K, REPO, write_split
-from nmt.bench import BenchOptions, load_subject, run_bench
-from nmt.checkpoint import make_payload, save_atomic
-from nmt.cli import app
-from nmt.config import ModelConfig
-from nmt.config_load import load_config
-from nmt.flops import TokenCounts, forward_macs, training_flops, training_flops_by_term
-from nmt.model import build_model
+from nmt.commands.bench import BenchOptions, load_subject, run_bench
+from nmt.model.checkpoint import make_payload, save_atomic
+from nmt.cli.app import app
+from nmt.config.schema import ModelConfig
+from nmt.config.load import load_config
+from nmt.model.flops import TokenCounts, forward_macs, training_flops, training_flops_by_term
+from nmt.model.seq2seq import build_model
 
 REFERENCE = REPO / "configs" / "bench_reference.yaml"
 TINY = ["subwords.vocab_size=300", "model.emb_dim=16", "model.enc_hidden=16", "model.dec_hidden=32", "model.attn_dim=16",

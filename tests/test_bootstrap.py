@@ -4,9 +4,9 @@ import random
 
 import pytest
 
-from nmt.bootstrap import (bootstrap_ci, bucket_indices, format_markdown, paired_bootstrap,
+from nmt.evaluation.bootstrap import (bootstrap_ci, bucket_indices, format_markdown, paired_bootstrap,
                            study_table)
-from nmt.metrics import score
+from nmt.evaluation.metrics import score
 
 WORDS = ("a man woman dog child runs sings plays in the snow park street with red ball "
          "green big small near water jumps over").split()
@@ -151,7 +151,7 @@ def test_scores_carry_length_ratio_and_brevity_penalty():
 
 
 def test_bucket_drop_is_the_difference_of_the_two_bucket_scores():
-    from nmt.bootstrap import bucket_drop
+    from nmt.evaluation.bootstrap import bucket_drop
 
     refs = corpus(200, seed=5)
     sources = refs
@@ -188,7 +188,7 @@ def test_bootstrap_matches_the_nmt35_reference(case):
     low, high = expected["percentile_95_ci_B1000_numpy_seed12345"]
     assert iv.low == pytest.approx(low, abs=1e-6) and iv.high == pytest.approx(high, abs=1e-6)
     # every resampled score is one the exact distribution allows
-    from nmt.bootstrap import _metric, _resample, _sentence_stats
+    from nmt.evaluation.bootstrap import _metric, _resample, _sentence_stats
 
     m = _metric("bleu")
     samples = _resample(m, _sentence_stats(m, hyps, refs), 200, 1).samples

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from nmt.checkpoint import (CheckpointError, load_checkpoint, make_payload, read_payload,
+from nmt.model.checkpoint import (CheckpointError, load_checkpoint, make_payload, read_payload,
                             save_atomic)
-from nmt.config_load import from_dict
+from nmt.config.load import from_dict
 
 
 def _cfg():
@@ -75,7 +75,7 @@ def test_failed_write_keeps_previous_file(tmp_path, monkeypatch):
 def test_average_refuses_checkpoints_of_another_language_pair(tmp_path, toy_vocabs):
     import dataclasses
 
-    from nmt.checkpoint import average_checkpoints
+    from nmt.model.checkpoint import average_checkpoints
 
     src, tgt = toy_vocabs
     cfg = _cfg()
@@ -94,7 +94,7 @@ def test_average_refuses_checkpoints_of_another_language_pair(tmp_path, toy_voca
 
 def test_average_names_the_mismatching_tensor_and_is_order_independent(tmp_path, toy_vocabs):
     """NMT-26: the refusal names the tensor and both shapes; float64 accumulation."""
-    from nmt.checkpoint import average_checkpoints
+    from nmt.model.checkpoint import average_checkpoints
 
     src, tgt = toy_vocabs
     cfg = _cfg()

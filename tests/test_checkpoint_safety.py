@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from conftest import REPO, tiny_model
-from nmt.checkpoint import CheckpointError, make_payload, read_payload, save_atomic
-from nmt.config_load import from_dict, load_study_config
+from nmt.model.checkpoint import CheckpointError, make_payload, read_payload, save_atomic
+from nmt.config.load import from_dict, load_study_config
 
 
 class _Trap:
@@ -97,7 +97,7 @@ def test_marker_with_missing_or_wrong_typed_keys_is_one_line_error(tmp_path, toy
 
 
 def test_damaged_sentencepiece_model_and_config_are_checkpoint_errors(tmp_path, toy_vocabs):
-    from nmt.checkpoint import load_checkpoint
+    from nmt.model.checkpoint import load_checkpoint
 
     src, tgt = toy_vocabs
     payload = make_payload(_cfg(), tiny_model(src, tgt), src, tgt)
@@ -133,7 +133,7 @@ def test_resume_and_bench_refuse_in_one_line(tmp_path):
 
 
 def test_study_reuse_refuses_a_planted_checkpoint(tmp_path):
-    from nmt.study_plan import plan
+    from nmt.commands.study_plan import plan
 
     marker = tmp_path / "pwned.txt"
     study_yaml = tmp_path / "study.yaml"
@@ -148,7 +148,7 @@ def test_study_reuse_refuses_a_planted_checkpoint(tmp_path):
 
 
 def test_garbage_truncated_and_misfit_files_get_clear_messages(tmp_path, toy_vocabs):
-    from nmt.checkpoint import load_checkpoint
+    from nmt.model.checkpoint import load_checkpoint
 
     (tmp_path / "noise.pt").write_bytes(bytes(range(256)) * 4)
     with pytest.raises(CheckpointError, match=r"noise.pt: not a readable nmt checkpoint"):

@@ -255,9 +255,9 @@ def test_translate_is_interactive_on_a_terminal(trained):
 
 
 def test_stored_corpus_names_a_missing_data_directory(tmp_path, monkeypatch):
-    from nmt.config import DataConfig
-    from nmt.corpus import DataError
-    from nmt.evaluate import stored_corpus
+    from nmt.config.schema import DataConfig
+    from nmt.data.corpus import DataError
+    from nmt.commands.evaluate import stored_corpus
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "corpus").mkdir()

@@ -3,8 +3,8 @@ import re
 
 import pytest
 
-from nmt.config import Config, ConfigError
-from nmt.config_load import apply_overrides, from_dict, load_config
+from nmt.config.schema import Config, ConfigError
+from nmt.config.load import apply_overrides, from_dict, load_config
 
 
 def test_defaults_and_roundtrip():
@@ -84,7 +84,7 @@ def test_bad_files(tmp_path):
 def test_every_shipped_config_loads():
     from pathlib import Path
 
-    from nmt.config_load import load_study_config
+    from nmt.config.load import load_study_config
 
     configs = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
     assert len(configs) > 10
@@ -97,7 +97,7 @@ def test_every_shipped_config_loads():
 
 
 def test_study_ranges_and_attention_lists_are_checked_before_training(tmp_path):
-    from nmt.config_load import load_study_config
+    from nmt.config.load import load_study_config
 
     path = tmp_path / "s.yaml"
     for text, message in [
@@ -113,7 +113,7 @@ def test_study_ranges_and_attention_lists_are_checked_before_training(tmp_path):
 
 
 def test_errors_name_the_override_and_the_yaml_line(tmp_path):
-    from nmt.config_load import load_config
+    from nmt.config.load import load_config
 
     path = tmp_path / "c.yaml"
     path.write_text("model:\n  emb_dim: 16\n")

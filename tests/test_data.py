@@ -7,9 +7,9 @@ import sys
 import pytest
 
 from conftest import write_split
-from nmt.config import DataConfig
-from nmt.corpus import DataError, Pair, read_dir_split, read_split, read_tsv_split
-from nmt.data import Example, filter_training_pairs, make_batches
+from nmt.config.schema import DataConfig
+from nmt.data.corpus import DataError, Pair, read_dir_split, read_split, read_tsv_split
+from nmt.data.batches import Example, filter_training_pairs, make_batches
 
 
 def test_reads_plain_and_gzip_with_bom_and_crlf(tmp_path):
@@ -101,8 +101,8 @@ def test_token_budget_caps_batch_size():
 
 def test_hub_offline_fails_at_once_with_local_files_hint(tmp_path):
     code = (
-        "from nmt.config import DataConfig\n"
-        "from nmt.corpus import read_split, DataError\n"
+        "from nmt.config.schema import DataConfig\n"
+        "from nmt.data.corpus import read_split, DataError\n"
         "try:\n"
         "    read_split(DataConfig(source='hf', hf_name='bentrevett/multi30k'), 'train')\n"
         "except DataError as e:\n"
@@ -119,9 +119,9 @@ def test_hub_offline_fails_at_once_with_local_files_hint(tmp_path):
 def _fake_hub(monkeypatch, rows):
     import datasets
 
-    import nmt.corpus
+    import nmt.data.corpus
 
-    monkeypatch.setattr(nmt.corpus, "_hub_reachable", lambda timeout_s=5.0: True)
+    monkeypatch.setattr(nmt.data.corpus, "_hub_reachable", lambda timeout_s=5.0: True)
     calls = []
 
     def load_dataset(name, config=None, split=None):
@@ -149,7 +149,7 @@ def test_hub_language_columns_and_missing_keys(monkeypatch):
 
 
 def test_joined_training_pairs_are_added_and_then_length_filtered():
-    from nmt.data import add_joined_pairs
+    from nmt.data.batches import add_joined_pairs
 
     pairs = [Pair(f"s{i} a b", f"t{i} x", f"f:{i}") for i in range(1, 6)]
     out = add_joined_pairs(pairs, (2, 3))
@@ -163,7 +163,7 @@ def test_joined_training_pairs_are_added_and_then_length_filtered():
 def test_joined_training_data_counts_per_k_no_pair_lost_or_duplicated_caps_applied():
     from collections import Counter
 
-    from nmt.data import add_joined_pairs, evenly_spaced
+    from nmt.data.batches import add_joined_pairs, evenly_spaced
 
     n = 103
     pairs = [Pair(" ".join([f"s{i}"] * (1 + i % 7)), f"t{i}", f"f:{i + 1}") for i in range(n)]
@@ -194,7 +194,7 @@ def test_joined_training_data_counts_per_k_no_pair_lost_or_duplicated_caps_appli
 
 
 def test_training_pairs_with_per_k_and_cap_from_a_config(tmp_path):
-    from nmt.pipeline import training_pairs
+    from nmt.commands.train import training_pairs
 
     src = [" ".join(["w"] * (3 + i % 5)) for i in range(40)]
     write_split(tmp_path, "train", "de", src)
@@ -226,14 +226,14 @@ def test_every_malformed_tsv_line_and_bad_utf8_line_is_named(tmp_path):
     assert all(f"c.tsv:{n}:" in msg for n in (2, 3, 5)) and "c.tsv:4" not in msg
     txt = tmp_path / "t.de"
     txt.write_bytes(b"gut\n\xff eins\nauch gut\n\xc3 zwei\n")
-    from nmt.corpus import read_lines
+    from nmt.data.corpus import read_lines
 
     with pytest.raises(DataError, match=r"2 lines of .*t\.de are not UTF-8: .*t\.de:2: .*t\.de:4:"):
         read_lines(txt)
 
 
 def test_records_with_missing_values_or_two_layouts_are_reported_with_their_index():
-    from nmt.corpus import pairs_from_records
+    from nmt.data.corpus import pairs_from_records
 
     rows = [{"de": "Hallo", "en": "Hello"}, {"de": None, "en": "x"}, {"de": "y", "en": 3},
             {"translation": {"de": "a", "en": "b"}, "de": "c", "en": "d"},
@@ -266,7 +266,7 @@ def test_hub_check_is_bounded_even_when_name_lookup_hangs(monkeypatch):
     import socket
     import time
 
-    from nmt import corpus
+    from nmt.data import corpus
 
     def hang(*args, **kwargs):
         time.sleep(30)
@@ -279,7 +279,7 @@ def test_hub_check_is_bounded_even_when_name_lookup_hangs(monkeypatch):
 
 
 def test_unknown_piece_in_output_is_shown_not_dropped(toy_vocabs):
-    from nmt.vocab import BOS, EOS, PAD, UNK
+    from nmt.data.vocab import BOS, EOS, PAD, UNK
 
     _src, tgt = toy_vocabs
     ids = tgt.encode("a man runs")
@@ -291,7 +291,7 @@ def test_unknown_piece_in_output_is_shown_not_dropped(toy_vocabs):
 def test_gzip_is_recognised_by_its_magic_bytes_whatever_the_name(tmp_path):
     import gzip
 
-    from nmt.corpus import iter_lines, open_bytes
+    from nmt.data.corpus import iter_lines, open_bytes
 
     (tmp_path / "plain.de").write_bytes(b"ein hund\n")
     (tmp_path / "packed.de").write_bytes(gzip.compress(b"ein hund\n"))

@@ -1,19 +1,18 @@
-"""Deferred weight gradients (nmt/deferred.py): the decoder's step weights get, as one
+"""Deferred weight gradients (nmt/ops/weight_grads.py): the decoder's step weights get, as one
 product after the loop, the gradients autograd would have summed step by step."""
 
 import pytest
 import torch
 
-import nmt.decoder as decoder_module
 from conftest import tiny_model
-from nmt.deferred import defer_weight_grads, deferred_linear
+from nmt.ops.weight_grads import defer_weight_grads, deferred_linear
 
 ATTENTIONS = ["additive", "dot", "general", "scaled_dot", "local_m", "local_p", "multihead",
               "none"]
 
 
 def _grads(model, src, src_len, tgt, defer: bool, monkeypatch, bf16: bool = False):
-    monkeypatch.setattr(decoder_module, "DEFER_WEIGHT_GRADS", defer)
+    model.decoder.defer_weight_grads = defer
     model.zero_grad()
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         loss = model(src, src_len, tgt[:, :-1], tgt[:, 1:])
@@ -71,7 +70,7 @@ def test_a_retained_graph_backpropagated_twice_accumulates_twice(toy_vocabs, mon
     graph adds the same gradients again rather than double or none."""
     model = tiny_model(*toy_vocabs).train()
     src, src_len, tgt = _inputs(toy_vocabs)
-    monkeypatch.setattr(decoder_module, "DEFER_WEIGHT_GRADS", True)
+    model.decoder.defer_weight_grads = True
     loss = model(src, src_len, tgt[:, :-1], tgt[:, 1:])
     loss.backward(retain_graph=True)
     once = model.decoder.cells[0].weight_hh.grad.clone()
@@ -135,7 +134,7 @@ def test_a_partial_backward_pass_leaves_no_pairs_behind(toy_vocabs, monkeypatch)
     src, src_len, tgt = _inputs(toy_vocabs)
     grads = {}
     for defer in (False, True):
-        monkeypatch.setattr(decoder_module, "DEFER_WEIGHT_GRADS", defer)
+        model.decoder.defer_weight_grads = defer
         model.zero_grad()
         loss = model(src, src_len, tgt[:, :-1], tgt[:, 1:])
         torch.autograd.grad(loss, [model.decoder.embed.weight], retain_graph=True)

@@ -1,51 +1,69 @@
-"""Layering of nmt/: data flows one way (training never imports search or evaluation; the
-metrics never need torch), no import circle, every module says what it does, and the
-README's layout table lists every module."""
+"""Layering of nmt/: subpackages in one order, imports pointing only down it, no import
+circle, small modules that each say what they do, and the metrics free of torch.
+
+The map is ``LAYERS`` below, in code; the README's layout tree is prose about it."""
 
 import ast
-import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "nmt"
-MODULES = sorted(p.stem for p in PKG.glob("*.py"))
+
+# Data flows down this list: a module may import its own subpackage and the ones above it.
+LAYERS = ["config", "ops", "evaluation", "data", "model", "training", "inference", "commands",
+          "cli"]
+MAX_LINES = 400
 
 
-def _imports(module: str) -> set[str]:
-    tree = ast.parse((PKG / f"{module}.py").read_text())
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-    return names
+def _modules() -> dict[str, Path]:
+    """Every module of nmt/ by dotted name (``nmt.model.decoder``)."""
+    out = {}
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(REPO).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
 
 
-def _nmt_imports(source: str) -> set[str]:
-    """The nmt modules (file stems) that ``source`` imports anywhere, function bodies
-    included: ``import nmt.x``, ``from nmt.x import y``, ``from nmt import x`` and the
-    relative forms ``from .x import y`` and ``from . import x``."""
+MODULES = _modules()
+
+
+def _nmt_imports(source: str, module: str) -> set[str]:
+    """The nmt modules that ``source`` (of ``module``) imports anywhere, function bodies
+    included: ``import nmt.x.y``, ``from nmt.x.y import z`` (``z`` counted when it is a
+    module), ``from nmt.x import y`` and the relative forms."""
+    package = module.split(".") if (PKG / "/".join(module.split(".")[1:]) / "__init__.py").exists() \
+        else module.split(".")[:-1]
     found = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             dotted = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # relative to the nmt package, which has no subpackages
-                base = "nmt" + (f".{base}" if base else "")
+            if node.level:
+                anchor = package[: len(package) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
             dotted = [base] + [f"{base}.{a.name}" for a in node.names]
         else:
             continue
         for name in dotted:
-            parts = name.split(".")
-            if parts[0] != "nmt":
-                continue
-            if len(parts) == 1:
-                found.add("__init__")
-            elif parts[1] in MODULES:
-                found.add(parts[1])
-    return found
+            while name and name not in MODULES:
+                name = name.rpartition(".")[0]
+            if name.startswith("nmt"):
+                found.add(name)
+    return found - {module}
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
+
+
+def _graph() -> dict[str, set[str]]:
+    return {m: _nmt_imports(p.read_text(encoding="utf-8"), m) for m, p in MODULES.items()}
 
 
 def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -71,27 +89,57 @@ def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def test_every_subpackage_is_a_layer_and_every_layer_exists():
+    subpackages = {p.parent.name for p in PKG.glob("*/__init__.py")}
+    assert subpackages == set(LAYERS)
+    top = {p.stem for p in PKG.glob("*.py")}
+    assert top == {"__init__", "__main__"}, f"modules outside the layers: {top}"
+
+
+def test_imports_point_down_the_layers():
+    rank = {name: i for i, name in enumerate(LAYERS)}
+    bad = []
+    for module, imported in _graph().items():
+        here = _layer(module)
+        if here is None:
+            continue
+        for other in imported:
+            there = _layer(other)
+            if there is not None and rank[there] > rank[here]:
+                bad.append(f"{module} imports {other}")
+    assert not bad, "imports pointing up the layers: " + "; ".join(sorted(bad))
+
+
 def test_training_does_not_know_about_search_or_evaluation():
-    for module in ["train", "model", "decoder", "encoder", "attention", "data", "checkpoint"]:
-        bad = {"nmt.search", "nmt.metrics", "nmt.translate", "nmt.evaluate"} & _imports(module)
-        assert not bad, f"nmt/{module}.py imports {bad}"
+    for module, imported in _graph().items():
+        if module.startswith(("nmt.training", "nmt.model", "nmt.data")):
+            bad = {m for m in imported if m.startswith(("nmt.inference", "nmt.evaluation"))}
+            assert not bad, f"{module} imports {bad}"
 
 
-def test_metrics_modules_do_not_need_torch():
-    for module in ["metrics", "bootstrap", "longsets"]:
-        assert not {"torch"} & {n.split(".")[0] for n in _imports(module)}, module
+def test_evaluation_does_not_need_torch():
+    for module, path in MODULES.items():
+        if module.startswith("nmt.evaluation") or module == "nmt.data.longsets":
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+            names |= {n.module for n in ast.walk(tree)
+                      if isinstance(n, ast.ImportFrom) and n.module}
+            assert "torch" not in {n.split(".")[0] for n in names}, module
 
 
 def test_search_knows_nothing_about_model_internals():
-    assert not {"nmt.decoder", "nmt.encoder", "nmt.attention", "nmt.model"} & _imports("search")
+    imported = _graph()["nmt.inference.search"]
+    assert not {m for m in imported if m.startswith("nmt.model")}
 
 
 def test_import_parser_sees_every_form():
-    source = ("import nmt.vocab\nfrom nmt.data import collate\nfrom nmt import search\n"
-              "from .model import build_model\nfrom . import train\nimport os, nmt\n"
-              "def f():\n    from nmt.metrics import score\n")
-    assert _nmt_imports(source) == {"vocab", "data", "search", "model", "train", "__init__",
-                                    "metrics"}
+    source = ("import nmt.data.vocab\nfrom nmt.data.batches import collate\n"
+              "from nmt.inference import search\nfrom ..model.seq2seq import build_model\n"
+              "from . import loop\nimport os, nmt\n"
+              "def f():\n    from nmt.evaluation.metrics import score\n")
+    assert _nmt_imports(source, "nmt.training.schedule") == {
+        "nmt.data.vocab", "nmt.data.batches", "nmt.inference", "nmt.inference.search",
+        "nmt.model.seq2seq", "nmt.training", "nmt.training.loop", "nmt", "nmt.evaluation.metrics"}
 
 
 def test_cycle_finder_finds_a_circle_and_only_a_circle():
@@ -100,37 +148,17 @@ def test_cycle_finder_finds_a_circle_and_only_a_circle():
 
 
 def test_no_import_circle_in_nmt():
-    graph = {m: _nmt_imports((PKG / f"{m}.py").read_text()) - {m} for m in MODULES}
-    cycle = _find_cycle(graph)
-    assert cycle is None, "import circle: " + " -> ".join(f"nmt/{m}.py" for m in cycle)
+    cycle = _find_cycle(_graph())
+    assert cycle is None, "import circle: " + " -> ".join(cycle)
 
 
 def test_every_module_has_a_docstring():
-    missing = [m for m in MODULES
-               if not (ast.get_docstring(ast.parse((PKG / f"{m}.py").read_text())) or "").strip()]
+    missing = [m for m, p in MODULES.items()
+               if not (ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or "").strip()]
     assert not missing, f"modules without a docstring: {missing}"
 
 
-def _readme_layout() -> list[str]:
-    """The file names in the first column of the README's "Layout" table, in order."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
-    listed = []
-    for row in section.splitlines():
-        if row.startswith("|"):
-            first_cell = row.strip("|").split("|")[0]
-            listed += re.findall(r"`(?:nmt/)?([A-Za-z0-9_]+\.py)`", first_cell)
-    return listed
-
-
-def test_readme_layout_table_lists_exactly_the_modules():
-    listed = _readme_layout()
-    assert len(listed) == len(set(listed)), f"listed twice: {sorted(listed)}"
-    assert sorted(listed) == sorted(f"{m}.py" for m in MODULES)
-
-
-def test_each_module_imports_only_modules_above_it_in_the_readme_layout():
-    order = [name.removesuffix(".py") for name in _readme_layout()]
-    for i, module in enumerate(order):
-        below = _nmt_imports((PKG / f"{module}.py").read_text()) & set(order[i + 1:])
-        assert not below, f"nmt/{module}.py imports {sorted(below)}, listed below it in README"
+def test_every_module_is_small():
+    big = {m: n for m, p in MODULES.items()
+           if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not big, f"modules over {MAX_LINES} lines: {big}"

@@ -10,14 +10,14 @@ import pytest
 import torch
 
 from conftest import TOY_PAIRS, tiny_model
-from nmt.attention import LocalAttention, build_scorer, masked_softmax
-from nmt.config import ConfigError
-from nmt.config_load import load_config, load_study_config
-from nmt.corpus import Pair
-from nmt.data import collate, encode_pairs
-from nmt.heads import SentenceHeads, analyse, head_weights_of
-from nmt.multihead import MultiHeadAttention, scaled_dot_product_attention
-from nmt.search import beam_search, greedy
+from nmt.model.attention import LocalAttention, build_scorer, masked_softmax
+from nmt.config.schema import ConfigError
+from nmt.config.load import load_config, load_study_config
+from nmt.data.corpus import Pair
+from nmt.data.batches import collate, encode_pairs
+from nmt.commands.heads import SentenceHeads, analyse, head_weights_of
+from nmt.model.multihead import MultiHeadAttention, scaled_dot_product_attention
+from nmt.inference.search import beam_search, greedy
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -187,7 +187,7 @@ def test_study_plans_local_multihead_and_head_count_runs(tmp_path):
     study.write_text("base_config: configs/multi30k_deen_additive.yaml\n"
                      "run_prefix: t\nattentions: [none, local_p, multihead]\n"
                      f"overrides: ['train.out_dir={tmp_path}/{{name}}']\nhead_counts: [1]\n")
-    from nmt.study_plan import plan
+    from nmt.commands.study_plan import plan
 
     runs = plan(load_study_config(study))
     assert [r.label for r in runs] == ["none", "local_p", "multihead", "multihead-1h"]
@@ -196,7 +196,7 @@ def test_study_plans_local_multihead_and_head_count_runs(tmp_path):
     study.write_text("attentions: [none]\nhead_counts: [0]\n")
     with pytest.raises(ConfigError, match="head_counts"):
         load_study_config(study)
-    from nmt.study_plan import StudyError
+    from nmt.commands.study_plan import StudyError
 
     study.write_text("attentions: [none, multihead]\nhead_counts: [4]\n")
     with pytest.raises(StudyError, match="multihead-4h and multihead would be the same model"):
@@ -283,8 +283,14 @@ def test_nmt_heads_end_to_end_and_its_errors(tmp_path):
 
 def test_attention_memory_grows_with_n_q_times_n_kv():
     # the O(n_q n_kv) memory of the textbook, measured by the allocation of one call; time
-    # is measured by `python -m nmt.attention_cost` but never asserted (benchmarks only)
-    from nmt.attention_cost import measure
+    # is measured by `python benchmarks/attention_cost.py` but never asserted (benchmarks only)
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "attention_cost.py"
+    spec = importlib.util.spec_from_file_location("attention_cost", path)
+    attention_cost = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(attention_cost)
+    measure = attention_cost.measure
 
     rows = [measure(n, 32, 16, batch=2, heads=2, min_run_time=0.01) for n in (32, 64, 128)]
     per_cell = [r.allocated_bytes / r.cells for r in rows]

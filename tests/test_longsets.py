@@ -2,7 +2,7 @@
 
 import pytest
 
-from nmt.longsets import join_consecutive, long_sentence_set
+from nmt.data.longsets import join_consecutive, long_sentence_set
 
 SRC = ["ein mann .", "eine frau singt .", "zwei hunde ", "ein kind isst .", "die katze ."]
 REF = ["a man .", "a woman sings .", "two dogs", "a child eats .", "the cat ."]

@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nmt.loss import summed_cross_entropy
-from nmt.vocab import PAD
+from nmt.model.loss import summed_cross_entropy
+from nmt.data.vocab import PAD
 
 
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
@@ -45,9 +45,9 @@ def test_bf16_logits_give_fp32_loss_and_bf16_gradient():
 
 @pytest.mark.parametrize("eps", [0.0, 0.1])
 def test_chunks_and_overwrite_give_the_same_loss_and_gradient(monkeypatch, eps):
-    import nmt.loss
+    import nmt.model.loss
 
-    monkeypatch.setattr(nmt.loss, "CHUNK_ELEMENTS", 7 * 50)  # 7 rows a chunk: 6 chunks
+    monkeypatch.setattr(nmt.model.loss, "CHUNK_ELEMENTS", 7 * 50)  # 7 rows a chunk: 6 chunks
     g = torch.Generator().manual_seed(2)
     base = torch.randn(40, 50, generator=g) * 4
     target = torch.randint(4, 50, (40,), generator=g)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from nmt.config_load import parse_buckets
-from nmt.metrics import format_table, score
+from nmt.config.load import parse_buckets
+from nmt.evaluation.metrics import format_table, score
 
 
 def test_parse_buckets():

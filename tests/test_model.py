@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from conftest import TOY_PAIRS, tiny_model
-from nmt.corpus import Pair
-from nmt.data import collate, encode_pairs
-from nmt.model import build_model
-from nmt.search import greedy
+from nmt.data.corpus import Pair
+from nmt.data.batches import collate, encode_pairs
+from nmt.model.seq2seq import build_model
+from nmt.inference.search import greedy
 
 ATTENTIONS = ["additive", "dot", "general", "scaled_dot", "none"]
 
@@ -74,7 +74,7 @@ def test_model_overfits_a_handful_of_pairs(toy_vocabs, attention, order):
 
 
 def test_fixed_vector_model_has_no_scorer_and_same_size_as_additive(toy_vocabs):
-    from nmt.model import count_parameters
+    from nmt.model.seq2seq import count_parameters
 
     none = tiny_model(*toy_vocabs, attention="none", attn_dim=16, enc_hidden=16)
     additive = tiny_model(*toy_vocabs, attention="additive", attn_dim=16, enc_hidden=16)
@@ -94,7 +94,7 @@ def test_tied_embeddings_share_one_matrix(toy_vocabs):
     model = tiny_model(*toy_vocabs, tie_embeddings=True, output_dim=16, emb_dim=16)
     assert model.generator.weight is model.decoder.embed.weight
     untied = tiny_model(*toy_vocabs, output_dim=16, emb_dim=16)
-    from nmt.model import count_parameters
+    from nmt.model.seq2seq import count_parameters
 
     assert count_parameters(untied) - count_parameters(model) == model.generator.weight.numel()
 
@@ -138,8 +138,8 @@ def test_loss_on_real_rows_has_the_gradients_of_the_loss_on_every_row(toy_vocabs
 def test_reference_config_has_joey_nmts_parameter_count_without_the_two_biases():
     # Joey NMT's RNN model with the reference settings has 12,262,912 parameters: the same
     # weight matrices, no generator bias (V) and no bias on the additive scorer's keys (A)
-    from nmt.config_load import load_config
-    from nmt.model import count_parameters
+    from nmt.config.load import load_config
+    from nmt.model.seq2seq import count_parameters
 
     cfg = load_config(pathlib.Path(__file__).parent.parent / "configs" / "bench_reference.yaml")
     model = build_model(cfg.model, 8000, 8000)
@@ -164,16 +164,29 @@ def test_model_without_biases_decodes_as_its_teacher_forced_logits(toy_vocabs):
 
 
 @pytest.mark.parametrize("rows", [1, 7, 64, 161])
-def test_step_addmm_equals_addmm_in_both_orientations(rows):
-    from nmt.decoder import step_addmm
+@pytest.mark.parametrize("flip_rows", [0, 160, None])  # never, the AVX2 policy, this CPU's
+def test_step_addmm_equals_addmm_in_both_orientations(rows, flip_rows):
+    from nmt.ops.step_matmul import step_addmm
 
     g = torch.Generator().manual_seed(rows)
     weight = torch.randn(96, 40, generator=g)  # (N, K) as nn.Linear stores it
     x = torch.randn(rows, 40, generator=g)
     for base in (torch.randn(96, generator=g), torch.randn(rows, 96, generator=g), None):
         ref = x @ weight.t() if base is None else torch.addmm(base, x, weight.t())
-        with torch.inference_mode():  # the search path: flipped up to FLIP_ROWS rows
-            out = step_addmm(base, x, weight)
+        with torch.inference_mode():  # the search path: flipped up to flip_rows rows
+            out = step_addmm(base, x, weight, flip_rows=flip_rows)
         assert out.shape == (rows, 96) and out.is_contiguous()
         assert torch.allclose(out, ref, atol=1e-5)
-        assert torch.allclose(step_addmm(base, x, weight), ref, atol=1e-6)
+        assert torch.allclose(step_addmm(base, x, weight, flip_rows=flip_rows), ref, atol=1e-6)
+
+
+def test_default_flip_rows_follows_the_cpu_flags(monkeypatch):
+    import nmt.ops.step_matmul as sm
+
+    for flags, expected in ((["avx2", "avx512f"], 0), (["avx2"], 160)):
+        sm.default_flip_rows.cache_clear()
+        monkeypatch.setattr(sm, "cpu_model_and_flags", lambda f=flags: ("cpu", f))
+        assert sm.default_flip_rows() == expected
+    sm.default_flip_rows.cache_clear()
+
+

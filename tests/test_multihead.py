@@ -1,4 +1,4 @@
-"""Tests for nmt.multihead (Vaswani et al. 2017, section 3.2)."""
+"""Tests for nmt.model.multihead (Vaswani et al. 2017, section 3.2)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nmt.multihead import (
+from nmt.model.multihead import (
     MultiHeadAttention,
     causal_mask,
     padding_mask,

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.bootstrap import study_table
-from nmt.plots import LengthPoint, curves_from_rows, plot_attention, plot_bleu_by_length
+from nmt.evaluation.bootstrap import study_table
+from nmt.evaluation.plots import LengthPoint, curves_from_rows, plot_attention, plot_bleu_by_length
 
 
 def assert_small_png(path):

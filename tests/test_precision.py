@@ -9,13 +9,13 @@ import sys
 import pytest
 import torch
 
-import nmt.precision as precision
+import nmt.ops.precision as precision
 from conftest import REPO, TOY_PAIRS, tiny_model
-from nmt.config import Config, TrainConfig
-from nmt.data import encode_pairs
-from nmt.corpus import Pair
-from nmt.precision import PrecisionError, autocast, autocast_dtype
-from nmt.train import Trainer
+from nmt.config.schema import Config, TrainConfig
+from nmt.data.batches import encode_pairs
+from nmt.data.corpus import Pair
+from nmt.ops.precision import PrecisionError, autocast, autocast_dtype
+from nmt.training.loop import Trainer
 
 CPU = torch.device("cpu")
 
@@ -77,7 +77,7 @@ def test_bf16_loss_is_close_to_fp32(toy_vocabs):
     src_v, tgt_v = toy_vocabs
     model = tiny_model(src_v, tgt_v).eval()
     examples = encode_pairs([Pair(s, t, "toy") for s, t in TOY_PAIRS], src_v, tgt_v)
-    from nmt.data import collate
+    from nmt.data.batches import collate
     b = collate(examples)
     with torch.no_grad():
         full = model(b.src, b.src_len, b.tgt_in, b.tgt_out)
@@ -103,11 +103,11 @@ def test_train_refuses_fp16_on_cpu_before_any_work(tmp_path, key):
 
 
 def test_bf16_without_native_support_is_warned_about(tmp_path, toy_vocabs, monkeypatch):
-    import nmt.train
+    import nmt.training.loop
     messages = []
     src_v, tgt_v = toy_vocabs
     for native in (False, True):
-        monkeypatch.setattr(nmt.train, "native_bf16", lambda _device, n=native: n)
+        monkeypatch.setattr(nmt.training.loop, "native_bf16", lambda _device, n=native: n)
         cfg = Config(train=TrainConfig(out_dir=str(tmp_path), device="cpu", precision="bf16"))
         Trainer(cfg, tiny_model(src_v, tgt_v), src_v, tgt_v, [], [], lambda _m: {},
                 log=messages.append)
@@ -167,7 +167,7 @@ def test_bf16_search_casts_weights_once_per_batch_and_scores_the_top_in_fp32(toy
     """Under bf16 search the step weights (generator included) are cast in ``encode``,
     never at a step; the top EXACT_TOP log-probabilities of each row are fp32 numbers
     (no bf16 ties among them) within 0.05 nats of the fp32 step's."""
-    from nmt.model import EXACT_TOP
+    from nmt.model.seq2seq import EXACT_TOP
 
     src_v, tgt_v = toy_vocabs
     model = tiny_model(src_v, tgt_v, step_order=step_order).eval()
@@ -201,7 +201,7 @@ def test_bf16_search_casts_weights_once_per_batch_and_scores_the_top_in_fp32(toy
 
 
 def test_search_precision_is_resolved_and_checked_naming_the_option():
-    from nmt.translate import Decoding
+    from nmt.inference.translate import Decoding
 
     assert Decoding(precision="fp32").on(CPU).precision == "fp32"
     assert Decoding(precision="auto").on(CPU).precision == (
@@ -217,7 +217,7 @@ def test_search_precision_is_resolved_and_checked_naming_the_option():
 def test_bf16_search_keeps_beam_1_equal_to_greedy(toy_vocabs):
     from test_search import MODELS, _batch, _trained
 
-    from nmt.search import beam_search, greedy
+    from nmt.inference.search import beam_search, greedy
 
     for attention, order in MODELS[:2]:
         model, batch = _trained(toy_vocabs, attention, order), _batch(*toy_vocabs)
@@ -235,7 +235,7 @@ def test_bf16_search_keeps_beam_1_equal_to_greedy(toy_vocabs):
 def test_every_attention_searches_with_bf16_matrix_products(toy_vocabs, attention, order):
     """Each scorer reads bf16 memory under search autocast (the additive one keeps fp32
     keys); greedy and beam search return one translation per line and fp32 scores."""
-    from nmt.translate import Decoding, translate_lines
+    from nmt.inference.translate import Decoding, translate_lines
 
     src_v, tgt_v = toy_vocabs
     model = tiny_model(src_v, tgt_v, attention=attention, step_order=order)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nmt.checkpoint import read_payload
+from nmt.model.checkpoint import read_payload
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["data.train_limit=240", "data.valid_limit=30", "subwords.vocab_size=200",
@@ -154,7 +154,7 @@ def test_resume_refuses_a_different_config_and_extends_a_finished_run(tmp_path, 
 
 
 def test_messages_say_none_yet_before_the_first_validation():
-    from nmt.train import TrainState
+    from nmt.training.state import TrainState
     assert TrainState().best_bleu_text() == "none yet"  # not "-1.00"
     assert TrainState(best_bleu=31.234).best_bleu_text() == "31.23"
     assert TrainState(best_bleu=0.0).best_bleu_text() == "0.00"

@@ -7,11 +7,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import TOY_PAIRS, tiny_model, write_split
-from nmt.config_load import from_dict
-from nmt.corpus import Pair, read_dir_split
-from nmt.data import encode_pairs
-from nmt.train import TrainingError, train
-from nmt.translate import translate_lines
+from nmt.config.load import from_dict
+from nmt.data.corpus import Pair, read_dir_split
+from nmt.data.batches import encode_pairs
+from nmt.training.loop import train
+from nmt.training.state import TrainingError
+from nmt.inference.translate import translate_lines
 
 # any text without line breaks (those would make it several lines)
 LINE = st.text(st.characters(blacklist_categories=("Cs",),
@@ -66,7 +67,7 @@ def _toy_training(tmp_path, toy_vocabs, **train_overrides):
 
 
 def test_nan_loss_stops_with_step_and_keeps_last_good_checkpoint(tmp_path, toy_vocabs):
-    from nmt.checkpoint import read_payload
+    from nmt.model.checkpoint import read_payload
 
     with pytest.raises(TrainingError, match=r"loss is nan at step 5 \(epoch 2, batch 2\)"):
         _toy_training(tmp_path, toy_vocabs)

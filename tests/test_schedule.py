@@ -4,8 +4,8 @@ import math
 
 import torch
 
-from nmt.config import TrainConfig
-from nmt.schedule import Schedule
+from nmt.config.schema import TrainConfig
+from nmt.training.schedule import Schedule
 
 
 def _opt(lr=1e-3):

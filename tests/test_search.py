@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from conftest import TOY_PAIRS, tiny_model
-from nmt.corpus import Pair
-from nmt.data import collate, encode_pairs
-from nmt.search import (Hypothesis, beam_search, greedy, length_penalty_divisor,
+from nmt.data.corpus import Pair
+from nmt.data.batches import collate, encode_pairs
+from nmt.inference.search import (Hypothesis, beam_search, greedy, length_penalty_divisor,
                         max_output_length, normalised_score)
-from nmt.vocab import BOS, EOS
+from nmt.data.vocab import BOS, EOS
 
 A, B_, C, D = 4, 5, 6, 7  # stub target pieces after the specials PAD UNK BOS EOS
 V = 8
@@ -296,7 +296,7 @@ def _exhaustive(kind, alpha):
                                          ("none", 0.6)])
 @pytest.mark.parametrize("K", [2, 3, 6])
 def test_beam_matches_the_exhaustive_best_under_every_length_penalty(monkeypatch, kind, alpha, K):
-    import nmt.search as search
+    import nmt.inference.search as search
 
     monkeypatch.setattr(search, "max_output_length",
                         lambda src_len, ratio, extra=10: torch.full_like(src_len, LIMIT))
@@ -319,7 +319,7 @@ def test_beam_matches_the_exhaustive_best_under_every_length_penalty(monkeypatch
 def test_average_penalty_beam2_no_longer_stops_at_k_finished(monkeypatch):
     """The NMT-15 input: "done at K finished" returned `a c` (-0.5047); `b d e` (-0.3537)
     was still open and is the exhaustive best."""
-    import nmt.search as search
+    import nmt.inference.search as search
 
     monkeypatch.setattr(search, "max_output_length",
                         lambda src_len, ratio, extra=10: torch.full_like(src_len, LIMIT))

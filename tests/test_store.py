@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 import torch
 
-import nmt.store
+import nmt.data.store
 from conftest import torchrun, write_split
-from nmt.config import Config, ConfigError, DataConfig, SubwordConfig
-from nmt.config_load import from_dict, load_config
-from nmt.corpus import DataError, Pair
-from nmt.data import Example, collate, encode_pairs, make_batches, token_batches
-from nmt.pipeline import build_vocabs, run_training, sample_vocab_trainer, training_pairs
-from nmt.store import ArrowTrainingSet, open_or_prepare, sample_pairs, stale_reason
+from nmt.config.schema import Config, ConfigError, DataConfig, SubwordConfig
+from nmt.config.load import from_dict, load_config
+from nmt.data.corpus import DataError, Pair
+from nmt.data.batches import Example, collate, encode_pairs, make_batches, token_batches
+from nmt.commands.train import build_vocabs, run_training, sample_vocab_trainer, training_pairs
+from nmt.data.store import ArrowTrainingSet, open_or_prepare, sample_pairs, stale_reason
 
 REPO = Path(__file__).resolve().parents[1]
 WORDS = {"haus": "house", "hund": "dog", "katze": "cat", "mann": "man", "frau": "woman",
@@ -128,7 +128,7 @@ def test_arrow_and_memory_give_the_same_pairs_filtering_and_batches(corpus, tmp_
     assert stats.empty > 0 and stats.too_long > 0
     src, tgt = got.rows(np.arange(len(got)))
     assert src == [e.src for e in examples] and tgt == [e.tgt for e in examples]
-    memory_stats = nmt.store.filter_stats(opened.manifest)
+    memory_stats = nmt.data.store.filter_stats(opened.manifest)
     assert (memory_stats.kept, memory_stats.empty, memory_stats.too_long) == \
         (stats.kept, stats.empty, stats.too_long)
     assert memory_stats.skipped == stats.skipped[:10]
@@ -172,7 +172,7 @@ def test_cache_is_reused_and_a_changed_file_or_setting_invalidates_it(corpus, tm
         raise AssertionError("prepared again")
 
     with monkeypatch.context() as m:
-        m.setattr(nmt.store, "prepare_store", no_preparing)
+        m.setattr(nmt.data.store, "prepare_store", no_preparing)
         logs = []
         again = prepare(cfg, log=logs.append)  # a new run: the cached vocabulary too
         assert again.reused and again.src_vocab.model_bytes == first.src_vocab.model_bytes
@@ -182,7 +182,7 @@ def test_cache_is_reused_and_a_changed_file_or_setting_invalidates_it(corpus, tm
     cache = tmp_path / "run" / "data"
 
     def why(c: Config, vocabs=None) -> str | None:
-        return stale_reason(cache, nmt.store.fingerprint(c, nmt.store.source_files(c.data)),
+        return stale_reason(cache, nmt.data.store.fingerprint(c, nmt.data.store.source_files(c.data)),
                             vocabs)
 
     smaller = dataclasses.replace(cfg, subwords=SubwordConfig(vocab_size=50, joint=True))
@@ -271,8 +271,8 @@ def test_training_with_the_arrow_store_runs_and_resumes_exactly(tmp_path, monkey
     def no_preparing(*_a, **_k):
         raise AssertionError("prepared again on resume")
 
-    monkeypatch.setattr(nmt.store, "prepare_store", no_preparing)
-    monkeypatch.setattr(nmt.store, "sample_pairs", no_preparing)
+    monkeypatch.setattr(nmt.data.store, "prepare_store", no_preparing)
+    monkeypatch.setattr(nmt.data.store, "sample_pairs", no_preparing)
     logs = _train(corpus, tmp_path / "split", "train.max_epochs=2", resume=True)
     assert any("not preparing again" in line for line in logs)
     a, b = _records(tmp_path / "straight"), _records(tmp_path / "split")

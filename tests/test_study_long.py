@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nmt.config import ConfigError
-from nmt.config_load import load_study_config
+from nmt.config.schema import ConfigError
+from nmt.config.load import load_study_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -87,7 +87,7 @@ def test_study_cap_options_are_checked(tmp_path):
 
 
 def test_a_changed_budget_resumes_while_another_change_is_refused(long_study):
-    from nmt.study_plan import StudyError, plan
+    from nmt.commands.study_plan import StudyError, plan
 
     tmp, cfg = long_study
     raw = json.loads(cfg.read_text())

@@ -1,9 +1,9 @@
-"""nmt.topk.top_k: torch.topk's values through block maxima."""
+"""nmt.ops.topk.top_k: torch.topk's values through block maxima."""
 
 import pytest
 import torch
 
-from nmt.topk import BLOCK, top_k
+from nmt.ops.topk import BLOCK, top_k
 
 
 @pytest.mark.parametrize("V", [8000, 8003, BLOCK * 12, 100, 7])

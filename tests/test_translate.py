@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from conftest import TOY_PAIRS, tiny_model
-from nmt.translate import Decoding, decode_workers, translate_lines
+from nmt.inference.translate import Decoding, decode_workers, translate_lines
 
 LINES = [s for s, _ in TOY_PAIRS] + ["ein mann", "", "zwei katzen schlafen im schnee ."]
 
@@ -41,11 +41,11 @@ def test_decode_workers_counts_and_checks():
 
 def test_an_error_in_one_batch_reaches_the_caller_and_the_threads_are_restored(toy_vocabs,
                                                                          monkeypatch):
-    import nmt.translate
+    import nmt.inference.translate
 
     model = tiny_model(*toy_vocabs).eval()
     threads, calls = torch.get_num_threads(), []
-    real = nmt.translate._search
+    real = nmt.inference.translate._search
 
     def failing(model, src, src_len, decoding, amp_dtype=None):
         calls.append(1)
@@ -53,7 +53,7 @@ def test_an_error_in_one_batch_reaches_the_caller_and_the_threads_are_restored(t
             raise RuntimeError("batch 2 failed")
         return real(model, src, src_len, decoding, amp_dtype)
 
-    monkeypatch.setattr(nmt.translate, "_search", failing)
+    monkeypatch.setattr(nmt.inference.translate, "_search", failing)
     with pytest.raises(RuntimeError, match="batch 2 failed"):
         translate_lines(model, *toy_vocabs, LINES, batch_size=1, workers=2)
     assert torch.get_num_threads() == threads
@@ -69,7 +69,7 @@ def _loaded(toy_vocabs):
 
 
 def _filter(loaded, data: bytes, tmp_path, capsys, **kw):
-    from nmt.interactive import run_filter
+    from nmt.commands.translate import run_filter
 
     src, out = tmp_path / "in.de", tmp_path / "out.en"
     src.write_bytes(data)
@@ -101,7 +101,7 @@ def test_filter_output_does_not_depend_on_the_chunk_size(toy_vocabs, tmp_path, c
 def test_interactive_lists_the_n_best_with_their_scores(toy_vocabs):
     import io
 
-    from nmt.interactive import run_interactive
+    from nmt.commands.translate import run_interactive
 
     out = io.StringIO()
     code = run_interactive(_loaded(toy_vocabs), False, Decoding(beam_size=3, n_best=3),
@@ -142,10 +142,10 @@ def test_many_invalid_utf8_lines_give_one_warning(toy_vocabs, tmp_path, capsys):
 
 def test_filter_keeps_the_chunks_written_before_a_ctrl_c(toy_vocabs, tmp_path, capsys,
                                                          monkeypatch):
-    import nmt.interactive
+    import nmt.commands.translate
 
     loaded, calls = _loaded(toy_vocabs), []
-    real = nmt.interactive.translate_lines
+    real = nmt.commands.translate.translate_lines
 
     def interrupted(*args, **kw):
         calls.append(1)
@@ -153,7 +153,7 @@ def test_filter_keeps_the_chunks_written_before_a_ctrl_c(toy_vocabs, tmp_path, c
             raise KeyboardInterrupt
         return real(*args, **kw)
 
-    monkeypatch.setattr(nmt.interactive, "translate_lines", interrupted)
+    monkeypatch.setattr(nmt.commands.translate, "translate_lines", interrupted)
     with pytest.raises(KeyboardInterrupt):
         _filter(loaded, ("\n".join(LINES) + "\n").encode(), tmp_path, capsys, lines_per_chunk=2)
     written = (tmp_path / "out.en").read_text(encoding="utf-8").splitlines()

@@ -85,7 +85,7 @@ def test_vocab_size_below_the_characters_is_one_line(tmp_path):
     assert "subwords.vocab_size: 30 is too small for this corpus" in msg
     import re
 
-    from nmt.vocab import train_vocab
+    from nmt.data.vocab import train_vocab
 
     minimum = int(re.search(r"at least (\d+)", msg).group(1))
     src = [x.strip() for x in (case / "train.de").read_text(encoding="utf-8").splitlines()]
@@ -108,7 +108,7 @@ def test_vocab_size_above_what_the_corpus_allows_is_a_visible_warning(tmp_path):
 
 
 def test_other_sentencepiece_refusals_name_the_setting():
-    from nmt.vocab import train_vocab
+    from nmt.data.vocab import train_vocab
 
     with pytest.raises(ValueError, match=r"^subwords: SentencePiece refused vocab_size=50, "
                                          r"model_type=bogus"):
@@ -128,7 +128,7 @@ def test_evaluate_warns_naming_the_cut_lines(toy_checkpoint):
 
 
 def test_truncation_warning_lists_the_first_lines():
-    from nmt.translate import Translation, truncation_warning
+    from nmt.inference.translate import Translation, truncation_warning
 
     ts = [Translation("x", "y", [], [], None, truncated=i % 2 == 1) for i in range(30)]
     w = truncation_warning(ts, "f.de")

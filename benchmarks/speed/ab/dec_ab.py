@@ -1,0 +1,30 @@
+"""In-process A/B of decoding variants, alternating whole passes over the first N sentences
+of test_2016_flickr (batches of 64, 2 threads), with the order flipped every round.
+  python results/speed/ab/dec_ab.py BEAM N ROUNDS VARIANTS.py CHECKPOINT DATA_DIR
+VARIANTS.py defines VARIANTS = {name: enter()}."""
+import sys, time, importlib.util, statistics, torch
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT))
+from nmt.model.checkpoint import load_checkpoint
+from nmt.inference.translate import translate_lines, decoding_from_config
+from nmt.data.corpus import read_split
+from nmt.commands.bench import stored_corpus
+torch.set_num_threads(2)
+beam, n, rounds = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+spec = importlib.util.spec_from_file_location("variants", sys.argv[4]); V = importlib.util.module_from_spec(spec); spec.loader.exec_module(V)
+ld = load_checkpoint(sys.argv[5], "cpu")
+data = stored_corpus(ld.cfg.data, sys.argv[6])
+src = [p.src for p in read_split(data, "test_2016_flickr", limit=n)]
+dec = decoding_from_config(ld.cfg, beam_size=beam)
+args = (ld.model, ld.src_vocab, ld.tgt_vocab)
+translate_lines(*args, src[:16], batch_size=64, decoding=dec)
+times = {k: [] for k in V.VARIANTS}; outs = {}
+for r in range(rounds):
+    names = list(V.VARIANTS) if r % 2 == 0 else list(V.VARIANTS)[::-1]
+    for k in names:
+        V.VARIANTS[k]()
+        t = time.perf_counter(); out = translate_lines(*args, src, batch_size=64, decoding=dec); times[k].append(time.perf_counter() - t)
+        outs[k] = [o.text for o in out]
+for k in V.VARIANTS:
+    print(f"beam {beam} {k}: median {n/statistics.median(times[k]):.1f} sent/s  (runs: {', '.join(f'{n/t:.0f}' for t in times[k])})")
+ks = list(outs); print("identical output:", all(outs[k] == outs[ks[0]] for k in ks))

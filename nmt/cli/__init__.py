@@ -1,0 +1,1 @@
+"""The typer command-line interface: argument parsing and wiring only."""

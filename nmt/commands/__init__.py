@@ -1,0 +1,1 @@
+"""One composition root per verb: train, evaluate, translate, study, heads, bench, select."""

@@ -1,0 +1,81 @@
+"""``nmt study``: train the study's models, several at once, then write its report.
+
+Each model is an ordinary ``nmt train`` run (``runs/{run_prefix}_{attention}``), started as a
+subprocess so several can train at once. Which models there are and whether each is reused,
+resumed or trained is decided in nmt/commands/study_plan.py; evaluation and the report are in
+nmt/commands/study_report.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from nmt.config.schema import StudyConfig
+from nmt.commands.study_plan import PlannedRun, StudyError, plan
+from nmt.commands.study_report import write_report
+
+
+def _start(run: PlannedRun, study: StudyConfig) -> subprocess.Popen:
+    run.out_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "nmt", "train", study.base_config, *run.overrides(study)]
+    if run.action == "resume":
+        cmd.append("--resume")
+    log = open(run.out_dir / "train.log", "a", encoding="utf-8")
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+
+
+def train_all(study: StudyConfig, runs: list[PlannedRun],
+              log: Callable[[str], None] = print) -> None:
+    """Train or resume every run that needs it, ``study.parallel`` at a time.
+
+    Raises:
+        StudyError: a training subprocess failed (names its log file).
+    """
+    pending = [r for r in runs if r.action != "reuse"]
+    for r in runs:
+        if r.action == "reuse":
+            log(f"{r.cfg.name}: finished run found in {r.out_dir}, reused")
+    active: list[tuple[PlannedRun, subprocess.Popen]] = []
+    try:
+        while pending or active:
+            while pending and len(active) < study.parallel:
+                run = pending.pop(0)
+                log(f"{run.cfg.name}: {run.action} ({run.out_dir / 'train.log'})")
+                active.append((run, _start(run, study)))
+            time.sleep(2.0)
+            for run, proc in list(active):
+                if proc.poll() is None:
+                    continue
+                active.remove((run, proc))
+                if proc.returncode != 0:
+                    tail = (run.out_dir / "train.log").read_text(errors="replace")[-800:]
+                    raise StudyError(f"{run.cfg.name}: training failed (exit {proc.returncode});"
+                                     f" see {run.out_dir / 'train.log'}:\n{tail}")
+                log(f"{run.cfg.name}: done")
+    finally:
+        for _run, proc in active:  # Ctrl-C: children got SIGINT too and save last.pt
+            proc.wait()
+    for i, r in enumerate(runs):
+        runs[i] = dataclasses.replace(r, action="reuse")
+
+
+def run_study(study: StudyConfig, report_only: bool = False,
+              log: Callable[[str], None] = print) -> Path:
+    """Plan, train what is missing, evaluate, and write the report; returns its path.
+
+    Raises:
+        StudyError, ConfigError, DataError, CheckpointError.
+    """
+    runs = plan(study)
+    if report_only:
+        missing = [r.cfg.name for r in runs if r.action != "reuse"]
+        if missing:
+            raise StudyError(f"--report-only: unfinished runs: {', '.join(missing)}")
+    else:
+        train_all(study, runs, log)
+    return write_report(study, runs, log)

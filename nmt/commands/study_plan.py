@@ -1,0 +1,115 @@
+"""Study plan: the models a study compares and, for each, whether to reuse, resume or train it.
+
+Each model is an ordinary ``nmt train`` run, ``runs/{run_prefix}_{label}``: the study's base
+config with the study's overrides and the model's attention (and, on the extra axes, its
+training-length cap or head count). A finished run whose stored config equals the expected
+one is reused, an unfinished one is resumed, a run with a different config is an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from nmt.model.checkpoint import read_payload, stored_config
+from nmt.config.schema import RESUME_ADJUSTABLE, Config, ConfigError, StudyConfig
+from nmt.config.load import config_differences, load_config
+
+
+class StudyError(RuntimeError):
+    """A study run failed or conflicts with an existing run; the message names it."""
+
+
+@dataclass
+class PlannedRun:
+    """One model of the study: its attention, full config and what must be done."""
+
+    attention: str
+    cfg: Config
+    action: str  # "reuse" | "resume" | "train"
+    cap: int | None = None  # data.max_train_words of an extra training-length run
+    heads: int | None = None  # model.heads of an extra multi-head run
+
+    @property
+    def label(self) -> str:
+        """The model's name in tables and plots: ``additive``, ``additive-30`` for a run
+        of the training-length axis (Bahdanau et al.'s RNNsearch-30), ``multihead-1h`` for
+        a multi-head run with another head count."""
+        return model_label(self.attention, self.cap, self.heads)
+
+    @property
+    def out_dir(self) -> Path:
+        """The run directory, ``runs/{run_prefix}_{attention}`` by default."""
+        return self.cfg.out_dir()
+
+    def overrides(self, study: StudyConfig) -> list[str]:
+        """The ``key=value`` overrides that turn the base config into this run's config."""
+        return run_overrides(study, self.attention, self.cap, self.heads)
+
+
+def model_label(attention: str, cap: int | None = None, heads: int | None = None) -> str:
+    """``attention``, ``attention-{cap}`` or ``attention-{heads}h``."""
+    if cap is not None:
+        return f"{attention}-{cap}"
+    return attention if heads is None else f"{attention}-{heads}h"
+
+
+def run_overrides(study: StudyConfig, attention: str, cap: int | None,
+                  heads: int | None = None) -> list[str]:
+    """Study overrides, then the model's attention, name, ``data.max_train_words=cap``
+    (the training-length axis) and ``model.heads=heads`` (the head-count axis)."""
+    extra = [] if cap is None else [f"data.max_train_words={cap}"]
+    extra += [] if heads is None else [f"model.heads={heads}"]
+    return [*study.overrides, *extra, f"model.attention={attention}",
+            f"name={study.run_prefix}_{model_label(attention, cap, heads)}"]
+
+
+def plan(study: StudyConfig) -> list[PlannedRun]:
+    """Decide for each model (every attention type, then the training-length axis:
+    ``cap_attentions`` for each of ``extra_caps``, then ``multihead`` with each of
+    ``head_counts``) whether to reuse, resume or train it.
+
+    Raises:
+        StudyError: an existing run was trained with a different config, or two models of
+            the study would be the same model (e.g. a head count equal to the
+            ``multihead`` model's own).
+        ConfigError: the base config or an override is invalid (a ``head_counts`` entry
+            is named).
+    """
+    runs = []
+    models = [(a, None, None) for a in study.attentions]
+    models += [(a, cap, None) for cap in study.extra_caps for a in study.cap_attentions]
+    models += [("multihead", None, h) for h in study.head_counts]
+    seen: dict[str, str] = {}
+    for attention, cap, heads in models:
+        try:
+            cfg = load_config(study.base_config, run_overrides(study, attention, cap, heads))
+        except ConfigError as e:
+            if heads is None:
+                raise
+            raise ConfigError(f"head_counts: {heads}: {e}") from None
+        label = model_label(attention, cap, heads)
+        same = dataclasses.replace(cfg, name="").to_dict()
+        key = repr(same)
+        if key in seen:
+            raise StudyError(f"{label} and {seen[key]} would be the same model (their configs "
+                             "differ only in the name); remove one from the study")
+        seen[key] = label
+        last = cfg.out_dir() / "last.pt"
+        action = "train"
+        if last.exists():
+            payload = read_payload(last)
+            stored = stored_config(payload, last)
+            diffs = config_differences(stored.to_dict(), cfg.to_dict())
+            fixed = [d for d in diffs if d[0] not in RESUME_ADJUSTABLE]
+            if fixed:
+                diff = "; ".join(f"{k}: {a!r} (run) vs {b!r} (study)" for k, a, b in fixed)
+                raise StudyError(f"{last} was trained with a different config ({diff}); "
+                                 "delete the run or change run_prefix")
+            counters = (payload.get("train_state") or {}).get("counters", {})
+            # a changed budget (steps, minutes, epochs...) resumes the run with the new one
+            action = "reuse" if counters.get("done") and not diffs else "resume"
+        runs.append(PlannedRun(attention, cfg, action, cap, heads))
+    return runs

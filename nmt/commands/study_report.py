@@ -1,0 +1,372 @@
+"""Study report: decode every test set with every model, score by length, write Markdown.
+
+BLEU/chrF by source length with bootstrap intervals, the length plot and attention
+heatmaps, in one Markdown file.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+import yaml
+
+from nmt.evaluation.bootstrap import BucketRow, bucket_drop, format_markdown, study_table
+from nmt.model.checkpoint import Loaded, load_checkpoint
+from nmt.config.schema import StudyConfig
+from nmt.config.load import parse_buckets
+from nmt.data.corpus import DataError, read_split
+from nmt.data.longsets import long_sentence_set
+from nmt.evaluation.metrics import bucket_label, score
+from nmt.commands.train import training_pairs
+from nmt.evaluation.plots import curves_from_rows, plot_attention, plot_bleu_by_length, plot_length_histogram
+from nmt.commands.study_plan import PlannedRun
+from nmt.inference.translate import Decoding, translate_lines, truncation_warning
+
+
+@dataclass
+class TestSet:
+    """Sources and references of one evaluation set; ``note`` says how it was built."""
+
+    name: str
+    sources: list[str]
+    references: list[str]
+    note: str
+
+
+def load_test_sets(study: StudyConfig, loaded: Loaded, log: Callable[[str], None]) -> list[TestSet]:
+    """The named test splits (a missing one is skipped with a note) and the joined set."""
+    sets, by_name = [], {}
+    for split in study.test_splits:
+        try:
+            pairs = read_split(loaded.cfg.data, split)
+        except DataError as e:
+            log(f"warning: test split {split} skipped: {e}")
+            continue
+        ts = TestSet(split, [p.src for p in pairs], [p.tgt for p in pairs], "as distributed")
+        sets.append(ts)
+        by_name[split] = ts
+    if study.long_set_split:
+        base = by_name.get(study.long_set_split)
+        if base is None:
+            base_pairs = read_split(loaded.cfg.data, study.long_set_split)
+            base = TestSet(study.long_set_split, [p.src for p in base_pairs],
+                           [p.tgt for p in base_pairs], "")
+        joined = long_sentence_set(base.sources, base.references, study.join_ks)
+        ks = ", ".join(map(str, study.join_ks))
+        sets.append(TestSet(f"{study.long_set_split}_joined", joined.sources, joined.references,
+                            f"{study.long_set_split} with k = {ks} consecutive pairs joined "
+                            f"(source to source, reference to reference): {len(joined)} lines"))
+    return sets
+
+
+def _decode(run: PlannedRun, loaded: Loaded, ts: TestSet, log: Callable[[str], None]) -> list[str]:
+    """Greedy translations, cached beside the checkpoint until best.pt changes."""
+    cache = run.out_dir / "hyps" / f"{ts.name}.txt"
+    best = run.out_dir / "best.pt"
+    if cache.exists() and cache.stat().st_mtime >= best.stat().st_mtime:
+        hyps = cache.read_text(encoding="utf-8").split("\n")[:-1]
+        if len(hyps) == len(ts.sources):
+            return hyps
+    log(f"{run.cfg.name}: translating {ts.name} ({len(ts.sources)} sentences)")
+    with torch.inference_mode():
+        out = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, ts.sources,
+                              decoding=Decoding(max_ratio=loaded.cfg.train.max_output_ratio))
+    hyps = [" ".join(t.text.split()) for t in out]
+    warning = truncation_warning(out, f"{run.cfg.name} on {ts.name}")
+    if warning:
+        log(warning)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+    return hyps
+
+
+def _falloff(rows: list[BucketRow], system: str) -> str:
+    """BLEU in the first and the last well-filled bucket, and the drop between them."""
+    mine = [r for r in rows if r.system == system and r.bleu is not None and not r.too_few]
+    if len(mine) < 2:
+        return f"{system}: fewer than two buckets with enough sentences"
+    first, last = mine[0], mine[-1]
+    drop = first.bleu.score - last.bleu.score
+    rel = 100 * drop / first.bleu.score if first.bleu.score else 0.0
+    return (f"{system}: {first.bleu.score:.1f} BLEU at {first.label} words -> "
+            f"{last.bleu.score:.1f} at {last.label} words ({-drop:+.1f} points, {-rel:+.0f}%)")
+
+
+def _heatmaps(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Loaded],
+              first: TestSet, out: Path) -> list[str]:
+    """Draw attention for the chosen and sampled sentences; returns Markdown lines."""
+    candidates = [s for s in first.sources if 8 <= len(s.split()) <= 20]
+    sampled = random.Random(study.bootstrap_seed).sample(
+        candidates, min(study.sampled_heatmaps, len(candidates)))
+    lines = []
+    for i, sentence in enumerate([*study.heatmap_sentences, *sampled]):
+        for run in runs:
+            if run.attention == "none":
+                continue
+            loaded = models[run.label]
+            tr = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, [sentence])[0]
+            if tr.attention is None:
+                continue
+            name = f"attention_{i + 1}_{run.label}.png"
+            plot_attention(tr.src_pieces, tr.tgt_pieces, tr.attention, out / name,
+                           f"{run.label}: {tr.text[:60]}")
+            lines.append(f"**{run.label}**, source: {sentence}  \nhypothesis: {tr.text}\n\n"
+                         f"![attention {run.label} {i + 1}]({name})\n")
+    return lines
+
+
+def _long_heatmaps(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Loaded],
+                   joined: TestSet | None, out: Path) -> list[str]:
+    """Attention on joined test sentences of ``long_heatmap_words`` source words, one
+    heatmap per attention model, with every model's output (the fixed-vector model's too)
+    and the reference beside it; returns Markdown lines."""
+    if joined is None or study.long_heatmaps == 0:
+        return []
+    lo, hi = study.long_heatmap_words
+    candidates = [i for i, s in enumerate(joined.sources) if lo <= len(s.split()) <= hi]
+    chosen = sorted(random.Random(study.bootstrap_seed).sample(
+        candidates, min(study.long_heatmaps, len(candidates))))
+    lines = ["## Alignment on long input\n",
+             f"Joined test sentences of {lo}-{hi} source words (chosen with seed "
+             f"{study.bootstrap_seed}); each caption boundary is where one caption's final "
+             "period is followed by the next caption. A model that keeps its alignment "
+             "moves down the diagonal across the boundaries; one that loses it smears or "
+             "stops.\n"]
+    for n, i in enumerate(chosen, 1):
+        sentence = joined.sources[i]
+        lines += [f"### Long sentence {n} ({len(sentence.split())} source words)\n",
+                  f"source: {sentence}  \nreference: {joined.references[i]}\n"]
+        for run in runs:
+            loaded = models[run.label]
+            tr = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, [sentence],
+                                 decoding=Decoding(max_ratio=loaded.cfg.train.max_output_ratio))[0]
+            lines.append(f"- **{run.label}** ({len(tr.text.split())} words): {tr.text}")
+            if tr.attention is not None:
+                name = f"long_attention_{n}_{run.label}.png"
+                plot_attention(tr.src_pieces, tr.tgt_pieces, tr.attention, out / name,
+                               f"{run.label}, {len(sentence.split())}-word joined source")
+                lines.append(f"\n  ![attention {run.label} on long sentence {n}]({name})\n")
+        lines.append("")
+    return lines
+
+
+def _training_data_section(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Loaded],
+                           out: Path) -> list[str]:
+    """What each training-length cap trains on: pairs per k, a length histogram and the
+    tokens of one epoch (the same corpus for every model with the same cap)."""
+    edges = parse_buckets(study.buckets)
+    by_cap: dict[int | None, PlannedRun] = {}
+    for r in runs:
+        by_cap.setdefault(r.cfg.data.max_train_words, r)
+    d0 = runs[0].cfg.data
+    md = ["## Training data\n",
+          f"Split `{d0.train_split}`, plus joined pairs for k = "
+          f"{', '.join(map(str, d0.train_join_ks)) or '(none)'} consecutive pairs "
+          f"(at most {d0.train_join_per_k or 'all'} per k, evenly spaced through the split); "
+          "pairs over the cap (words, either side) are dropped. Every model with the same "
+          "cap trains on exactly these pairs. Validation: "
+          f"`{d0.valid_split}`" + (f" and `{d0.valid_split}` joined k = "
+                                   f"{', '.join(map(str, d0.valid_join_ks))} at a time; the "
+                                   "best checkpoint maximises the mean of the two BLEU scores"
+                                   if d0.valid_join_ks else "") + ".\n",
+          "| cap (words) | models | pairs | " + " | ".join(f"k={k}" for k in
+                                                       (1, *d0.train_join_ks))
+          + " | source words | target words | target pieces + EOS per epoch |",
+          "|---|---|---:|" + "---:|" * (len(d0.train_join_ks) + 1) + "---:|---:|---:|"]
+    hist: dict[str, list[int]] = {}
+    for cap, run in sorted(by_cap.items(), key=lambda kv: kv[0] or 10**9):
+        _raw, kept, _stats = training_pairs(run.cfg.data)
+        ks = Counter(1 + int(p.origin.rsplit("(+", 1)[1].split()[0]) if "joined)" in p.origin
+                     else 1 for p in kept)
+        loaded = models[run.label]
+        pieces = sum(len(loaded.tgt_vocab.encode(p.tgt)) + 1 for p in kept)
+        names = ", ".join(r.label for r in runs if r.cfg.data.max_train_words == cap)
+        md.append(f"| {cap} | {names} | {len(kept):,} | "
+                  + " | ".join(f"{ks.get(k, 0):,}" for k in (1, *d0.train_join_ks))
+                  + f" | {sum(len(p.src.split()) for p in kept):,} | "
+                  f"{sum(len(p.tgt.split()) for p in kept):,} | {pieces:,} |")
+        lengths = Counter(len(p.src.split()) for p in kept)
+        hist[f"cap {cap}"] = [sum(c for n, c in lengths.items()
+                                  if n >= lo and (hi is None or n <= hi)) for lo, hi in edges]
+    plot_length_histogram(hist, [bucket_label(lo, hi) for lo, hi in edges],
+                          out / "training_lengths.png",
+                          f"{study.name}: training pairs by source length")
+    md += ["", "Training pairs by source length (words):\n",
+           "| cap | " + " | ".join(bucket_label(lo, hi) for lo, hi in edges) + " |",
+           "|---|" + "---:|" * len(edges)]
+    md += [f"| {name} | " + " | ".join(f"{c:,}" for c in counts) + " |"
+           for name, counts in hist.items()]
+    md += ["", "![training pairs by source length](training_lengths.png)\n"]
+    return md
+
+
+def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str], None]) -> Path:
+    """Evaluate every run and write ``{report_dir}/report.md`` plus plots and results.json.
+
+    Raises:
+        CheckpointError, DataError: a run's ``best.pt`` or a test split cannot be read.
+    """
+    out = Path(study.report_dir.format(name=study.name))
+    out.mkdir(parents=True, exist_ok=True)
+    models = {r.label: load_checkpoint(r.out_dir / "best.pt") for r in runs}
+    test_sets = load_test_sets(study, models[runs[0].label], log)
+    buckets = parse_buckets(study.buckets)
+    boot = (f"Intervals and p-values: bootstrap resampling of the sentences, "
+            f"{study.n_samples} resamples, seed {study.bootstrap_seed} (`n_samples`, "
+            "`bootstrap_seed` in the study config).\n")
+    md = [f"# Length study: {study.name}\n"]
+    md += _runs_section(study, runs)
+    if any(r.cfg.data.train_join_ks for r in runs):
+        md += _training_data_section(study, runs, models, out)
+    results = {"study": asdict(study), "test_sets": {}}
+    dashed = [r.label for r in runs if r.cap is not None]
+    headline: list[str] = []
+    for ts in test_sets:
+        systems = {r.label: _decode(r, models[r.label], ts, log) for r in runs}
+        kw = dict(baseline=study.baseline, min_bucket=study.min_bucket,
+                  n_samples=study.n_samples, seed=study.bootstrap_seed)
+        overall = study_table(systems, ts.references, ts.sources, ((1, None),), **kw)
+        rows = study_table(systems, ts.references, ts.sources, buckets, **kw)
+        plot = f"bleu_by_length_{ts.name}.png"
+        plot_bleu_by_length(curves_from_rows(rows), out / plot,
+                            f"{study.name}: {ts.name} (95% bootstrap CI)", dashed=dashed)
+        sig = score(systems[runs[0].label], ts.references, ts.sources, ((1, None),))
+        drops = _drops(study, systems, ts)
+        md += [f"## {ts.name}\n", f"{len(ts.sources)} sentences; {ts.note}.\n",
+               f"BLEU signature: `{sig.signature}`  \nchrF signature: `{sig.chrf_signature}`\n",
+               boot, "Whole set:\n", format_markdown(overall), "\nBy source length (words):\n",
+               format_markdown(rows), "", f"![BLEU by source length]({plot})\n",
+               "Where BLEU falls (first to last bucket with at least "
+               f"{study.min_bucket} sentences):\n"]
+        md += [f"- {_falloff(rows, r.label)}" for r in runs] + [""]
+        if drops:
+            table = _drop_table(study, drops)
+            md += table
+            if ts.name.endswith("_joined"):
+                headline = table
+        results["test_sets"][ts.name] = {"overall": [asdict(r) for r in overall],
+                                         "buckets": [asdict(r) for r in rows],
+                                         "drops": drops,
+                                         "signature": sig.signature,
+                                         "chrf_signature": sig.chrf_signature}
+    if headline:
+        i = md.index("## Models\n")
+        md[i:i] = ["## Headline: BLEU lost from short to long sources (joined test set)\n",
+                   *headline]
+    md += ["## Attention heatmaps\n",
+           "Rows: target pieces; columns: source pieces; white = weight 1.\n"]
+    md += _heatmaps(study, runs, models, test_sets[0], out)
+    joined = next((t for t in test_sets if t.name.endswith("_joined")), None)
+    md += _long_heatmaps(study, runs, models, joined, out)
+    md += [_DEFINITIONS.format(n_samples=study.n_samples, seed=study.bootstrap_seed)]
+    (out / "report.md").write_text("\n".join(md), encoding="utf-8")
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
+    log(f"wrote {out / 'report.md'}")
+    return out / "report.md"
+
+
+def _drops(study: StudyConfig, systems: dict[str, list[str]], ts: TestSet) -> list[dict]:
+    """Per system: BLEU on the first and second of ``study.drop_buckets`` and the drop
+    between them with its bootstrap interval (empty when a bucket has no sentence)."""
+    (a, b) = parse_buckets(study.drop_buckets)
+    out = []
+    for name, hyps in systems.items():
+        d = bucket_drop(hyps, ts.references, ts.sources, a, b, study.n_samples,
+                        study.bootstrap_seed)
+        if d is None:
+            return []
+        first = study_table({name: hyps}, ts.references, ts.sources, (a, b), baseline=None,
+                            n_samples=study.n_samples, seed=study.bootstrap_seed)
+        out.append({"system": name, "buckets": [r.label for r in first],
+                    "n": [r.n for r in first],
+                    "bleu": [asdict(r.bleu) for r in first],
+                    "len_ratio": [r.len_ratio for r in first],
+                    "drop": asdict(d)})
+    return out
+
+
+def _drop_table(study: StudyConfig, drops: list[dict]) -> list[str]:
+    la, lb = drops[0]["buckets"]
+    lines = [f"BLEU at {la} against {lb} source words, per model: the drop is "
+             f"BLEU({la}) − BLEU({lb}), with the 95% interval of the difference of the two "
+             f"independently resampled buckets ({study.n_samples} resamples, seed "
+             f"{study.bootstrap_seed}).\n",
+             f"| System | BLEU {la} [95% CI] (n) | BLEU {lb} [95% CI] (n) | hyp/ref length {lb} "
+             "| drop [95% CI] |", "|---|---|---|---:|---|"]
+    for d in drops:
+        (x, y), (nx, ny) = d["bleu"], d["n"]
+        dr = d["drop"]
+        lines.append(f"| {d['system']} | {x['score']:.1f} [{x['low']:.1f}, {x['high']:.1f}] ({nx}) "
+                     f"| {y['score']:.1f} [{y['low']:.1f}, {y['high']:.1f}] ({ny}) "
+                     f"| {d['len_ratio'][1]:.2f} "
+                     f"| {dr['delta']:.1f} [{dr['low']:.1f}, {dr['high']:.1f}] |")
+    return lines + [""]
+
+
+def _attention_name(m) -> str:
+    """``additive``, ``local_p (general, D=10)``, ``multihead (4 heads)``."""
+    if m.attention in ("local_m", "local_p"):
+        return f"{m.attention} ({m.local_score}, D={m.local_window})"
+    if m.attention == "multihead":
+        return f"multihead ({m.heads} head{'s' if m.heads != 1 else ''})"
+    return m.attention
+
+
+def _runs_section(study: StudyConfig, runs: list[PlannedRun]) -> list[str]:
+    caps = sorted({r.cfg.data.max_train_words or 0 for r in runs})
+    what = ("only `model.attention` differs" if len(caps) == 1 else
+            "models differ only in `model.attention`, and models named `-N` were trained "
+            "with `data.max_train_words=N` (the paper's RNNsearch-30/-50 axis); the others "
+            f"with the cap of the overrides ({runs[0].cfg.data.max_train_words} words)")
+    if any(r.cfg.model.attention == "multihead" for r in runs):
+        heads = sorted({r.cfg.model.heads for r in runs if r.cfg.model.attention == "multihead"})
+        what += (f"; `multihead` has `model.heads` heads ({', '.join(map(str, heads))}; a "
+                 "model named `-Nh` has N), every head count with the same parameters")
+    if any(r.cfg.model.attention in ("local_m", "local_p") for r in runs):
+        m = next(r.cfg.model for r in runs if r.cfg.model.attention in ("local_m", "local_p"))
+        what += (f"; `local_m`/`local_p` score with `{m.local_score}` over a window of "
+                 f"D = {m.local_window} source pieces on each side")
+    md = ["## Models\n", f"Base config `{study.base_config}` with overrides "
+          f"`{' '.join(study.overrides) or '(none)'}`; {what}.\n",
+          "| model | training cap (words) | parameters | epochs | steps "
+          "| wall-clock (min) | best val score (greedy) | attention |",
+          "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in runs:
+        s = json.loads((r.out_dir / "summary.json").read_text())
+        md.append(f"| {r.label} | {r.cfg.data.max_train_words} | {s['parameters']:,} | "
+                  f"{s['epochs']} | {s['steps']} | {s['elapsed_min']:.1f} | "
+                  f"{s['best_val_bleu']:.2f} | {_attention_name(r.cfg.model)} |")
+    if runs[0].cfg.data.valid_join_ks:
+        md.append("\nBest val score: mean of the BLEU on the validation split and on the "
+                  "validation split joined as configured (each run's `valid_log.jsonl` has both).")
+    cfg = yaml.safe_dump(runs[0].cfg.to_dict(), sort_keys=False)
+    md += ["", f"<details><summary>Resolved config of `{runs[0].cfg.name}`</summary>\n",
+           f"```yaml\n{cfg}```\n</details>\n"]
+    return md
+
+
+_DEFINITIONS = """## How to read the numbers
+
+- BLEU and chrF are sacreBLEU corpus scores (0-100) on detokenized, cased text; buckets
+  count whitespace words of the source sentence; decoding is greedy.
+- `[low, high]`: 95% percentile interval from bootstrap resampling of the sentences of
+  the bucket: {n_samples} resamples, seed {seed}.
+- `hyp/ref length`: hypothesis length over reference length (BLEU's 13a tokens, summed
+  over the bucket); `BP`: BLEU's brevity penalty, exp(1 − 1/ratio) below ratio 1, else 1.
+  BLEU is the brevity penalty times the n-gram precisions, so a low BLEU with BP near 1 is
+  wrong content, and a low BLEU with a low BP is (at least partly) output that is too short.
+- `hyp > 1.5× ref`: the share of sentences whose hypothesis has more than 1.5 times the
+  words of its reference, the signature of a decoder caught in a repetition loop; a
+  bucket's length ratio can look normal while a part of its sentences loop and another
+  part stop early.
+- `ΔBLEU vs none (p)`: paired bootstrap (Koehn 2004) on the same resamples; p is the
+  fraction of resamples in which the model is *not* better than the fixed-vector model,
+  so p < 0.05 means better with 95% confidence.
+- `(n<30)`: too few sentences in the bucket to trust its score; shown, not hidden.
+"""

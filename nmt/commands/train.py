@@ -1,0 +1,247 @@
+"""The training pipeline: config -> corpus -> SentencePiece -> examples -> model -> train.
+
+``nmt train`` runs it; validation BLEU is computed by greedy translation of the
+validation split and handed to the training loop as a callable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+
+import torch
+import yaml
+
+from nmt.model.checkpoint import CheckpointError, read_payload, stored_config, vocabs_of
+from nmt.config.schema import RESUME_ADJUSTABLE, Config, ConfigError, DataConfig
+from nmt.config.load import config_differences
+from nmt.data.corpus import DataError, Pair, read_split
+from nmt.data.batches import (ExampleSet, FilterStats, TrainingSet, add_joined_pairs, encode_pairs,
+                      filter_training_pairs)
+from nmt.data.longsets import long_sentence_set
+from nmt.evaluation.metrics import score
+from nmt.model.seq2seq import build_model, count_parameters
+from nmt.ops.precision import autocast_dtype
+from nmt.data.store import filter_stats, open_or_prepare
+from nmt.ops.device import pick_device
+from nmt.training.loop import train
+from nmt.training.state import TrainState
+from nmt.inference.translate import decoding_from_config, translate_lines
+from nmt.data.vocab import Vocab, train_vocab
+
+
+def build_vocabs(cfg: Config, pairs: list[Pair], log: Callable[[str], None] = print
+                 ) -> tuple[Vocab, Vocab]:
+    """Train SentencePiece on the training pairs only (joint or one per side); see
+    :func:`vocabs_from_sentences`.
+
+    Raises:
+        ValueError: SentencePiece refuses the settings (see :func:`nmt.data.vocab.train_vocab`).
+    """
+    return vocabs_from_sentences(cfg, [p.src for p in pairs], [p.tgt for p in pairs], log)
+
+
+def vocabs_from_sentences(cfg: Config, sources: list[str], targets: list[str],
+                          log: Callable[[str], None] = print,
+                          input_sentence_size: int = 2_000_000) -> tuple[Vocab, Vocab]:
+    """Train SentencePiece on aligned training sentences (joint or one per side); of more
+    than ``input_sentence_size`` sentences per model it samples that many. A corpus too
+    small for ``subwords.vocab_size`` gets a smaller model and a visible warning.
+
+    Raises:
+        ValueError: SentencePiece refuses the settings (see :func:`nmt.data.vocab.train_vocab`).
+    """
+    s = cfg.subwords
+    if s.joint:
+        joint = train_vocab(sources + targets, s.vocab_size, s.model_type,
+                            s.character_coverage, input_sentence_size=input_sentence_size)
+        sides = {"joint": joint}
+    else:
+        sides = {side: train_vocab(text, s.vocab_size, s.model_type, s.character_coverage,
+                                   input_sentence_size=input_sentence_size)
+                 for side, text in (("src", sources), ("tgt", targets))}
+    for side, vocab in sides.items():
+        if len(vocab) < s.vocab_size:
+            log(f"warning: subwords.vocab_size: {s.vocab_size} is more than the {side} side of "
+                f"this corpus supports; using {len(vocab)} pieces")
+    if s.joint:
+        return sides["joint"], sides["joint"]
+    return sides["src"], sides["tgt"]
+
+
+def sample_vocab_trainer(cfg: Config, log: Callable[[str], None] = print
+                         ) -> Callable[[list[str], list[str]], tuple[Vocab, Vocab]]:
+    """The arrow store's vocabulary step: :func:`vocabs_from_sentences` on the whole
+    reservoir sample (``subwords.sample_size`` already bounds it), as a callable of
+    (sources, targets)."""
+    return lambda src, tgt: vocabs_from_sentences(cfg, src, tgt, log,
+                                                  max(2_000_000, 2 * len(src)))
+
+
+def training_pairs(d: DataConfig) -> tuple[list[Pair], list[Pair], FilterStats]:
+    """The pairs one training epoch runs over: ``data.train_split`` (its first
+    ``data.train_limit`` pairs), plus joined pairs for ``data.train_join_ks`` (at most
+    ``data.train_join_per_k`` per k), without empty
+    pairs and pairs over ``data.max_train_words`` words.
+
+    Returns:
+        (pairs as read, pairs to train on, what the filter dropped).
+
+    Raises:
+        DataError: the split cannot be read (see :func:`nmt.data.corpus.read_split`).
+    """
+    raw = read_split(d, d.train_split, d.train_limit)
+    joined = add_joined_pairs(raw, d.train_join_ks, d.train_join_per_k)
+    kept, stats = filter_training_pairs(joined, d.max_train_words)
+    return raw, kept, stats
+
+
+def _log_filter(d: DataConfig, stats: FilterStats, log: Callable[[str], None]) -> None:
+    joined = f" (with joined pairs for k in {list(d.train_join_ks)})" if d.train_join_ks else ""
+    log(f"train {d.src_lang}->{d.tgt_lang}{joined}: kept {stats.kept} pairs, skipped "
+        f"{stats.empty} with an empty side and {stats.too_long} longer than "
+        f"{d.max_train_words} words")
+    if stats.skipped:
+        n = stats.skipped_count
+        more = f", and {n - 10} more" if n > 10 else ""
+        log(f"skipped training pairs: {'; '.join(stats.skipped[:10])}{more}")
+
+
+TrainingData = tuple[TrainingSet, list[Pair], Vocab, Vocab]  # train set, val pairs, vocabs
+
+
+def _memory_training_set(cfg: Config, payload: dict | None, log: Callable[[str], None]
+                         ) -> TrainingData:
+    """Every training pair read, filtered and encoded into a list (``data.store: memory``);
+    the vocabulary is the checkpoint's (``payload``) or trained on the split."""
+    d = cfg.data
+    raw_train, train_pairs, stats = training_pairs(d)
+    _log_filter(d, stats, log)
+    if not train_pairs:
+        raise DataError(f"no training pairs left in split {d.train_split!r}")
+    valid_pairs = read_split(d, d.valid_split, d.valid_limit)
+    if payload is not None:
+        src_vocab, tgt_vocab = vocabs_of(payload, cfg.out_dir() / "last.pt")
+    else:  # joined pairs repeat sentences: the vocabulary sees each original pair once
+        src_vocab, tgt_vocab = build_vocabs(cfg, [p for p in raw_train if p.src and p.tgt], log)
+    return ExampleSet(encode_pairs(train_pairs, src_vocab, tgt_vocab)), valid_pairs, \
+        src_vocab, tgt_vocab
+
+
+def _arrow_training_set(cfg: Config, payload: dict | None, rank: int,
+                        log: Callable[[str], None]) -> TrainingData:
+    """The memory-mapped training store of ``{out_dir}/data/`` (``data.store: arrow``),
+    reused when it matches and prepared by rank 0 otherwise (nmt/data/store.py)."""
+    d, out = cfg.data, cfg.out_dir()
+    valid_pairs = read_split(d, d.valid_split, d.valid_limit)  # small: fail before hours of work
+    vocabs = vocabs_of(payload, out / "last.pt") if payload is not None else None
+    opened = open_or_prepare(cfg, out / "data", vocabs, sample_vocab_trainer(cfg, log), log,
+                             prepare=rank == 0)
+    _log_filter(d, filter_stats(opened.manifest), log)
+    if not len(opened.train_set):
+        raise DataError(f"no training pairs left in split {d.train_split!r}")
+    src_tok, tgt_tok = opened.train_set.token_counts()
+    log(f"training store: {len(opened.train_set):,} pairs, {src_tok:,} source and {tgt_tok:,} "
+        "target pieces, memory-mapped")
+    return opened.train_set, valid_pairs, opened.src_vocab, opened.tgt_vocab
+
+
+def _resume_config(stored: Config, given: Config, path, log: Callable[[str], None]) -> Config:
+    """The configuration a resumed run continues with: the given one, when it differs from
+    the stored one only in keys that extend or budget the run (``RESUME_ADJUSTABLE``; each
+    change is logged), so a finished run can be extended.
+
+    Raises:
+        ConfigError: another key differs; the message names every such key with both values.
+    """
+    diffs = config_differences(stored.to_dict(), given.to_dict())
+    fixed = [d for d in diffs if d[0] not in RESUME_ADJUSTABLE]
+    if fixed:
+        shown = "; ".join(f"{k}: {a!r} (stored) vs {b!r} (given)" for k, a, b in fixed)
+        raise ConfigError(f"{path}: --resume with a configuration that differs from the one "
+                          f"the run was trained with ({shown}); only "
+                          f"{', '.join(RESUME_ADJUSTABLE)} may change on resume")
+    for key, a, b in diffs:
+        log(f"resume: {key} changed from {a!r} to {b!r}")
+    return given
+
+
+def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] = print
+                 ) -> TrainState:
+    """Train a model as configured; with ``resume`` continue ``{out_dir}/last.pt``.
+
+    Raises:
+        DataError, CheckpointError, ConfigError, TrainingError.
+    """
+    rank = int(os.environ.get("RANK", "0"))  # under torchrun only rank 0 talks and writes
+    if rank != 0:
+        log = lambda _msg: None  # noqa: E731
+    # an unavailable device or precision fails now, before any work (search's too: the
+    # first validation would otherwise fail after a whole epoch)
+    device = pick_device(cfg.train.device)
+    autocast_dtype(cfg.train.precision, device)
+    autocast_dtype(cfg.search.precision, device, "search.precision")
+    out = cfg.out_dir()
+    payload = None
+    if resume:
+        if not (out / "last.pt").exists():
+            raise CheckpointError(f"--resume: nothing to resume, {out / 'last.pt'} does not "
+                                  "exist (this run has not started; drop --resume)")
+        payload = read_payload(out / "last.pt")
+        cfg = _resume_config(stored_config(payload, out / "last.pt"), cfg, out / "last.pt", log)
+        if payload.get("train_state") is None:
+            raise CheckpointError(f"{out / 'last.pt'}: has no training state to resume")
+    elif (out / "last.pt").exists():
+        raise CheckpointError(f"{out / 'last.pt'} exists: pass --resume to continue that run, "
+                              f"or choose another train.out_dir / name")
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    if cfg.data.store == "arrow":
+        train_set, valid_pairs, src_vocab, tgt_vocab = _arrow_training_set(cfg, payload, rank, log)
+    else:
+        train_set, valid_pairs, src_vocab, tgt_vocab = _memory_training_set(cfg, payload, log)
+    log(f"vocabulary: {len(src_vocab)} source / {len(tgt_vocab)} target pieces")
+    d = cfg.data
+    valid_ex = encode_pairs([p for p in valid_pairs if p.src and p.tgt], src_vocab, tgt_vocab)
+    torch.manual_seed(cfg.train.seed)  # the initial weights depend on the seed only
+    model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
+    log(f"model: {cfg.model.attention} attention, {cfg.model.step_order} step order, "
+        f"{count_parameters(model):,} parameters")
+    out.mkdir(parents=True, exist_ok=True)
+    if rank == 0:
+        (out / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    val_src = [p.src for p in valid_pairs][: cfg.train.valid_max_sentences]
+    val_ref = [p.tgt for p in valid_pairs][: cfg.train.valid_max_sentences]
+
+    valid_decoding = decoding_from_config(cfg, beam_size=cfg.search.valid_beam_size)
+
+    joined_val = (long_sentence_set(val_src, val_ref, d.valid_join_ks)
+                  if d.valid_join_ks else None)
+
+    def validate(model) -> dict:
+        def bleu_chrf(src: list[str], ref: list[str]):
+            hyps = [t.text for t in translate_lines(model, src_vocab, tgt_vocab, src,
+                                                    batch_size=128, decoding=valid_decoding)]
+            return score(hyps, ref, src, buckets=((1, None),))
+
+        s = bleu_chrf(val_src, val_ref)
+        if joined_val is None:
+            return {"bleu": round(s.bleu, 2), "chrf": round(s.chrf, 2)}
+        j = bleu_chrf(joined_val.sources, joined_val.references)
+        # the selection score mixes both, so a model that stops early on long input loses
+        return {"bleu": round((s.bleu + j.bleu) / 2, 2), "bleu_plain": round(s.bleu, 2),
+                "chrf": round(s.chrf, 2), "bleu_joined": round(j.bleu, 2),
+                "chrf_joined": round(j.chrf, 2),
+                "len_ratio_joined": round(j.len_ratio or 0.0, 3)}
+
+    state = train(cfg, model, src_vocab, tgt_vocab, train_set, valid_ex, validate,
+                  resume=payload, log=log)
+    if rank != 0:
+        return state
+    (out / "summary.json").write_text(json.dumps(
+        {"name": cfg.name, "best_val_bleu": state.best_bleu, "epochs": state.epoch,
+         "steps": state.step, "elapsed_min": round(state.elapsed_s / 60, 2),
+         "parameters": count_parameters(model)}, indent=2))
+    return state
+

@@ -1,0 +1,208 @@
+"""``nmt translate`` front ends: an interactive prompt on a terminal, a line filter otherwise.
+Always one output line per input line, in order."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+from collections.abc import Iterator
+from typing import BinaryIO, TextIO
+
+from nmt.model.checkpoint import Loaded
+from nmt.data.corpus import GZIP_ERRORS, open_bytes
+from nmt.inference.translate import (Decoding, Translation, cut_lines_warning, invalid_lines_warning,
+                           strongest_alignment, translate_lines, unknown_lines_warning)
+
+
+def _attention_lines(tr: Translation) -> list[str]:
+    if tr.attention is None:
+        return ["  (no attention: the fixed-vector model reads one context vector)"] if tr.text else []
+    return [f"  {tgt:>14} <- {src:<14} {w:.2f}" for tgt, src, w in strongest_alignment(tr)]
+
+
+def plot_path(plot: Path, k: int, only_one: bool) -> Path:
+    """Where the heatmap of the ``k``-th drawn sentence (from 1) goes: ``plot`` itself when
+    it is the ``only_one``, else ``stem_1.png``, ``stem_2.png``, ..."""
+    return plot if only_one else plot.with_name(f"{plot.stem}_{k}{plot.suffix or '.png'}")
+
+
+def draw(tr: Translation, path: Path) -> bool:
+    """Draw the attention heatmap of one translation; False when there is none to draw."""
+    if tr.attention is None:
+        return False
+    from nmt.evaluation.plots import plot_attention  # matplotlib only when a plot is asked for
+
+    plot_attention(tr.src_pieces, tr.tgt_pieces, tr.attention, path, tr.text[:70])
+    return True
+
+
+def _decode_line(raw: bytes, number: int, invalid: list[int]) -> str:
+    """One input line without its line ending; invalid UTF-8 becomes U+FFFD and the line
+    ``number`` joins ``invalid`` (warned about once, at the end), so every input line still
+    gets its output line."""
+    raw = raw[:-1] if raw.endswith(b"\n") else raw
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        invalid.append(number)
+        line = raw.decode("utf-8", errors="replace")
+    return line.rstrip("\r")
+
+
+def read_chunks(stream: BinaryIO, lines_per_chunk: int, invalid: list[int]
+                ) -> Iterator[list[str]]:
+    """The lines of ``stream`` in chunks of ``lines_per_chunk`` (the last may be shorter),
+    read as they are needed, so memory holds one chunk whatever the input's size. The
+    numbers (from 1) of lines with invalid UTF-8 are appended to ``invalid``."""
+    chunk: list[str] = []
+    for number, raw in enumerate(stream, 1):
+        chunk.append(_decode_line(raw, number, invalid))
+        if len(chunk) == lines_per_chunk:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _one_line(text: str) -> str:
+    # a translation must never add lines: keep the one-line-in, one-line-out contract
+    return " ".join(text.split())
+
+
+def run_interactive(loaded: Loaded, show_attention: bool, decoding: Decoding,
+                    plot: Path | None = None, stdin: TextIO = sys.stdin,
+                    stdout: TextIO = sys.stdout) -> int:
+    """Prompt, translate each line, print; empty lines are skipped; Ctrl-D/Ctrl-C quit.
+    With ``decoding.n_best`` > 1 the N best hypotheses are listed, best first, each with
+    its score (log-probability after the length penalty). With ``plot`` the heatmap of
+    the latest sentence (of the best hypothesis) is written there.
+
+    Returns:
+        the exit status: 0 after Ctrl-D (end of input), 130 after Ctrl-C (interrupted,
+        as shells expect), at the prompt or during a translation.
+    """
+    d = loaded.cfg.data
+    stdout.write(f"nmt {d.src_lang}->{d.tgt_lang} ({loaded.cfg.model.attention} attention; "
+                 f"{decoding.describe()}). Type a sentence; Ctrl-D to quit.\n")
+    if stdin is sys.stdin:  # a terminal in another encoding must not end the session
+        stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+    while True:
+        stdout.write("> ")
+        stdout.flush()
+        try:
+            line = stdin.readline()
+            if not line:
+                stdout.write("\n")
+                return 0
+            if not line.strip():
+                continue
+            tr = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, [line],
+                                 decoding=decoding)[0]
+        except KeyboardInterrupt:
+            stdout.write("\n")
+            return 130
+        if tr.truncated:
+            stdout.write("(warning: input cut to the first 400 pieces)\n")
+        if tr.unknown:
+            stdout.write("(warning: the model knows no piece of this input (<unk>); "
+                         "the translation is a guess)\n")
+        if decoding.n_best > 1 and tr.nbest:
+            stdout.write("".join(f"{k}. {_one_line(text)}  ({sc:.4f})\n"
+                                 for k, (text, sc) in enumerate(tr.nbest, 1)))
+        else:
+            stdout.write(_one_line(tr.text) + "\n")
+        if show_attention:
+            stdout.write("\n".join(_attention_lines(tr)) + "\n")
+        if plot is not None:
+            stdout.write(f"(heatmap: {plot})\n" if draw(tr, plot)
+                         else "(no heatmap: this model has no attention weights)\n")
+
+
+def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None,
+               show_attention: bool, decoding: Decoding, batch_size: int = 64,
+               plot: Path | None = None, workers: int | None = None,
+               lines_per_chunk: int | None = None) -> None:
+    """Translate every line of ``input_path`` (or stdin) to ``output_path`` (or stdout),
+    ``workers`` batches at once (:func:`nmt.inference.translate.translate_lines`).
+
+    The input is read and translated in chunks of ``lines_per_chunk`` lines (default 16
+    batches), sorted by length within a chunk as fairseq's ``--buffer-size`` does, and each
+    chunk's output is written and flushed before the next is read: memory holds one chunk,
+    a Ctrl-C keeps every chunk already written, and the output does not depend on the
+    chunk size (each batch is searched alone).
+
+    With ``show_attention`` the alignments go to stderr so stdout keeps one line per input;
+    with ``plot`` one heatmap per non-empty line is drawn (see :func:`plot_path`).
+
+    Raises:
+        ValueError: ``plot`` with a model that has no attention (the fixed-vector model);
+            an input that is not a file, or an output whose folder does not exist (all
+            checked before any translating, so no work is lost on them).
+    """
+    if input_path is not None and not input_path.is_file():
+        what = "is a directory" if input_path.is_dir() else "no such file"
+        raise ValueError(f"--input {input_path}: {what}")
+    if output_path is not None and (output_path.is_dir() or not output_path.parent.is_dir()):
+        what = ("is a directory" if output_path.is_dir()
+                else f"folder {output_path.parent} does not exist")
+        raise ValueError(f"--output {output_path}: {what}")
+    if plot is not None and loaded.cfg.model.attention == "none":
+        raise ValueError("--plot: the fixed-vector model (attention: none) has no attention "
+                         "weights to draw")
+    lines_per_chunk = lines_per_chunk or 16 * batch_size
+    where = str(input_path or "stdin")
+    source = open_bytes(input_path) if input_path is not None else sys.stdin.buffer
+    out = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout
+    cut: list[int] = []  # input lines (from 1) whose source was cut to 400 pieces
+    unknown: list[int] = []  # input lines (from 1) of which the model knows no piece
+    invalid: list[int] = []  # input lines (from 1) with invalid UTF-8
+    first = 0  # index of the chunk's first line in the whole input
+    drawn = 0
+    try:
+        chunks = read_chunks(source, lines_per_chunk, invalid)
+        chunk = next(chunks, [])
+        while chunk:
+            results = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, chunk,
+                                      batch_size=batch_size, decoding=decoding,
+                                      workers=workers)
+            following: list[str] = []
+            if plot is not None:
+                # looking ahead tells whether the input is one sentence (one file, as named);
+                # without --plot each chunk is written before the next is read
+                following = next(chunks, [])
+                to_draw = [t for t in results if t.text or t.src_pieces]
+                only_one = first == 0 and not following and len(to_draw) == 1
+                for tr in to_draw:
+                    drawn += 1
+                    path = plot_path(plot, drawn, only_one)
+                    draw(tr, path)
+                    print(f"heatmap: {path}", file=sys.stderr)
+            for i, tr in enumerate(results, first):
+                if tr.truncated:
+                    cut.append(i + 1)
+                if tr.unknown:
+                    unknown.append(i + 1)
+                if decoding.n_best > 1:  # Moses n-best format: index ||| hypothesis ||| score
+                    for text, sc in tr.nbest or [(tr.text, tr.score or 0.0)]:
+                        out.write(f"{i} ||| {_one_line(text)} ||| {sc:.4f}\n")
+                else:
+                    out.write(_one_line(tr.text) + "\n")
+                if show_attention:  # of the best hypothesis, also with --nbest
+                    print("\n".join([tr.source.strip()] + _attention_lines(tr)),
+                          file=sys.stderr)
+            out.flush()
+            first += len(chunk)
+            chunk = following if plot is not None else next(chunks, [])
+    except GZIP_ERRORS as e:
+        raise ValueError(f"--input {where}: damaged gzip file ({e}); the lines before the "
+                         f"damage ({first}) were translated") from None
+    finally:
+        if output_path:
+            out.close()
+        if input_path is not None:
+            source.close()
+    for warning in (invalid_lines_warning(invalid, where), cut_lines_warning(cut, where),
+                    unknown_lines_warning(unknown, where)):
+        if warning:
+            print(warning, file=sys.stderr)

@@ -1,0 +1,1 @@
+"""Run configuration: the schema (frozen dataclasses with every default) and its loader (YAML, key=value overrides). Imports nothing else from nmt."""

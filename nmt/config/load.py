@@ -1,0 +1,391 @@
+"""Config loading: YAML files and ``key=value`` overrides, coerced to the schema and validated.
+
+The schema, every key with its type and default, is nmt/config/schema.py. An unknown key, a value
+of the wrong type or an impossible value raises :class:`~nmt.config.schema.ConfigError` naming
+the dotted key (``model.atention: unknown key``) before any work starts. Also here: the
+differences between two configs (for ``--resume`` and study reuse) and the source-length
+bucket syntax (``1-10,11-20,21-``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from nmt.config.schema import ATTENTION_TYPES, Config, ConfigError, StudyConfig, plain
+
+
+def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = ""
+                       ) -> list[tuple[str, Any, Any]]:
+    """Every dotted key whose value differs between two nested config dicts, in key order,
+    as ``(key, value in a, value in b)``."""
+    out = []
+    for k in sorted(set(a) | set(b)):
+        va, vb = a.get(k), b.get(k)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            out += config_differences(va, vb, f"{prefix}{k}.")
+        elif va != vb:
+            out.append((f"{prefix}{k}", va, vb))
+    return out
+
+
+def parse_buckets(text: str, option: str = "--buckets") -> tuple[tuple[int, int | None], ...]:
+    """Parse ``"1-10,11-20,21-30,31-"`` (a trailing ``-`` or ``+`` means no upper bound).
+
+    Raises:
+        ValueError: malformed, empty, overlapping or unordered ranges.
+    """
+    buckets: list[tuple[int, int | None]] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            raise ValueError(f"{option}: empty range in {text!r}")
+        if part.endswith("+") or part.endswith("-"):
+            lo, hi = part[:-1], None
+        elif "-" in part:
+            lo, hi_s = part.split("-", 1)
+            hi = int(hi_s) if hi_s.strip().isdigit() else None
+            if hi is None:
+                raise ValueError(f"{option}: bad range {part!r}; use e.g. 1-10,11-20,21-")
+        else:
+            raise ValueError(f"{option}: bad range {part!r}; use e.g. 1-10,11-20,21-")
+        if not lo.strip().isdigit():
+            raise ValueError(f"{option}: bad range {part!r}; use e.g. 1-10,11-20,21-")
+        lo_i = int(lo)
+        if lo_i < 1:
+            raise ValueError(f"{option}: range {part!r} starts below 1 word")
+        if hi is not None and hi < lo_i:
+            raise ValueError(f"{option}: range {part!r} ends before it starts")
+        if buckets and (buckets[-1][1] is None or lo_i <= buckets[-1][1]):
+            raise ValueError(f"{option}: range {part!r} overlaps or precedes the one before")
+        buckets.append((lo_i, hi))
+    if not buckets:
+        raise ValueError(f"{option}: no range given")
+    return tuple(buckets)
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check ``value`` against annotation ``tp``; return it converted (lists to tuples)."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, key)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[0] if errors else f"{key}: must not be null")
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        if value not in allowed:
+            raise ConfigError(f"{key}: {value!r} is not one of {', '.join(map(str, allowed))}")
+        return value
+    if origin is tuple:
+        (item_tp, _ellipsis) = typing.get_args(tp)
+        if isinstance(value, str) or not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        return tuple(_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        return {str(k): str(v) for k, v in value.items()}
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        # PyYAML reads YAML 1.1, where 1e-3 (no dot) is a string; YAML 1.2 and every user
+        # mean a number
+        if isinstance(value, str) and _FLOAT.fullmatch(value.strip()):
+            return float(value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return value
+    raise ConfigError(f"{key}: unsupported type {tp}")  # pragma: no cover
+
+
+_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def _build(cls: type, raw: Any, prefix: str) -> Any:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    for key in raw:
+        if key not in names:
+            raise ConfigError(f"{prefix}{key}: unknown key (known: {', '.join(sorted(names))})")
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in raw:
+            continue
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            kwargs[f.name] = _build(tp, raw[f.name], f"{prefix}{f.name}.")
+        else:
+            kwargs[f.name] = _coerce(raw[f.name], tp, f"{prefix}{f.name}")
+    return cls(**kwargs)
+
+
+def _validate(cfg: Config) -> None:
+    """Reject impossible values, naming the dotted key."""
+    m, t, s, d = cfg.model, cfg.train, cfg.subwords, cfg.data
+    positive = {
+        "model.emb_dim": m.emb_dim,
+        "model.enc_hidden": m.enc_hidden,
+        "model.dec_hidden": m.dec_hidden,
+        "model.enc_layers": m.enc_layers,
+        "model.dec_layers": m.dec_layers,
+        "model.attn_dim": m.attn_dim,
+        "model.output_dim": m.output_dim,
+        "subwords.vocab_size": s.vocab_size,
+        "subwords.sample_size": s.sample_size,
+        "train.batch_size": t.batch_size,
+        "train.max_tokens": t.max_tokens,
+        "train.max_epochs": t.max_epochs,
+        "train.max_steps": t.max_steps,
+        "train.patience": t.patience,
+        "train.threads": t.threads,
+        "train.valid_max_sentences": t.valid_max_sentences,
+        "train.lr_patience": t.lr_patience,
+        "train.warmup_steps": t.warmup_steps,
+        "train.valid_every_steps": t.valid_every_steps,
+        "data.max_train_words": d.max_train_words,
+        "data.train_limit": d.train_limit,
+        "data.valid_limit": d.valid_limit,
+        "data.train_join_per_k": d.train_join_per_k,
+        "search.beam_size": cfg.search.beam_size,
+        "search.valid_beam_size": cfg.search.valid_beam_size,
+    }
+    for key, value in positive.items():
+        if value is not None and value <= 0:
+            raise ConfigError(f"{key}: must be positive, got {value}")
+    if cfg.search.alpha < 0:
+        raise ConfigError(f"search.alpha: must be >= 0, got {cfg.search.alpha}")
+    if any(k < 2 for k in d.train_join_ks):
+        raise ConfigError(f"data.train_join_ks: every k must be at least 2, got {list(d.train_join_ks)}")
+    if d.store == "arrow" and d.train_join_ks:
+        raise ConfigError(f"data.train_join_ks: joined training pairs need data.store memory "
+                          f"(got {list(d.train_join_ks)} with data.store arrow)")
+    if d.store == "arrow" and d.source in ("hf", "tsv"):
+        raise ConfigError(f"data.store: arrow streams a directory of {{split}}.{{lang}}[.gz] "
+                          f"files; data.source {d.source} needs data.store memory")
+    if any(k < 2 for k in d.valid_join_ks):
+        raise ConfigError(f"data.valid_join_ks: every k must be at least 2, got {list(d.valid_join_ks)}")
+    if not 0.0 <= m.dropout < 1.0:
+        raise ConfigError(f"model.dropout: must be in [0, 1), got {m.dropout}")
+    if not 0.0 <= t.label_smoothing < 1.0:
+        raise ConfigError(f"train.label_smoothing: must be in [0, 1), got {t.label_smoothing}")
+    for key, value in {"train.lr": t.lr, "train.clip_norm": t.clip_norm,
+                       "train.max_output_ratio": t.max_output_ratio,
+                       "train.max_minutes": t.max_minutes}.items():
+        if value is not None and value <= 0:
+            raise ConfigError(f"{key}: must be positive, got {value}")
+    if not 0.0 < t.lr_decay < 1.0:
+        raise ConfigError(f"train.lr_decay: must be in (0, 1), got {t.lr_decay}")
+    if t.min_lr < 0 or t.keep_checkpoints < 0:
+        raise ConfigError("train.min_lr and train.keep_checkpoints: must be >= 0")
+    if s.vocab_size < 8:
+        raise ConfigError(f"subwords.vocab_size: must be at least 8, got {s.vocab_size}")
+    if not 0.0 < s.character_coverage <= 1.0:
+        raise ConfigError("subwords.character_coverage: must be in (0, 1]")
+    if m.attention in ("dot", "scaled_dot") and m.dec_hidden != 2 * m.enc_hidden:
+        raise ConfigError(
+            f"model.attention: {m.attention!r} scores s.h_i and needs model.dec_hidden "
+            f"({m.dec_hidden}) == 2 * model.enc_hidden ({2 * m.enc_hidden})"
+        )
+    if (m.attention in ("local_m", "local_p") and m.local_score in ("dot", "scaled_dot")
+            and m.dec_hidden != 2 * m.enc_hidden):
+        raise ConfigError(
+            f"model.local_score: {m.local_score!r} scores s.h_i and needs model.dec_hidden "
+            f"({m.dec_hidden}) == 2 * model.enc_hidden ({2 * m.enc_hidden})"
+        )
+    # local_window and heads are checked only where they are used, so a config (or an
+    # older checkpoint) with, say, an odd memory size stays valid for other attentions
+    if m.attention in ("local_m", "local_p") and m.local_window < 1:
+        raise ConfigError(f"model.local_window: must be >= 1, got {m.local_window}")
+    if m.attention == "multihead" and (m.heads < 1 or (2 * m.enc_hidden) % m.heads):
+        raise ConfigError(
+            f"model.heads: {m.heads} must be >= 1 and divide the memory size "
+            f"2 * model.enc_hidden = {2 * m.enc_hidden}"
+        )
+    if m.tie_embeddings and m.output_dim != m.emb_dim:
+        raise ConfigError(
+            f"model.tie_embeddings: needs model.output_dim ({m.output_dim}) == "
+            f"model.emb_dim ({m.emb_dim})"
+        )
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", cfg.name):
+        raise ConfigError(f"name: {cfg.name!r} must be letters, digits, '.', '_' or '-' "
+                          "(it names the run directory)")
+    if d.src_lang == d.tgt_lang:
+        raise ConfigError(f"data.tgt_lang: same as data.src_lang ({d.src_lang!r})")
+    if t.device != "auto" and not (t.device == "cpu" or t.device.startswith("cuda")):
+        raise ConfigError(f"train.device: expected auto, cpu, cuda or cuda:N, got {t.device!r}")
+
+
+def from_dict(raw: dict[str, Any]) -> Config:
+    """Build and validate a :class:`Config` from a nested dict.
+
+    Raises:
+        ConfigError: unknown key, wrong type or impossible value (message names the key).
+    """
+    cfg = _build(Config, raw, "")
+    _validate(cfg)
+    return cfg
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Split ``"model.attention=dot"`` into (["model", "attention"], "dot").
+
+    The value is parsed as YAML, so ``3`` is an int, ``null`` is None, ``[a, b]`` a list.
+
+    Raises:
+        ConfigError: no ``=`` or an empty key.
+    """
+    if "=" not in text:
+        raise ConfigError(f"override {text!r}: expected key=value, e.g. model.attention=dot")
+    key, value = text.split("=", 1)
+    if not key.strip():
+        raise ConfigError(f"override {text!r}: empty key")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else ""
+    except yaml.YAMLError:
+        parsed = value
+    return key.strip().split("."), parsed
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Return a copy of ``raw`` with dotted ``key=value`` overrides applied."""
+    raw = plain(raw)
+    for text in overrides:
+        path, value = parse_override(text)
+        node = raw
+        for i, part in enumerate(path[:-1]):
+            nxt = node.get(part)
+            if nxt is None:
+                nxt = node[part] = {}
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"override {text!r}: {'.'.join(path[: i + 1])} is not a "
+                                  "section")
+            node = nxt
+        node[path[-1]] = value
+    return raw
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read config ({e.strerror or e})") from e
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+    if raw is None:
+        # an empty file is a mistake (a wrong path, an unsaved editor), not "all defaults":
+        # it would start a long run nobody asked for
+        raise ConfigError(f"{path}: the config is empty; start from a file in configs/ "
+                          "(e.g. configs/quickstart_deen.yaml)")
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return raw
+
+
+def load_study_config(path: str | Path, overrides: list[str] | None = None) -> StudyConfig:
+    """Read a study YAML file (keys of :class:`StudyConfig`) with ``key=value`` overrides.
+
+    Raises:
+        ConfigError: unreadable file, unknown key, wrong type, impossible value.
+    """
+    path = Path(path)
+    raw = apply_overrides(_read_yaml(path), overrides or [])
+    try:
+        cfg = _build(StudyConfig, raw, "")
+        for a in cfg.attentions:
+            if a not in ATTENTION_TYPES:
+                raise ConfigError(f"attentions: {a!r} is not one of {', '.join(ATTENTION_TYPES)}")
+        for a in cfg.cap_attentions if cfg.extra_caps else ():
+            if a not in cfg.attentions:
+                raise ConfigError(f"cap_attentions: {a!r} is not in attentions")
+        if any(c <= 0 for c in cfg.extra_caps):
+            raise ConfigError("extra_caps: every cap must be a positive number of words")
+        if any(h <= 0 for h in cfg.head_counts) or len(set(cfg.head_counts)) != len(cfg.head_counts):
+            raise ConfigError(f"head_counts: expected distinct positive head counts, got "
+                              f"{list(cfg.head_counts)}")
+        if len(cfg.long_heatmap_words) != 2 or cfg.long_heatmap_words[0] > cfg.long_heatmap_words[1]:
+            raise ConfigError("long_heatmap_words: expected [low, high] with low <= high")
+        if cfg.baseline not in cfg.attentions:
+            raise ConfigError(f"baseline: {cfg.baseline!r} is not in attentions")
+        for key in ("parallel", "min_bucket", "n_samples"):
+            if getattr(cfg, key) <= 0:
+                raise ConfigError(f"{key}: must be positive")
+        if any(k < 1 for k in cfg.join_ks):
+            raise ConfigError("join_ks: every k must be at least 1")
+        # checked here, before hours of training, with the parser the report uses
+        for key in ("buckets", "drop_buckets"):
+            try:
+                parse_buckets(getattr(cfg, key), key)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
+        if len(parse_buckets(cfg.drop_buckets, "drop_buckets")) != 2:
+            raise ConfigError(f"drop_buckets: expected two ranges such as '1-10,51-60', "
+                              f"got {cfg.drop_buckets!r}")
+        for key in ("attentions", "cap_attentions"):
+            values = getattr(cfg, key)
+            for a in values:
+                if a not in ATTENTION_TYPES:
+                    raise ConfigError(f"{key}: {a!r} is not one of {', '.join(ATTENTION_TYPES)}")
+            if len(set(values)) != len(values):
+                raise ConfigError(f"{key}: {list(values)} names an attention twice")
+    except ConfigError as e:
+        raise ConfigError(f"{_where(path, overrides, e)}: {e}") from None
+    return cfg
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
+    """Read a YAML config, apply ``key=value`` overrides and validate.
+
+    Raises:
+        ConfigError: missing or unreadable file, YAML syntax error, or invalid keys/values.
+    """
+    path = Path(path)
+    raw = apply_overrides(_read_yaml(path), overrides or [])
+    if "base_config" in raw and "model" not in raw:
+        raise ConfigError(f"{path}: this is a study config; run it with `nmt study {path}`")
+    try:
+        return from_dict(raw)
+    except ConfigError as e:
+        raise ConfigError(f"{_where(path, overrides, e)}: {e}") from None
+
+
+def _where(path: Path, overrides: list[str] | None, error: ConfigError) -> str:
+    """The file, and the override that set the faulty key when one did: for an unknown
+    section (``trian.max_epochs=3``) the key in error is the override's first part."""
+    key = str(error).split(":", 1)[0]
+    given = [o for o in overrides or []
+             if (k := o.split("=", 1)[0].strip()) == key or k.startswith(key + ".")]
+    return f"{path} with override {given[-1]!r}" if given else str(path)

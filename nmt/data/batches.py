@@ -1,0 +1,332 @@
+"""Data for the model: from sentence pairs to padded, length-bucketed batches of piece ids.
+
+The same batching rule twice: :func:`make_batches` over a list of examples, and
+:func:`token_batches` over two numpy arrays of lengths (for the memory-mapped store of
+nmt/data/store.py, where no Python object per pair exists).
+
+Conventions: ``src = x1..xn EOS``, ``tgt_in = BOS y1..ym``, ``tgt_out = y1..ym EOS``;
+PAD is 0 and masks are True on real tokens.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from nmt.data.corpus import Pair
+from nmt.data.vocab import BOS, EOS, PAD, Vocab
+
+
+@dataclass(frozen=True)
+class Example:
+    """One encoded pair; ``index`` is its position in the split (to restore order)."""
+
+    src: list[int]
+    tgt: list[int]
+    index: int
+
+
+@dataclass
+class Batch:
+    """Padded tensors for one batch.
+
+    Attributes:
+        src: (B, S) source ids ending in EOS, PAD-padded.
+        src_len: (B,) true source lengths (int64, on CPU for packing).
+        tgt_in: (B, T) BOS y1..ym, PAD-padded.
+        tgt_out: (B, T) y1..ym EOS, PAD-padded.
+        index: (B,) positions of the examples in their split.
+    """
+
+    src: torch.Tensor
+    src_len: torch.Tensor
+    tgt_in: torch.Tensor
+    tgt_out: torch.Tensor
+    index: torch.Tensor
+
+    def to(self, device: torch.device) -> "Batch":
+        """The same batch with its id tensors on ``device`` (lengths stay on CPU for packing)."""
+        return Batch(self.src.to(device), self.src_len, self.tgt_in.to(device),
+                     self.tgt_out.to(device), self.index)
+
+    @property
+    def n_tokens(self) -> int:
+        """Number of real target tokens (loss denominator)."""
+        return int((self.tgt_out != PAD).sum())
+
+
+@dataclass(frozen=True)
+class FilterStats:
+    """What :func:`filter_training_pairs` dropped, for the log."""
+
+    kept: int
+    empty: int
+    too_long: int
+    # where the skipped pairs came from ("file:line" or "dataset[split][i]"), in order
+    skipped: tuple[str, ...] = ()
+    # how many skipped pairs there are when ``skipped`` names only the first few (a
+    # streamed corpus keeps no unbounded list); None: ``skipped`` names all of them
+    n_skipped: int | None = None
+
+    @property
+    def skipped_count(self) -> int:
+        """The number of skipped pairs ``skipped`` stands for."""
+        return len(self.skipped) if self.n_skipped is None else self.n_skipped
+
+
+def skip_reason(src: str, tgt: str, max_words: int | None) -> str | None:
+    """Why a training pair is dropped: ``"empty"`` (a side is empty), ``"too_long"`` (more
+    than ``max_words`` whitespace words on a side), or None when it is kept."""
+    if not src or not tgt:
+        return "empty"
+    if max_words is not None and (len(src.split()) > max_words or len(tgt.split()) > max_words):
+        return "too_long"
+    return None
+
+
+def filter_training_pairs(pairs: list[Pair], max_words: int | None) -> tuple[list[Pair], FilterStats]:
+    """Drop pairs with an empty side or more than ``max_words`` words on a side
+    (:func:`skip_reason`).
+
+    Training data only: evaluation splits are never filtered.
+    """
+    kept, empty, too_long, skipped = [], 0, 0, []
+    for p in pairs:
+        why = skip_reason(p.src, p.tgt, max_words)
+        if why == "empty":
+            empty += 1
+            skipped.append(f"{p.origin} (empty side)")
+        elif why == "too_long":
+            too_long += 1
+            if "joined)" not in p.origin:  # joined pairs over the cap are by design
+                skipped.append(f"{p.origin} (over {max_words} words)")
+        else:
+            kept.append(p)
+    return kept, FilterStats(len(kept), empty, too_long, tuple(skipped))
+
+
+def evenly_spaced(n: int, m: int | None) -> list[int]:
+    """``min(n, m)`` indices spread evenly over ``range(n)`` (all of them when ``m`` is None).
+
+    Deterministic: index ``i`` of the result is ``floor(i * n / m)``, so the choice depends
+    on ``n`` and ``m`` only.
+    """
+    if m is None or m >= n:
+        return list(range(n))
+    return [i * n // m for i in range(m)]
+
+
+def add_joined_pairs(pairs: list[Pair], ks: tuple[int, ...],
+                     per_k: int | None = None) -> list[Pair]:
+    """``pairs`` plus, for each k, blocks of k consecutive pairs joined into one pair
+    (source to source, target to target; see :mod:`nmt.data.longsets`).
+
+    Each k contributes the ``len(pairs) // k`` non-overlapping blocks, or, with ``per_k``,
+    at most that many of them, evenly spaced through the split (:func:`evenly_spaced`).
+    A joined pair's ``origin`` names its first line and how many lines were joined.
+    """
+    from nmt.data.longsets import join_consecutive
+
+    out = list(pairs)
+    for k in ks:
+        joined = join_consecutive([p.src for p in pairs], [p.tgt for p in pairs], k)
+        for j in evenly_spaced(len(joined), per_k):
+            i = joined.start[j]
+            out.append(Pair(joined.sources[j], joined.references[j],
+                            f"{pairs[i].origin} (+{k - 1} joined)"))
+    return out
+
+
+def encode_pairs(pairs: list[Pair], src_vocab: Vocab, tgt_vocab: Vocab,
+                 max_src_pieces: int | None = None) -> list[Example]:
+    """Encode pairs to piece ids; sources longer than ``max_src_pieces`` are cut."""
+    examples = []
+    for i, p in enumerate(pairs):
+        src = src_vocab.encode(p.src)
+        if max_src_pieces is not None:
+            src = src[:max_src_pieces]
+        examples.append(Example(src + [EOS], tgt_vocab.encode(p.tgt), i))
+    return examples
+
+
+def collate(examples: list[Example]) -> Batch:
+    """Pad a list of examples into a :class:`Batch`."""
+    B = len(examples)
+    S = max(len(e.src) for e in examples)
+    T = max(len(e.tgt) for e in examples) + 1
+    src = torch.full((B, S), PAD, dtype=torch.long)
+    tgt_in = torch.full((B, T), PAD, dtype=torch.long)
+    tgt_out = torch.full((B, T), PAD, dtype=torch.long)
+    for b, e in enumerate(examples):
+        src[b, : len(e.src)] = torch.tensor(e.src)
+        tgt_in[b, : len(e.tgt) + 1] = torch.tensor([BOS] + e.tgt)
+        tgt_out[b, : len(e.tgt) + 1] = torch.tensor(e.tgt + [EOS])
+    src_len = torch.tensor([len(e.src) for e in examples], dtype=torch.long)
+    index = torch.tensor([e.index for e in examples], dtype=torch.long)
+    return Batch(src, src_len, tgt_in, tgt_out, index)
+
+
+def make_batches(
+    examples: list[Example],
+    batch_size: int,
+    max_tokens: int | None = None,
+    shuffle_seed: int | None = None,
+) -> list[list[Example]]:
+    """Group examples of similar length into batches.
+
+    Examples are sorted by (source, target) length, so each batch wastes little padding;
+    with ``shuffle_seed`` the sort breaks ties randomly and the batch order is shuffled,
+    deterministically for a given seed. A batch holds at most ``batch_size`` sentences
+    and, if ``max_tokens`` is set, at most that many padded source or target tokens.
+    """
+    rng = random.Random(shuffle_seed)
+    keyed = [(len(e.src), len(e.tgt), rng.random() if shuffle_seed is not None else 0.0, e)
+             for e in examples]
+    keyed.sort(key=lambda k: k[:3])
+    batches: list[list[Example]] = []
+    current: list[Example] = []
+    longest = 0
+    for _s, _t, _r, e in keyed:
+        longest_next = max(longest, len(e.src), len(e.tgt) + 1)
+        over_tokens = max_tokens is not None and longest_next * (len(current) + 1) > max_tokens
+        if current and (len(current) >= batch_size or over_tokens):
+            batches.append(current)
+            current, longest_next = [], max(len(e.src), len(e.tgt) + 1)
+        current.append(e)
+        longest = longest_next
+    if current:
+        batches.append(current)
+    if shuffle_seed is not None:
+        rng.shuffle(batches)
+    return batches
+
+
+@dataclass(frozen=True, eq=False)
+class IndexBatches(Sequence):
+    """An epoch's batches as row ids (of a training store): batch ``i`` is
+    ``order[starts[i]:ends[i]]``. Slicing gives another ``IndexBatches`` over the same
+    ``order`` (no copy), so DDP's ``batches[rank::world]`` and resume's
+    ``batches[done:]`` cost nothing.
+
+    Attributes:
+        order: (N,) row ids, int32 or int64, batch after batch in length order.
+        starts, ends: (n_batches,) int64 bounds into ``order``, in the epoch's batch order.
+    """
+
+    order: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, i):  # int -> (B,) row ids; slice -> IndexBatches
+        if isinstance(i, slice):
+            return IndexBatches(self.order, self.starts[i], self.ends[i])
+        return self.order[self.starts[i]:self.ends[i]]
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        for a, b in zip(self.starts.tolist(), self.ends.tolist()):
+            yield self.order[a:b]
+
+
+def token_batches(src_len: np.ndarray, tgt_len: np.ndarray, batch_size: int,
+                  max_tokens: int | None = None, shuffle_seed: int | None = None
+                  ) -> IndexBatches:
+    """The rule of :func:`make_batches` on length arrays: sort by (source length,
+    target length), ties broken randomly with ``shuffle_seed`` (kept in split order
+    without), cut greedily into batches of at most ``batch_size`` pairs and, with
+    ``max_tokens``, at most that many padded tokens (a batch of B pairs takes
+    ``B * max(src_len, tgt_len + 1)``; a single longer pair is a batch of its own), then
+    shuffle the batch order. Without a seed the batches equal make_batches'; with one they
+    follow the same rule with numpy's generator, deterministic for a seed.
+
+    Args:
+        src_len: (N,) source lengths in pieces, EOS included.
+        tgt_len: (N,) target lengths in pieces, without EOS.
+    """
+    n = len(src_len)
+    rng = np.random.default_rng(shuffle_seed) if shuffle_seed is not None else None
+    keys = (tgt_len, src_len) if rng is None else (rng.random(n), tgt_len, src_len)
+    order = np.lexsort(keys)  # stable: ties keep split order, as Python's sort
+    order = order.astype(np.int32) if n < 2**31 else order
+    s, t = src_len[order], tgt_len[order]
+    # pairs of equal lengths are interchangeable for the greedy rule, so it walks runs of
+    # them (a few thousand) rather than pairs (millions)
+    change = np.flatnonzero((s[1:] != s[:-1]) | (t[1:] != t[:-1])) + 1
+    run_starts = np.concatenate(([0], change)).astype(np.int64)
+    run_ends = np.concatenate((change, [n])).astype(np.int64)
+    widths = np.maximum(s[run_starts], t[run_starts] + 1) if n else np.zeros(0, np.int64)
+    starts: list[int] = []
+    count = longest = 0
+    for at, end, width in zip(run_starts.tolist(), run_ends.tolist(), widths.tolist()):
+        while at < end:
+            wider = max(longest, width)
+            cap = batch_size if max_tokens is None else min(batch_size, max_tokens // wider)
+            if count == 0:  # a new batch takes its first pair even over max_tokens
+                take = min(end - at, max(cap, 1))
+                starts.append(at)
+            elif count >= cap:
+                count, longest = 0, 0
+                continue
+            else:
+                take = min(end - at, cap - count)
+            count, longest, at = count + take, wider, at + take
+    bounds = np.array(starts + [n], dtype=np.int64)
+    first, last = bounds[:-1], bounds[1:]
+    if rng is not None:
+        perm = rng.permutation(len(first))
+        first, last = first[perm], last[perm]
+    return IndexBatches(order, first, last)
+
+
+class TrainingSet(Protocol):
+    """What the training loop needs of its training data, whichever store holds it: the
+    batches of an epoch (a sequence of opaque items, sliceable for DDP and resume) and
+    the padded tensors of one of them."""
+
+    def __len__(self) -> int:
+        """Number of training pairs."""
+        ...
+
+    def batches(self, batch_size: int, max_tokens: int | None,
+                shuffle_seed: int | None) -> Sequence[Any]:
+        """The epoch's batches by the rule of :func:`make_batches`, deterministic for a seed."""
+        ...
+
+    def collate(self, batch: Any) -> Batch:
+        """The padded tensors of one item of :meth:`batches`."""
+        ...
+
+    def token_counts(self) -> tuple[int, int]:
+        """(source, target) pieces in the set, each sentence with its EOS."""
+        ...
+
+
+@dataclass(frozen=True)
+class ExampleSet:
+    """The in-memory training set: a list of :class:`Example` (``data.store: memory``)."""
+
+    examples: list[Example]
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def batches(self, batch_size: int, max_tokens: int | None,
+                shuffle_seed: int | None) -> list[list[Example]]:
+        """:func:`make_batches` of the examples."""
+        return make_batches(self.examples, batch_size, max_tokens, shuffle_seed)
+
+    def collate(self, batch: list[Example]) -> Batch:
+        """:func:`collate` of one batch."""
+        return collate(batch)
+
+    def token_counts(self) -> tuple[int, int]:
+        """(source, target) pieces, each sentence with its EOS."""
+        return (sum(len(e.src) for e in self.examples),
+                sum(len(e.tgt) + 1 for e in self.examples))

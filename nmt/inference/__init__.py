@@ -1,0 +1,1 @@
+"""Decoding: greedy and beam search, and the Translator that turns source strings into hypotheses."""

@@ -1,0 +1,341 @@
+"""Search: greedy and beam search over ``model.encode`` / ``model.step``.
+
+Both searches know nothing about what the model state holds: they only call
+``model.encode(src, src_len) -> (mem, state)``, ``model.step(prev, state, mem) ->
+(log_probs (B, V), state, attention (B, S) or None)`` and ``index_select(idx)`` on the
+memory and state. Beam size 1 gives exactly the greedy tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from nmt.ops.topk import top_k
+from nmt.data.vocab import BOS, EOS
+
+LENGTH_PENALTIES = ("gnmt", "average", "none")
+
+
+@dataclass
+class Hypothesis:
+    """One decoded sentence.
+
+    Attributes:
+        tokens: target ids without BOS/EOS.
+        score: the score used for ranking: ``log_prob`` normalised by the length penalty
+            (beam search); equal to ``log_prob`` for greedy.
+        attention: (len(tokens) + 1, S_real) attention weights per output step (EOS row
+            included when produced, else len(tokens) rows), or None for the fixed-vector model.
+        log_prob: total log-probability (nats) including EOS when it was produced.
+        complete: False when the search reached the length limit before EOS; such a
+            hypothesis is scored and ranked by the same rule as the others (its log P
+            simply has no EOS term), so it is returned only when nothing scores better.
+    """
+
+    tokens: list[int]
+    score: float
+    attention: torch.Tensor | None
+    log_prob: float | None = None
+    complete: bool = True
+
+
+def max_output_length(src_len: torch.Tensor, ratio: float, extra: int = 10) -> torch.Tensor:
+    """Per-sentence limit on generated pieces: ``ratio * src_len + extra``; (B,) -> (B,)."""
+    return (src_len.float() * ratio).long() + extra
+
+
+@torch.inference_mode()
+def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = 2.0
+           ) -> list[Hypothesis]:
+    """Batched greedy search: pick the most probable piece at each step.
+
+    Sentences that have produced EOS (or reached their length limit) leave the batch, so
+    each step costs only the rows still running; no row's arithmetic depends on the others.
+
+    Args:
+        model: has ``encode(src, src_len)`` and ``step(prev, state, mem)``; mem and state
+            have ``index_select(idx)``.
+        src: (B, S) source ids. src_len: (B,) lengths.
+        max_ratio: output length limit is ``max_ratio * src_len + 10``.
+
+    Returns:
+        B hypotheses in input order.
+    """
+    B, S = src.shape
+    dev = src.device
+    mem, state = model.encode(src, src_len)
+    limits = max_output_length(src_len, max_ratio)  # (B,) on the CPU
+    T = int(limits.max())
+    tokens = torch.full((B, T), EOS, dtype=torch.long, device=dev)
+    scores = torch.zeros(B, device=dev)
+    attn_all = None  # (B, T, S), filled as rows run
+    rows = torch.arange(B, device=dev)  # the batch rows still running
+    row_limits = limits.to(dev)
+    prev = torch.full((B,), BOS, dtype=torch.long, device=dev)
+    for t in range(T):
+        logp, state, attn = model.step(prev, state, mem)  # (n, V), (n, S) or None
+        best_logp, best = logp.max(dim=-1)
+        tokens[rows, t] = best
+        scores[rows] += best_logp
+        if attn is not None:
+            if attn_all is None:
+                attn_all = attn.new_zeros(B, T, S)
+            attn_all[rows, t] = attn
+        running = (best != EOS) & (t + 1 < row_limits)
+        if not bool(running.all()):
+            if not bool(running.any()):
+                break
+            keep = running.nonzero().squeeze(1)
+            rows, row_limits, best = rows[keep], row_limits[keep], best[keep]
+            mem, state = mem.index_select(keep), state.index_select(keep)
+        prev = best
+    out, scores_l = tokens.tolist(), scores.tolist()
+    attn_all = None if attn_all is None else attn_all.cpu()
+    hyps = []
+    for b in range(B):
+        seq, limit = out[b], int(limits[b])
+        n = seq.index(EOS) if EOS in seq[:limit] else limit
+        rows_b = n + 1 if n < limit else n  # the EOS row only when EOS was produced
+        a = None if attn_all is None else attn_all[b, :rows_b, : int(src_len[b])].clone()
+        hyps.append(Hypothesis(seq[:n], scores_l[b], a, scores_l[b]))
+    return hyps
+
+
+def length_penalty_divisor(length, kind: str, alpha: float = 0.6):
+    """Divisor lp(Y) of the total log-probability; works on numbers or (B,) tensors.
+
+    ``length`` = |Y|, the generated pieces including EOS when produced.
+
+    * ``gnmt``: Wu et al. 2016 ("Google's NMT system"), eq. 14:
+      lp(Y) = (5 + |Y|)^alpha / (5 + 1)^alpha.
+    * ``average``: lp(Y) = |Y| (plain length normalisation).
+    * ``none``: lp(Y) = 1 (raw log-probability).
+
+    Raises:
+        ValueError: unknown ``kind``.
+    """
+    match kind:
+        case "gnmt":
+            return (5 + length) ** alpha / (5 + 1) ** alpha
+        case "average":
+            return length
+        case "none":
+            return 1.0
+    raise ValueError(f"length_penalty: unknown option {kind!r}; expected one of {LENGTH_PENALTIES}")
+
+
+def normalised_score(log_prob, length, kind: str, alpha: float = 0.6):
+    """Ranking score ``log P(Y) / lp(Y)`` (see :func:`length_penalty_divisor`)."""
+    return log_prob / length_penalty_divisor(length, kind, alpha)
+
+
+def _check_beam_options(beam_size: int, n_best: int, length_penalty: str, alpha: float):
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    if n_best < 1 or n_best > beam_size:
+        raise ValueError(f"n_best must be in 1..beam_size ({beam_size}), got {n_best}")
+    if length_penalty not in LENGTH_PENALTIES:
+        raise ValueError(f"length_penalty: unknown option {length_penalty!r}; "
+                         f"expected one of {LENGTH_PENALTIES}")
+    if alpha < 0:
+        raise ValueError(f"alpha must be >= 0 (the length penalty must not shrink), got {alpha}")
+
+
+@dataclass
+class _Open:
+    """Open hypotheses as N flat rows (N = B*K, or B*2K for candidates).
+
+    log_prob: (N,) totals. tokens: (N, t) pieces so far. attention: (N, t, S) or None.
+    """
+
+    log_prob: torch.Tensor
+    tokens: torch.Tensor
+    attention: torch.Tensor | None
+
+    def extend(self, rows: torch.Tensor, log_prob: torch.Tensor, tokens: torch.Tensor,
+               step_attn: torch.Tensor | None) -> "_Open":
+        """Children: parents ``rows`` (N',) followed by ``tokens`` (N',) with totals
+        ``log_prob`` (N',); ``step_attn`` (N, S) is this step's attention of every parent."""
+        toks = torch.cat([self.tokens.index_select(0, rows), tokens[:, None]], dim=1)  # (N', t+1)
+        if step_attn is None:
+            return _Open(log_prob, toks, None)
+        old = self.attention
+        if old is None:
+            old = step_attn.new_empty(self.tokens.size(0), 0, step_attn.size(1))
+        att = torch.cat([old.index_select(0, rows), step_attn.index_select(0, rows)[:, None]], 1)
+        return _Open(log_prob, toks, att)  # att: (N', t+1, S)
+
+    def select(self, rows: torch.Tensor) -> "_Open":
+        """Rows ``rows`` (N,) of every open-hypothesis tensor."""
+        pick = lambda x: None if x is None else x.index_select(0, rows)  # noqa: E731
+        return _Open(pick(self.log_prob), pick(self.tokens), pick(self.attention))
+
+
+def _candidates(logp: torch.Tensor, open_lp: torch.Tensor, K: int
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The 2K best one-piece extensions of each sentence's K beams, best first.
+
+    Args:
+        logp: (B*K, V) step log-probabilities. open_lp: (B*K,) totals so far.
+
+    Returns:
+        totals (B, 2K), parent rows in 0..B*K-1 (B, 2K), pieces (B, 2K). Every beam's 2K
+        best pieces are taken first (exact: a global top-2K piece is in its beam's top 2K);
+        the stable sort keeps beam order, then per-beam order, on equal totals, and within
+        a beam equal log-probabilities go lower piece id first.
+    """
+    BK, V = logp.shape
+    B, n1 = BK // K, min(2 * K, V)
+    # Equal log-probabilities go lower piece id first, as torch.max breaks ties in greedy
+    # search, so that beam 1 equals greedy on exact ties too. topk keeps equal values in
+    # no set order, and where a tie straddles its cut it may keep any of them: such rows
+    # (rare) take the n1 best from a stable sort of the whole row instead.
+    m = min(n1 + 1, V)
+    lp_m, tok_m = top_k(logp.float(), m)  # (B*K, m)
+    lp1, tok1 = lp_m[:, :n1], tok_m[:, :n1]
+    if m > n1:
+        straddle = (lp_m[:, n1 - 1] == lp_m[:, n1]).nonzero().squeeze(1)
+        if straddle.numel():
+            whole = logp.index_select(0, straddle).float().sort(dim=-1, descending=True,
+                                                                 stable=True)
+            lp1, tok1 = lp1.clone(), tok1.clone()
+            lp1[straddle], tok1[straddle] = whole.values[:, :n1], whole.indices[:, :n1]
+    tok1, by_id = tok1.sort(dim=-1)
+    lp1 = lp1.gather(-1, by_id)
+    by_value = lp1.sort(dim=-1, descending=True, stable=True).indices
+    lp1, tok1 = lp1.gather(-1, by_value), tok1.gather(-1, by_value)
+    total = (open_lp[:, None] + lp1).view(B, K * n1)  # (B, K*n1)
+    order = total.sort(dim=1, descending=True, stable=True).indices[:, : 2 * K]  # (B, 2K)
+    rows = torch.arange(B, device=logp.device)[:, None] * K + order // n1  # (B, 2K)
+    return total.gather(1, order), rows, tok1.view(B, K * n1).gather(1, order)
+
+
+def _collect(finished: list[list[Hypothesis]], cands: _Open, final: torch.Tensor,
+             length: int, src_len: list[int], kind: str, alpha: float):
+    """Append the candidates marked in ``final`` (B, 2K) to ``finished`` (EOS stripped)."""
+    B, C = final.shape
+    idx = final.view(-1).nonzero().squeeze(1)  # flat candidate rows
+    if idx.numel() == 0:
+        return
+    toks, lps = cands.tokens[idx].tolist(), cands.log_prob[idx].tolist()
+    atts = None if cands.attention is None else cands.attention[idx].cpu()
+    for j, i in enumerate(idx.tolist()):
+        b, seq = i // C, toks[j]
+        complete = bool(seq) and seq[-1] == EOS
+        seq = seq[:-1] if complete else seq
+        att = None if atts is None else atts[j, :, : src_len[b]]
+        score = normalised_score(lps[j], length, kind, alpha)
+        finished[b].append(Hypothesis(seq, float(score), att, lps[j], complete))
+
+
+def _is_done(hyps: list[Hypothesis], K: int, n_best: int, bound: float) -> bool:
+    """Whether no open hypothesis can still enter a sentence's n-best list.
+
+    ``bound`` is the best normalised score any open hypothesis can still reach (its log P
+    can only fall, and lp(Y) only grows up to the length limit, so it is
+    ``max(open log P) / lp(limit)`` for every length penalty). The sentence is done once
+    it has ``n_best`` finished hypotheses and the ``n_best``-th best of them scores at
+    least ``bound``. Beam size 1 is greedy search: done at its first finished hypothesis.
+    (The OpenNMT-py / fairseq rule, "done at K finished", is wrong whenever the length
+    penalty can reward a longer hypothesis: it returns a worse translation than one still
+    open; shared/cases NMT-15.)
+    """
+    if K == 1:
+        return len(hyps) >= 1
+    if len(hyps) < n_best:
+        return False
+    return sorted((h.score for h in hyps), reverse=True)[n_best - 1] >= bound
+
+
+@torch.inference_mode()
+def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int = 5,
+                alpha: float = 0.6, length_penalty: str = "gnmt", max_ratio: float = 2.0,
+                n_best: int = 1) -> list[list[Hypothesis]]:
+    """Batched beam search over sentences and beams (one ``model.step`` on B*K rows a step).
+
+    Each step every sentence takes the 2K best extensions of its K beams (ranked by total
+    log-probability, all of one length); those ending in EOS among the first K are finished,
+    the first K not ending in EOS stay open (fairseq). An open hypothesis reaching the
+    length limit ``max_output_length(src_len, max_ratio)`` is finished as it is. Finished
+    hypotheses are ranked by ``log P / lp`` (:func:`length_penalty_divisor`: ``gnmt`` is
+    Wu et al. 2016 eq. 14, ``average`` divides by |Y|, ``none`` is raw log P).
+
+    Stopping: a sentence is done at its length limit, or as soon as its n_best-th finished
+    score is >= ``max(open log P) / lp(limit)``, a bound no open hypothesis can beat (log P
+    only falls, lp only grows): so every returned hypothesis, in any n-best position, is
+    the best the beam can still produce under the length penalty in use (see
+    :func:`_is_done`; unlike the "K finished" rule of OpenNMT-py and fairseq). All
+    finished hypotheses, including those cut at the length limit without EOS
+    (``complete=False``), are ranked by the same ``log P / lp(|Y|)``. A sentence that is
+    done leaves the batch (its K rows are no longer computed) and the loop stops when every
+    sentence is done; the first step runs once per sentence, since its K starts are equal.
+    Beam size 1 gives exactly greedy's tokens.
+
+    Args:
+        model: has ``encode(src, src_len) -> (mem, state)`` and ``step(prev (N,), state,
+            mem) -> (log_probs (N, V), state, attention (N, S) or None)``; mem and state
+            have ``index_select(idx)``.
+        src: (B, S) source ids. src_len: (B,) lengths.
+        beam_size: K. alpha: the gnmt exponent. length_penalty: gnmt | average | none.
+        max_ratio: output length limit is ``max_ratio * src_len + 10``.
+        n_best: hypotheses returned per sentence, 1..K.
+
+    Returns:
+        per sentence (input order) its n_best hypotheses, best score first.
+
+    Raises:
+        ValueError: beam_size < 1, n_best outside 1..beam_size, unknown length_penalty,
+            alpha < 0.
+    """
+    _check_beam_options(beam_size, n_best, length_penalty, alpha)
+    B, S = src.shape
+    assert src_len.shape == (B,), "src_len must be (B,)"
+    K, dev = beam_size, src.device
+    mem, state = model.encode(src, src_len)
+    start_lp = torch.full((B, K), float("-inf"), device=dev)
+    start_lp[:, 0] = 0.0  # K copies of one start: only the first may be extended
+    beams = _Open(start_lp.view(-1), torch.empty(B * K, 0, dtype=torch.long, device=dev), None)
+    limits, lens = max_output_length(src_len, max_ratio).cpu(), src_len.tolist()
+    lp_limit = length_penalty_divisor(limits.to(dev).float(), length_penalty, alpha)
+    lp_limit = torch.as_tensor(lp_limit, dtype=torch.float, device=dev).expand(B)  # (B,)
+    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
+    sent = list(range(B))  # the sentences still searching; their rows are n*K in this order
+    prev = torch.full((B,), BOS, dtype=torch.long, device=dev)
+    for t in range(int(limits.max())):
+        n = len(sent)
+        logp, state, attn = model.step(prev, state, mem)  # (n*K, V), (n*K, S) or None
+        if t == 0:  # the K starts are one: step once per sentence, then copy to K rows
+            expand = torch.arange(n, device=dev).repeat_interleave(K)  # (n*K,)
+            mem, state, logp = mem.index_select(expand), state.index_select(expand), logp[expand]
+            attn = None if attn is None else attn[expand]
+        cand_lp, rows, toks = _candidates(logp, beams.log_prob, K)  # (n, 2K) each
+        cands = beams.extend(rows.view(-1), cand_lp.view(-1), toks.view(-1), attn)  # n*2K
+        is_eos = toks == EOS
+        keep = is_eos.int().sort(dim=1, stable=True).indices[:, :K]  # (n, K) open
+        at_limit = t + 1 >= limits  # (n,) on the CPU
+        final = torch.zeros_like(is_eos)
+        final[:, :K] = is_eos[:, :K]
+        final.scatter_(1, keep, at_limit.to(dev)[:, None].expand(n, K))
+        final &= cand_lp.isfinite()
+        _collect([finished[b] for b in sent], cands, final, t + 1, lens, length_penalty, alpha)
+        pick = (torch.arange(n, device=dev)[:, None] * 2 * K + keep).view(-1)  # (n*K,)
+        beams = cands.select(pick)
+        state = state.index_select(rows.view(-1).index_select(0, pick))
+        prev = beams.tokens[:, -1]
+        bound = (beams.log_prob.view(n, K).max(dim=1).values / lp_limit).tolist()  # (n,)
+        going = [i for i, b in enumerate(sent) if not (
+            bool(at_limit[i]) or _is_done(finished[b], K, n_best, bound[i]))]
+        if not going:
+            break
+        if len(going) < n:  # finished sentences leave the batch: later steps skip their rows
+            idx = torch.tensor(going, device=dev)
+            row_idx = (idx[:, None] * K + torch.arange(K, device=dev)).view(-1)  # (n'*K,)
+            beams, prev = beams.select(row_idx), prev[row_idx]
+            mem, state = mem.index_select(row_idx), state.index_select(row_idx)
+            sent = [sent[i] for i in going]
+            cpu_idx = idx.cpu()
+            limits, lp_limit = limits[cpu_idx], lp_limit[idx]
+            lens = [lens[i] for i in going]
+    return [sorted(f, key=lambda h: -h.score)[:n_best] for f in finished]

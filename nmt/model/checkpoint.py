@@ -1,0 +1,302 @@
+"""The checkpoint file: self-describing, versioned, written atomically.
+
+A checkpoint holds the resolved config, both SentencePiece models (bytes), the model's
+``state_dict`` and, for resuming, optimizer state, step, epoch position, best score and
+random states. It is written to a temporary file in the same directory, flushed to disk,
+then renamed over the old one, so a crash at any moment leaves the previous complete file.
+
+Reading is safe for files from strangers: a checkpoint is data, never code. It is loaded
+with ``torch.load(weights_only=True)``, whose unpickler accepts only tensors and plain
+Python data (dict, list, tuple, str, bytes, int, float, bool, None) -- exactly what nmt
+stores -- and refuses any other object before it is built, so nothing in the file is
+executed. The loaded dict is then checked against the layout below; a missing or
+wrong-typed entry is a one-line :class:`CheckpointError` naming the key.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import pickle
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.config.schema import Config, ConfigError
+from nmt.config.load import from_dict
+from nmt.model.seq2seq import Seq2Seq, build_model
+from nmt.data.vocab import Vocab
+
+FORMAT = "nmt-checkpoint"
+VERSION = 1
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint cannot be read or written; the message names the file."""
+
+
+def _umask() -> int:
+    """The process's umask (reading it means setting it; it is put back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def save_atomic(payload: dict[str, Any], path: str | Path) -> None:
+    """Write ``payload`` to ``path`` atomically (temp file, fsync, rename).
+
+    Raises:
+        CheckpointError: the disk is full or not writable; the previous file is intact.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        # mkstemp makes the file private (0600); a checkpoint gets the mode any new file
+        # gets here (0644 under the usual umask 022), so others can read shared runs
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as f:
+            torch.save(payload, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        why = "disk full" if e.errno == errno.ENOSPC else (e.strerror or str(e))
+        raise CheckpointError(f"{path}: cannot write checkpoint ({why}); "
+                              "the previous checkpoint is kept") from e
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def make_payload(cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab,
+                 train_state: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything needed to translate with, and (with ``train_state``) resume, a run."""
+    module = getattr(model, "module", model)  # unwrap DistributedDataParallel
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "config": cfg.to_dict(),
+        "src_spm": src_vocab.model_bytes,
+        "tgt_spm": tgt_vocab.model_bytes,
+        "model": module.state_dict(),
+        "train_state": train_state,
+    }
+
+
+def read_payload(path: str | Path) -> dict[str, Any]:
+    """Load and check a checkpoint file.
+
+    Raises:
+        CheckpointError: missing file, not a checkpoint, or an unsupported version.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"{path}: is a directory; give a checkpoint file such as "
+                              f"{path / 'best.pt'}")
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint not found")
+    try:
+        # weights_only: tensors and plain data only; never unpickle arbitrary objects
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        refused = _refused_global(str(e))
+        if not refused:  # garbage, not a refused object
+            raise CheckpointError(f"{path}: not a readable nmt checkpoint (not a torch file, "
+                                  "or damaged)") from None
+        raise CheckpointError(
+            f"{path}: refused: the file holds Python objects other than tensors and plain data"
+            f"{f' ({refused})' if refused else ''}; nmt checkpoints never contain code, so "
+            "this file was not made by nmt or was tampered with (nothing in it was run)") from None
+    except Exception as e:
+        raise CheckpointError(f"{path}: not a readable nmt checkpoint (truncated, damaged or not "
+                              f"a torch file; {type(e).__name__})") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not an nmt checkpoint (no '{FORMAT}' marker)")
+    if payload.get("version") != VERSION:
+        raise CheckpointError(f"{path}: checkpoint format version {payload.get('version')!r} is "
+                              f"not supported by this nmt (expects {VERSION})")
+    problem = _layout_problem(payload)
+    if problem:
+        raise CheckpointError(f"{path}: damaged nmt checkpoint: {problem}")
+    return payload
+
+
+def _refused_global(message: str) -> str:
+    """The class or function the safe unpickler refused, e.g. ``posix.system``."""
+    for marker in ("Unsupported global: GLOBAL ", "GLOBAL "):
+        i = message.find(marker)
+        if i >= 0:
+            return message[i + len(marker):].split()[0].rstrip(".,;:")
+    return ""
+
+
+def _layout_problem(payload: dict[str, Any]) -> str | None:
+    """What is missing or of the wrong type in a payload (``None`` when it is well formed).
+
+    Layout (see :func:`make_payload`): ``config`` dict; ``src_spm``, ``tgt_spm`` bytes;
+    ``model`` dict of str -> tensor; ``train_state`` None or a dict with ``optimizer``
+    (dict), ``schedule`` (dict or None), ``rng`` (dict with a ``torch`` tensor and a
+    ``python`` tuple) and ``counters`` (dict of str keys).
+    """
+    def kind(x: Any) -> str:
+        return type(x).__name__
+
+    expected = {"config": dict, "src_spm": bytes, "tgt_spm": bytes, "model": dict}
+    for key, tp in expected.items():
+        if key not in payload:
+            return f"key '{key}' is missing"
+        if not isinstance(payload[key], tp):
+            return f"'{key}' is a {kind(payload[key])}, expected {tp.__name__}"
+    for name, value in payload["model"].items():
+        if not isinstance(name, str) or not isinstance(value, torch.Tensor):
+            return f"model entry {name!r} is a {kind(value)}, expected a tensor"
+    ts = payload.get("train_state")
+    if ts is None:
+        return None
+    if not isinstance(ts, dict):
+        return f"'train_state' is a {kind(ts)}, expected dict or None"
+    for key, tp in {"optimizer": dict, "rng": dict, "counters": dict}.items():
+        if not isinstance(ts.get(key), tp):
+            return f"'train_state.{key}' is {'missing' if key not in ts else 'a ' + kind(ts[key])}, expected {tp.__name__}"
+    if ts.get("schedule") is not None and not isinstance(ts["schedule"], dict):
+        return f"'train_state.schedule' is a {kind(ts['schedule'])}, expected dict or None"
+    if not isinstance(ts["rng"].get("torch"), torch.Tensor) or not isinstance(ts["rng"].get("python"), tuple):
+        return "'train_state.rng' needs a 'torch' tensor and a 'python' tuple"
+    if not all(isinstance(k, str) for k in ts["counters"]):
+        return "'train_state.counters' has a key that is not a string"
+    return None
+
+
+@dataclass
+class Loaded:
+    """A checkpoint ready for translation."""
+
+    cfg: Config
+    model: Seq2Seq
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    payload: dict[str, Any]
+
+
+def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Loaded:
+    """Rebuild config, vocabularies and model (in eval mode) from a checkpoint.
+
+    Raises:
+        CheckpointError: see :func:`read_payload`, or the stored config/weights are invalid.
+    """
+    payload = read_payload(path)
+    cfg = stored_config(payload, path)
+    src_vocab, tgt_vocab = vocabs_of(payload, path)
+    model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
+    why = weights_mismatch(model, payload["model"])
+    if why:
+        raise CheckpointError(f"{path}: weights do not match the stored config: {why}")
+    model.load_state_dict(payload["model"])
+    model.to(device).eval()
+    return Loaded(cfg, model, src_vocab, tgt_vocab, payload)
+
+
+def weights_mismatch(model: torch.nn.Module, weights: dict[str, Any]) -> str | None:
+    """Why ``weights`` cannot be loaded into ``model`` (the first missing, unexpected or
+    differently shaped tensor, with both shapes), or None when they fit."""
+    expected = model.state_dict()
+    for key, value in expected.items():
+        if key not in weights:
+            return f"tensor {key!r} is missing"
+        if tuple(weights[key].shape) != tuple(value.shape):
+            return (f"tensor {key!r} has shape {tuple(weights[key].shape)}, the model needs "
+                    f"{tuple(value.shape)}")
+    extra = [k for k in weights if k not in expected]
+    return f"unexpected tensor {extra[0]!r}" if extra else None
+
+
+def stored_config(payload: dict[str, Any], path: str | Path) -> Config:
+    """The run configuration stored in a checked payload.
+
+    Raises:
+        CheckpointError: the stored config is not a valid nmt config (names the key).
+    """
+    try:
+        return from_dict(payload["config"])
+    except ConfigError as e:
+        raise CheckpointError(f"{path}: stored config is invalid: {e}") from None
+
+
+def vocabs_of(payload: dict[str, Any], path: str | Path) -> tuple[Vocab, Vocab]:
+    """The source and target SentencePiece models stored in a checked payload.
+
+    Raises:
+        CheckpointError: a stored model cannot be loaded by SentencePiece.
+    """
+    try:
+        return Vocab(payload["src_spm"]), Vocab(payload["tgt_spm"])
+    except Exception as e:  # sentencepiece raises RuntimeError/OSError on bad bytes
+        raise CheckpointError(f"{path}: damaged nmt checkpoint: stored SentencePiece model "
+                              f"cannot be loaded ({type(e).__name__})") from None
+
+
+def _task_mismatch(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """Why two payloads' weights cannot be averaged (None when they can): another model
+    config, language pair, subword settings or SentencePiece model, or the first tensor
+    whose name or shape differs (with both shapes)."""
+    langs = ("src_lang", "tgt_lang")
+    if a["config"].get("model") != b["config"].get("model"):
+        return "another model configuration"
+    if any(a["config"].get("data", {}).get(k) != b["config"].get("data", {}).get(k) for k in langs):
+        return "another language pair"
+    if a["config"].get("subwords") != b["config"].get("subwords") or \
+            a["src_spm"] != b["src_spm"] or a["tgt_spm"] != b["tgt_spm"]:
+        return "another vocabulary (subword settings or SentencePiece model)"
+    for key in a["model"]:
+        if key not in b["model"]:
+            return f"tensor {key!r} is missing in one of them"
+        if a["model"][key].shape != b["model"][key].shape:
+            return (f"tensor {key!r} has shape {tuple(a['model'][key].shape)} here but "
+                    f"{tuple(b['model'][key].shape)} there")
+    extra = [k for k in b["model"] if k not in a["model"]]
+    return f"tensor {extra[0]!r} is missing in one of them" if extra else None
+
+
+def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
+    """Average the model weights of several checkpoints of one run (e.g. the last N
+    validation checkpoints, as in Vaswani et al. 2017, sec. 6.1); config, vocabularies
+    and metadata come from the last one, training state is dropped.
+
+    Raises:
+        CheckpointError: no paths, an unreadable file, or checkpoints that differ in model
+            config, language pair, subword settings, SentencePiece models or tensor shapes
+            (the message names the first mismatching tensor and both shapes).
+
+    Floating-point weights are summed in float64 and cast back to their dtype, so the
+    average is the same whatever the order of ``paths``; integer tensors (counters) are
+    taken from the last checkpoint.
+    """
+    if not paths:
+        raise CheckpointError("no checkpoints to average")
+    payloads = [read_payload(p) for p in paths]
+    for p, payload in zip(paths, payloads):
+        stored_config(payload, p)  # an invalid stored config is refused, as translate does
+    last = payloads[-1]
+    for path, payload in zip(paths, payloads):
+        why = _task_mismatch(payload, last)
+        if why:
+            raise CheckpointError(f"{path}: a different model, language pair or vocabulary from "
+                                  f"{paths[-1]} ({why}); only checkpoints of one run can be "
+                                  "averaged")
+    averaged = {}
+    for key, value in last["model"].items():
+        if value.is_floating_point():
+            # float64 sum: the result does not depend on the order of the files
+            total = torch.zeros(value.shape, dtype=torch.float64)
+            for p in payloads:
+                total += p["model"][key].to(torch.float64)
+            averaged[key] = (total / len(payloads)).to(value.dtype)
+        else:
+            averaged[key] = value
+    return {**last, "model": averaged, "train_state": None,
+            "averaged_from": [str(p) for p in paths]}

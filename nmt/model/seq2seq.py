@@ -1,0 +1,151 @@
+"""The encoder-decoder model: encoder, decoder and generator composed, and the one factory.
+
+:func:`build_model` is the only place where configuration becomes modules.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from nmt.config.schema import ModelConfig
+from nmt.model.decoder import Decoder, DecoderState, Memory
+from nmt.ops.step_matmul import step_addmm
+from nmt.model.encoder import Encoder
+from nmt.model.loss import summed_cross_entropy
+from nmt.ops.topk import top_k
+from nmt.data.vocab import PAD
+
+
+# reduced-precision search steps recompute this many log-probabilities per row in fp32;
+# beam search ranks the 2K + 1 best pieces of each beam (11 for beam 5)
+EXACT_TOP = 16
+
+
+class Seq2Seq(nn.Module):
+    """RNN encoder-decoder with attention (Bahdanau et al. 2015; Luong et al. 2015).
+
+    Use :meth:`loss` for training (teacher forcing), :meth:`encode` and :meth:`step` for
+    search, :meth:`attention_weights` to inspect alignments.
+    """
+
+    def __init__(self, encoder: Encoder, decoder: Decoder, generator: nn.Linear):
+        super().__init__()
+        self.encoder, self.decoder, self.generator = encoder, decoder, generator
+
+    def encode(self, src: torch.Tensor, src_len: torch.Tensor) -> tuple[Memory, DecoderState]:
+        """For search: (B, S) source ids and (B,) lengths -> decoder memory (with the
+        output layer's weight among its step weights) and initial state."""
+        return self.decoder.start(self.encoder(src, src_len), self.generator.weight)
+
+    def step(self, prev: torch.Tensor, state: DecoderState, mem: Memory
+             ) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None]:
+        """One search step: (B,) previous ids -> log-probabilities (B, V) in fp32, new
+        state, attention weights (B, S) or None for the fixed-vector model.
+
+        Under bf16/fp16 autocast (``search.precision``) the matrix products run in the
+        lower precision, and the log-probabilities of each row's ``EXACT_TOP`` most
+        probable pieces, the ones a search can pick, are recomputed from fp32 logits
+        (:meth:`exact_top_log_probs`).
+        """
+        out = self.decoder.step(prev, state, mem)
+        logits = self.step_logits(out.pre_output, mem.weights.generator)
+        if logits.dtype == torch.float32:
+            return F.log_softmax(logits, dim=-1), out.state, out.attention
+        return self.exact_top_log_probs(logits, out.pre_output), out.state, out.attention
+
+    def step_logits(self, pre_output: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """The generator's logits (B, V) for one search step's pre-outputs (B, O), the same
+        numbers as ``self.generator(pre_output)``, in the GEMM orientation that is faster
+        for few rows (:func:`nmt.model.decoder.step_addmm`): the output layer is the largest
+        matrix of a search step. ``weight``: the generator's (V, O) weight as the batch's
+        :class:`nmt.model.decoder.StepWeights` hold it (cast once under autocast; :meth:`encode`
+        puts it there)."""
+        return step_addmm(self.generator.bias, pre_output, weight)
+
+    def exact_top_log_probs(self, logits: torch.Tensor, pre_output: torch.Tensor
+                            ) -> torch.Tensor:
+        """fp32 log-probabilities (B, V) from a reduced-precision step's logits (B, V).
+
+        A bf16 logit is rounded to 8 significant bits (steps of 1/16 at logits of 8-16),
+        enough to find the candidates but not to rank them: near-equal pieces would tie,
+        and beam totals would drift from fp32's. The ``EXACT_TOP`` largest logits of each
+        row are recomputed in fp32 from ``pre_output`` (B, O) and the generator's fp32
+        weight, the rest keep their rounded values; log_softmax then runs in fp32 over the
+        whole row. Only the log-normaliser still sees rounding, in the probability mass
+        outside the top ``EXACT_TOP``. Raises nothing.
+        """
+        g = self.generator
+        with torch.autocast(logits.device.type, enabled=False):
+            top = top_k(logits, min(EXACT_TOP, logits.size(-1)))[1]  # (B, m)
+            w = g.weight.index_select(0, top.view(-1)).view(*top.shape, -1)  # (B, m, O)
+            # (B, 1, O) @ (B, O, m): batched like this MKL runs it 10x faster than as
+            # (B, m, O) @ (B, O, 1)
+            exact = torch.matmul(pre_output.float().unsqueeze(1), w.transpose(1, 2)).squeeze(1)
+            if g.bias is not None:
+                exact += g.bias[top]
+            full = logits.float().scatter_(1, top, exact)
+            return F.log_softmax(full, dim=-1)
+
+    def logits(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Teacher-forced logits (B, T, V) and attention weights (B, T, S) or None."""
+        mem, state = self.decoder.start(self.encoder(src, src_len))
+        pre, attn, _ = self.decoder.unroll(tgt_in, state, mem)
+        return self.generator(pre), attn
+
+    def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor,
+                tgt_out: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
+        """Summed cross-entropy in nats over real target tokens (PAD ignored).
+
+        Args:
+            src: (B, S). src_len: (B,). tgt_in, tgt_out: (B, T).
+
+        Returns:
+            scalar: total loss; divide by the number of target tokens for nats/token.
+        """
+        mem, state = self.decoder.start(self.encoder(src, src_len))
+        pre, _, _ = self.decoder.unroll(tgt_in, state, mem, keep_attention=False)
+        # the output layer, the largest matrix product, only for the N real target tokens:
+        # padding rows would cost its three GEMMs for a loss of zero (6.6% of the rows of
+        # Multi30k's reference batches; +1% and +5% target tokens/s in two in-process
+        # A/Bs, results/speed/2026-12-01-b/ab_real_rows.txt)
+        target = tgt_out.reshape(-1)
+        rows = (target != PAD).nonzero().squeeze(1)  # (N,)
+        logits = self.generator(pre.reshape(-1, pre.size(-1)).index_select(0, rows))  # (N, V)
+        # nothing reads the logits after the loss: its gradient may take their memory
+        return summed_cross_entropy(logits, target.index_select(0, rows), label_smoothing,
+                                    overwrite_logits=True)
+
+    def attention_weights(self, src: torch.Tensor, src_len: torch.Tensor,
+                          tgt_in: torch.Tensor) -> torch.Tensor | None:
+        """Teacher-forced attention weights (B, T, S); None for the fixed-vector model.
+        For ``multihead`` the mean over heads (see :meth:`head_weights`)."""
+        return self.logits(src, src_len, tgt_in)[1]
+
+    def head_weights(self, src: torch.Tensor, src_len: torch.Tensor,
+                     tgt_in: torch.Tensor) -> torch.Tensor | None:
+        """Teacher-forced per-head attention weights (B, h, T, S) of a ``multihead``
+        model (each head's row sums to 1 over real source positions); None otherwise."""
+        mem, state = self.encode(src, src_len)
+        return self.decoder.unroll(tgt_in, state, mem)[2]
+
+
+def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
+    """The only place a :class:`ModelConfig` becomes modules."""
+    encoder = Encoder(src_vocab_size, cfg.emb_dim, cfg.enc_hidden, cfg.enc_layers, cfg.dropout)
+    decoder = Decoder(tgt_vocab_size, cfg.emb_dim, cfg.dec_hidden, cfg.dec_layers,
+                      2 * cfg.enc_hidden, cfg.attention, cfg.step_order, cfg.attn_dim,
+                      cfg.output_dim, cfg.dropout, local_score=cfg.local_score,
+                      window=cfg.local_window, heads=cfg.heads,
+                      attention_bias=cfg.attention_bias)
+    generator = nn.Linear(cfg.output_dim, tgt_vocab_size, bias=cfg.output_bias)
+    if cfg.tie_embeddings:
+        generator.weight = decoder.embed.weight
+    return Seq2Seq(encoder, decoder, generator)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable parameters (tied weights counted once)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

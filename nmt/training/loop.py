@@ -1,0 +1,365 @@
+"""The training loop: teacher forcing, Adam, clipping, validation, early stopping, resume.
+
+Validation every epoch, the best checkpoint by validation BLEU, early stopping, a
+wall-clock budget and exact resume.
+
+Validation BLEU comes in through the ``validate`` callable, so this module knows nothing
+about search or evaluation. Under ``torchrun`` (``WORLD_SIZE`` > 1) the model is wrapped in
+DistributedDataParallel, each rank takes every ``world``-th batch, and rank 0 validates and
+writes checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from tqdm import tqdm
+
+from nmt.model.checkpoint import CheckpointError, make_payload, save_atomic, weights_mismatch
+from nmt.config.schema import Config
+from nmt.data.batches import Example, ExampleSet, TrainingSet
+from nmt.model.seq2seq import Seq2Seq
+from nmt.ops.precision import autocast, autocast_dtype, native_bf16, precision_name
+from nmt.ops.device import pick_device
+from nmt.training.schedule import Schedule
+from nmt.training.validation import Validate, validate_and_log
+from nmt.training.state import StopFlag, TrainingError, TrainState, rng_state, set_rng_state
+from nmt.data.vocab import Vocab
+
+
+
+
+class Trainer:
+    """Holds one run's model, optimizer, schedule and counters; :meth:`run` trains.
+
+    Per-epoch batch order depends only on the seed and the epoch number, and the random
+    state is saved with every checkpoint, so a resumed run repeats the uninterrupted one.
+    """
+
+    def __init__(self, cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab,
+                 train_set: TrainingSet | list[Example], valid_examples: list[Example],
+                 validate: Validate, log: Callable[[str], None]):
+        self.cfg, self.t, self.model = cfg, cfg.train, model
+        self.vocabs = (src_vocab, tgt_vocab)
+        self.train_set: TrainingSet = (ExampleSet(train_set) if isinstance(train_set, list)
+                                       else train_set)
+        self.valid_examples = valid_examples
+        self.validate, self.log = validate, log
+        self.out = cfg.out_dir()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.device = self._setup_device()
+        model.to(self.device)
+        self.net: torch.nn.Module = model
+        if self.world > 1:
+            self.net = torch.nn.parallel.DistributedDataParallel(
+                model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        # fused: one kernel for the whole update instead of ~10 elementwise passes per tensor
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=self.t.lr, fused=True)
+        self.amp_dtype = autocast_dtype(self.t.precision, self.device)
+        # fp16's narrow range needs loss scaling; bf16 has fp32's range and needs none
+        self.scaler = (torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16
+                       else None)
+        log(f"training precision: {precision_name(self.amp_dtype)} "
+            f"(train.precision={self.t.precision})")
+        search = autocast_dtype(cfg.search.precision, self.device, "search.precision")
+        log(f"search precision (validation, evaluate, translate): {precision_name(search)} "
+            f"(search.precision={cfg.search.precision})")
+        if self.amp_dtype == torch.bfloat16 and not native_bf16(self.device):
+            log("warning: train.precision=bf16 on a device without native bf16 matrix "
+                "multiplies: emulated, and far slower than fp32 (about 20x on an AVX2 CPU); "
+                "train.precision=auto chooses fp32 here")
+        self.schedule = Schedule(self.optimizer, self.t)
+        self.state = TrainState()
+        self.started = time.monotonic()
+        self.batches_per_epoch = 1  # set by each epoch; for the fractional-epoch log
+
+    def _setup_device(self) -> torch.device:
+        device = pick_device(self.t.device)
+        if self.world > 1:
+            if device.type == "cuda":
+                device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+                torch.cuda.set_device(device)
+            if not dist.is_initialized():
+                dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        return device
+
+    def restore(self, payload: dict[str, Any]) -> None:
+        """Continue from a checkpoint payload written by :meth:`save` (already checked by
+        :func:`nmt.model.checkpoint.read_payload`).
+
+        Raises:
+            CheckpointError: the weights, optimizer state, random state or counters do not
+                fit this run (a damaged or foreign file).
+        """
+        ts = payload["train_state"]
+        why = weights_mismatch(self.model, payload["model"])
+        if why:
+            raise CheckpointError(f"{self.out / 'last.pt'}: cannot resume: {why}")
+        try:
+            self.model.load_state_dict(payload["model"])
+            self.optimizer.load_state_dict(ts["optimizer"])
+            self.schedule.load_state_dict(ts.get("schedule"))
+            if self.scaler is not None and ts.get("grad_scaler"):
+                self.scaler.load_state_dict(ts["grad_scaler"])
+            set_rng_state(ts["rng"])
+            self.state = TrainState.from_counters(ts["counters"])
+        except (RuntimeError, ValueError, TypeError, KeyError) as e:
+            why = str(e).strip().splitlines()[0][:200]
+            raise CheckpointError(f"{self.out / 'last.pt'}: cannot resume from this checkpoint "
+                                  f"({type(e).__name__}: {why})") from None
+        self.state.interrupted = None
+        self.started = time.monotonic() - self.state.elapsed_s
+        st = self.state
+        self.log(f"resumed at step {st.step}: {st.epoch} epoch(s) and {st.batch_in_epoch} "
+                 f"batch(es) of epoch {st.epoch + 1} done, {st.elapsed_s / 60:.1f} min trained, "
+                 f"best val BLEU {st.best_bleu_text()}")
+        if st.done and self._budget_left():
+            # a finished run whose budget was extended on --resume (max_epochs, ...)
+            st.done = False
+            self.log("the run had finished; continuing with the extended budget")
+        elif st.done:
+            self.log("the run has finished and its budget is spent: nothing to do (extend it "
+                     "with e.g. train.max_steps=N, train.max_epochs=N or train.max_minutes=M)")
+
+    def _budget_left(self) -> bool:
+        """Whether epochs, minutes and patience all allow more training."""
+        st, t = self.state, self.t
+        return (st.epoch < t.max_epochs and not self.out_of_time()
+                and (t.max_steps is None or st.step < t.max_steps)
+                and (t.patience is None or st.bad_epochs < t.patience))
+
+    def save(self, name: str) -> None:
+        """Write a resumable checkpoint ``{out_dir}/{name}`` (rank 0 only)."""
+        if self.rank != 0:
+            return
+        self.state.elapsed_s = time.monotonic() - self.started
+        ts = {"optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict(),
+              "rng": rng_state(), "counters": self.state.__dict__.copy()}
+        if self.scaler is not None:
+            ts["grad_scaler"] = self.scaler.state_dict()
+        save_atomic(make_payload(self.cfg, self.model, *self.vocabs, ts), self.out / name)
+
+    def _shared(self, value: float) -> float:
+        """Rank 0's ``value``, on every rank (under torchrun); a no-op on one process.
+        Every decision taken from validation or the clock goes through here, so that all
+        ranks take it together and keep identical weights."""
+        if self.world == 1:
+            return value
+        t = torch.tensor([value], dtype=torch.float64, device=self.device)
+        dist.broadcast(t, 0)
+        return float(t.item())
+
+    def _out_of_time_shared(self) -> bool:
+        return bool(self._shared(float(self.out_of_time())))
+
+    def out_of_time(self) -> bool:
+        """True when the rest of the budget is needed for the final validation."""
+        return (self.t.max_minutes is not None
+                and time.monotonic() - self.started + self.state.last_valid_s
+                >= self.t.max_minutes * 60.0)
+
+    def _epochs_done(self) -> float:
+        """Completed epochs, with the fraction of the current one."""
+        return self.state.epoch + self.state.batch_in_epoch / max(self.batches_per_epoch, 1)
+
+    def _batches(self) -> Sequence[Any]:
+        batches = self.train_set.batches(self.t.batch_size, self.t.max_tokens,
+                                         shuffle_seed=self.t.seed * 100_003 + self.state.epoch)
+        if self.world > 1:
+            batches = batches[: len(batches) // self.world * self.world][self.rank::self.world]
+        return batches
+
+    def train_step(self, chunk: Any) -> int:
+        """One teacher-forced step on one batch, an item of the training set's ``batches``
+        (forward, label-smoothed cross-entropy per target token, backward, gradient
+        clipping, Adam, LR schedule); returns the batch's number of target tokens.
+
+        Raises:
+            TrainingError: the loss is NaN or infinite and ``train.on_nonfinite_loss`` is stop.
+        """
+        st, t = self.state, self.t
+        batch = self.train_set.collate(chunk).to(self.device)
+        with autocast(self.device, self.amp_dtype):
+            loss_sum = self.net(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out,
+                                label_smoothing=t.label_smoothing)  # fp32
+        n_tok = batch.n_tokens
+        loss = loss_sum / n_tok
+        self.optimizer.zero_grad(set_to_none=True)
+        if not torch.isfinite(loss):
+            if t.on_nonfinite_loss == "stop":
+                raise TrainingError(
+                    f"loss is {loss.item()} at step {st.step + 1} (epoch {st.epoch + 1}, batch "
+                    f"{st.batch_in_epoch + 1}); nothing was saved over {self.out / 'last.pt'}. "
+                    "Try a lower train.lr, or train.on_nonfinite_loss=skip.")
+            st.skipped_batches += 1
+            self.log(f"warning: skipped batch {st.batch_in_epoch + 1} of epoch {st.epoch + 1}: "
+                     f"loss is {loss.item()}")
+        else:
+            if self.scaler is None:
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm)
+                self.optimizer.step()
+            else:
+                self.scaler.scale(loss).backward()
+                self.scaler.unscale_(self.optimizer)  # clip the true gradients
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm)
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            self.schedule.after_step()
+            st.epoch_loss_sum += loss_sum.item()
+            st.epoch_tokens += n_tok
+        st.step += 1
+        st.batch_in_epoch += 1
+        return n_tok
+
+    def _epoch(self, stop: StopFlag) -> bool:
+        """Train the rest of the current epoch; False when interrupted by a signal."""
+        st, t = self.state, self.t
+        batches = self._batches()
+        self.batches_per_epoch = len(batches)
+        self.net.train()
+        bar = tqdm(total=len(batches), initial=st.batch_in_epoch, desc=f"epoch {st.epoch + 1}",
+                   disable=None if t.progress and self.rank == 0 else True,
+                   dynamic_ncols=True, leave=False)
+        text_progress = t.progress and self.rank == 0 and bar.disable
+        tick, tick_tok = time.monotonic(), 0
+        for chunk in batches[st.batch_in_epoch:]:
+            tick_tok += self.train_step(chunk)
+            tok_s = tick_tok / max(time.monotonic() - tick, 1e-9)
+            mean_loss = st.epoch_loss_sum / max(st.epoch_tokens, 1)
+            bar.update(1)
+            bar.set_postfix(loss=f"{mean_loss:.3f}", tok_s=f"{tok_s:.0f}")
+            if text_progress and st.batch_in_epoch % 50 == 0:
+                self.log(f"epoch {st.epoch + 1} batch {st.batch_in_epoch}/{len(batches)}: loss "
+                         f"{mean_loss:.3f} nats/token, {tok_s:.0f} target tokens/s")
+            if stop.signal is not None:
+                bar.close()
+                st.interrupted = stop.signal
+                self.save("last.pt")
+                self.log(f"{stop.signal} received at step {st.step}: saved "
+                         f"{self.out / 'last.pt'}; continue with --resume")
+                return False
+            if self._out_of_time_shared() or (t.max_steps is not None
+                                              and st.step >= t.max_steps):
+                break
+            if (t.valid_every_steps and st.step % t.valid_every_steps == 0
+                    and st.batch_in_epoch < len(batches)):
+                self._checkpoint_and_validate(st.epoch_loss_sum / max(st.epoch_tokens, 1))
+                if st.done:
+                    break
+        bar.close()
+        train_loss = st.epoch_loss_sum / max(st.epoch_tokens, 1)
+        if st.batch_in_epoch >= len(batches):
+            st.epoch += 1
+            st.batch_in_epoch, st.epoch_loss_sum, st.epoch_tokens = 0, 0.0, 0
+        if not st.done:
+            self._checkpoint_and_validate(train_loss)
+        return True
+
+    def _checkpoint_and_validate(self, train_loss: float) -> None:
+        """Validate, log, keep the best checkpoint, decide on stopping, save last.pt."""
+        st, t = self.state, self.t
+        began = time.monotonic()
+        record = validate_and_log(
+            self.cfg, self.model, net=self.net, valid_examples=self.valid_examples,
+            validate=self.validate, device=self.device, state=st, train_loss=train_loss,
+            started=self.started, rank=self.rank, log=self.log,
+            epochs_done=self._epochs_done(), shared=self._shared)
+        st.last_valid_s = self._shared(time.monotonic() - began)
+        record["lr"] = self.optimizer.param_groups[0]["lr"]
+        if self.rank == 0:
+            with open(self.out / "valid_log.jsonl", "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+        self.schedule.after_validation(float(record.get("val_bleu", -1.0)))
+        if record["improved"]:
+            self.save("best.pt")
+        elif t.patience is not None and st.bad_epochs >= t.patience:
+            self.log(f"early stopping: no val BLEU gain for {t.patience} validations")
+            st.done = True
+        if self._out_of_time_shared():
+            self.log(f"time budget of {t.max_minutes} min reached")
+            st.done = True
+        if st.epoch >= t.max_epochs:
+            st.done = True
+        if t.max_steps is not None and st.step >= t.max_steps:
+            self.log(f"step budget of {t.max_steps} step{'' if t.max_steps == 1 else 's'} "
+                     "reached")
+            st.done = True
+        if self.world > 1:
+            flag = torch.tensor([int(st.done)], device=self.device)
+            dist.broadcast(flag, 0)
+            st.done = bool(flag.item())
+        self.save("last.pt")
+        if t.keep_checkpoints and self.rank == 0:
+            self.save(f"step_{st.step:08d}.pt")
+            for old in sorted(self.out.glob("step_*.pt"))[: -t.keep_checkpoints]:
+                old.unlink()
+
+    def _check_ranks_agree(self) -> None:
+        """Compare a checksum of the weights and the learning rate across ranks; rank 0
+        logs that they agree, or every rank raises TrainingError."""
+        with torch.no_grad():
+            total = sum(p.double().sum() * (i + 1) for i, p in
+                        enumerate(self.model.parameters()))
+        mine = torch.tensor([float(total), self.optimizer.param_groups[0]["lr"],
+                             float(self.state.step)], dtype=torch.float64, device=self.device)
+        gathered = [torch.zeros_like(mine) for _ in range(self.world)]
+        dist.all_gather(gathered, mine)
+        if any(not torch.equal(g, gathered[0]) for g in gathered):
+            raise TrainingError("ranks disagree at the end of training (weights checksum, lr, "
+                                f"step per rank: {[g.tolist() for g in gathered]})")
+        self.log(f"ranks agree: identical weights, learning rate and step on {self.world} ranks")
+
+    def run(self) -> TrainState:
+        """Train until the epoch or time budget, early stopping, or a signal."""
+        if self.state.done:  # resumed with its budget spent: record the config it now has
+            self.save("last.pt")
+        with StopFlag() as stop:
+            while not self.state.done and self.state.epoch < self.t.max_epochs:
+                if not self._epoch(stop):
+                    break
+        if self.world > 1 and dist.is_initialized():
+            self._check_ranks_agree()
+            dist.barrier()  # rank 0 may still be writing; tearing down under it aborts gloo
+            # the DDP wrapper's reducer holds the process group: free it while the group
+            # is alive, not at interpreter exit, where gloo's threads may abort the process
+            self.net = self.model
+            dist.destroy_process_group()
+        return self.state
+
+
+def train(cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab,
+          train_set: TrainingSet | list[Example], valid_examples: list[Example],
+          validate: Validate, resume: dict[str, Any] | None = None,
+          log: Callable[[str], None] = print) -> TrainState:
+    """Train ``model`` until the epoch/time budget or early stopping; returns the counters.
+
+    Args:
+        train_set: the training pairs, a list of examples or any :class:`TrainingSet`
+            (e.g. the memory-mapped store of nmt/data/store.py).
+        validate: called with the model in eval mode at every validation (each epoch, and
+            every ``train.valid_every_steps`` steps); returns a dict with ``bleu`` (0-100).
+        resume: a checkpoint payload whose ``train_state`` is continued.
+
+    Raises:
+        TrainingError: a NaN or infinite loss (names the step); nothing is saved over
+            the last good checkpoint.
+        CheckpointError: a checkpoint cannot be written (e.g. disk full).
+    """
+    trainer = Trainer(cfg, model, src_vocab, tgt_vocab, train_set, valid_examples,
+                      validate, log)
+    if resume is not None:
+        trainer.restore(resume)
+    else:
+        torch.manual_seed(cfg.train.seed)
+        random.seed(cfg.train.seed)
+    return trainer.run()
