@@ -22,6 +22,6 @@ Next steps
   Same budget without attention:          .venv/bin/nmt train configs/multi30k_deen_none.yaml
   Compare them by sentence length:        .venv/bin/nmt evaluate runs/deen_additive/best.pt runs/deen_none/best.pt
   Translate your own sentences:           .venv/bin/nmt translate runs/quickstart_deen/best.pt --attention
-  Best-quality recipe (85 min, see README "Recipes"):
+  Best-quality recipe (85 min, see docs/results.md, "Recipes and the literature"):
                                           .venv/bin/nmt train configs/recipe_deen.yaml train.threads=2
 MSG

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from nmt.model.attention import attend, build_scorer, masked_softmax
+from nmt.model.attention import attend, masked_softmax
+from nmt.model.attention_factory import build_scorer
 
 KINDS = ["additive", "dot", "general", "scaled_dot"]
 

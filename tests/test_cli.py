@@ -277,3 +277,28 @@ def test_help_shows_flags_without_a_value():
     assert "<bool>" not in r.stdout
     r = nmt("--version")
     assert r.returncode == 0 and r.stdout.startswith("nmt ") and "torch 2." in r.stdout
+
+
+def test_select_chooses_alpha_on_val_and_scores_test(trained, tmp_path):
+    out = tmp_path / "select.json"
+    r = nmt("select", trained["additive"], "--beam", "2", "--alphas", "0.6,1.4", "--average", "0",
+            "--test-splits", "test_2016_flickr", "--json", out)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(out.read_text())
+    beam_rows = [row for row in summary["val_selection"] if row["beam"] == 2]
+    assert [row["alpha"] for row in beam_rows] == [0.6, 1.4]
+    assert summary["alpha"] == max(beam_rows, key=lambda row: row["bleu"])["alpha"]
+    test = summary["test"]["test_2016_flickr"]
+    assert test["signature"].startswith("nrefs:1|") and 0 <= test["beam_bleu"] <= 100
+    assert "test_2016_flickr: BLEU greedy" in r.stdout
+    assert not list(trained["additive"].glob("averaged.pt"))  # --average 0 writes nothing
+
+
+def test_select_refuses_choosing_on_a_test_split_and_a_missing_run(trained, tmp_path):
+    r = nmt("select", trained["additive"], "--valid-split", "test_2016_flickr",
+            "--test-splits", "test_2016_flickr")
+    assert r.returncode == 2 and "also a test split" in r.stderr
+    r = nmt("select", tmp_path / "nothing")
+    assert r.returncode == 2 and "best.pt not found" in r.stderr
+    r = nmt("select", trained["additive"], "--alphas", "0.6,x")
+    assert r.returncode == 2 and "--alphas: 'x'" in r.stderr

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from conftest import TOY_PAIRS, tiny_model
-from nmt.model.attention import LocalAttention, build_scorer, masked_softmax
+from nmt.model.attention import LocalAttention, masked_softmax
+from nmt.model.attention_factory import build_scorer
 from nmt.config.schema import ConfigError
 from nmt.config.load import load_config, load_study_config
 from nmt.data.corpus import Pair
@@ -289,6 +290,7 @@ def test_attention_memory_grows_with_n_q_times_n_kv():
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "attention_cost.py"
     spec = importlib.util.spec_from_file_location("attention_cost", path)
     attention_cost = importlib.util.module_from_spec(spec)
+    sys.modules["attention_cost"] = attention_cost  # dataclasses look their module up there
     spec.loader.exec_module(attention_cost)
     measure = attention_cost.measure
 

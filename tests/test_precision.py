@@ -207,7 +207,8 @@ def test_search_precision_is_resolved_and_checked_naming_the_option():
     assert Decoding(precision="auto").on(CPU).precision == (
         "bf16" if precision.native_bf16(CPU) else "fp32")
     assert Decoding(beam_size=5, precision="bf16").describe().endswith(", bf16 matrix products")
-    assert Decoding().on(CPU, "x").describe() == "greedy search, fp32 matrix products"
+    assert Decoding(beam_size=1, precision="fp32").on(CPU, "x").describe() == (
+        "greedy search, fp32 matrix products")
     with pytest.raises(PrecisionError, match="--precision: fp16 needs a CUDA device"):
         Decoding(precision="fp16").on(CPU, "--precision")
     with pytest.raises(PrecisionError, match="search.precision: unknown precision 'int8'"):
@@ -235,7 +236,8 @@ def test_bf16_search_keeps_beam_1_equal_to_greedy(toy_vocabs):
 def test_every_attention_searches_with_bf16_matrix_products(toy_vocabs, attention, order):
     """Each scorer reads bf16 memory under search autocast (the additive one keeps fp32
     keys); greedy and beam search return one translation per line and fp32 scores."""
-    from nmt.inference.translate import Decoding, translate_lines
+    from nmt.inference.translate import Decoding
+    from nmt.inference.translator import translate_lines
 
     src_v, tgt_v = toy_vocabs
     model = tiny_model(src_v, tgt_v, attention=attention, step_order=order)

@@ -12,7 +12,7 @@ from nmt.data.corpus import Pair, read_dir_split
 from nmt.data.batches import encode_pairs
 from nmt.training.loop import train
 from nmt.training.state import TrainingError
-from nmt.inference.translate import translate_lines
+from nmt.inference.translator import translate_lines
 
 # any text without line breaks (those would make it several lines)
 LINE = st.text(st.characters(blacklist_categories=("Cs",),

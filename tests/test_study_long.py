@@ -27,7 +27,8 @@ def long_study(tmp_path_factory):
         "extra_caps": [15], "cap_attentions": ["additive"], "parallel": 2, "test_splits": [],
         "join_ks": [1, 4], "n_samples": 40, "buckets": "1-10,11-30,31-",
         "drop_buckets": "1-10,31-", "heatmap_sentences": [], "sampled_heatmaps": 0,
-        "long_heatmap_words": [35, 70], "long_heatmaps": 1})
+        "long_heatmap_words": [35, 70], "long_heatmaps": 1, "beam_size": 2,
+        "alphas": [0.6, 1.2], "long_set_splits": ["test_2017_flickr"]})
     return tmp, cfg
 
 
@@ -71,6 +72,31 @@ def test_report_shows_training_data_ratio_bp_drop_and_long_alignment(long_study)
     for row in joined["buckets"]:
         if row["n"]:
             assert 0 < row["brevity_penalty"] <= 1 and row["len_ratio"] > 0
+
+
+def test_report_decodes_with_beam_search_alpha_chosen_on_val_and_greedy_beside(long_study):
+    tmp, _cfg = long_study
+    report = (tmp / "report" / "report.md").read_text()
+    results = json.loads((tmp / "report" / "results.json").read_text())
+    assert "Decoding: beam search, beam 2" in report
+    choice = results["alpha_choice"]
+    assert set(choice) == {"none", "additive", "additive-15"}
+    for label, c in choice.items():
+        scores = c["val_score_by_alpha"]
+        assert set(scores) == {"0.6", "1.2"}
+        assert scores[f"{c['alpha']:g}"] == max(scores.values())
+        assert f"- {label}: alpha {c['alpha']:g} chosen on the validation score" in report
+        cached = list((tmp / "runs" / f"long_{label}" / "hyps").glob(
+            f"test_2016_flickr_joined.beam2_a{c['alpha']:g}.txt"))
+        assert cached, label
+    sets = results["test_sets"]
+    assert {"test_2016_flickr_joined", "test_2017_flickr_joined"} <= set(sets)
+    assert "Greedy search on test_2017_flickr_joined, beside the beam" in report
+    greedy = sets["test_2016_flickr_joined"]["greedy"]
+    assert [d["system"] for d in greedy["drops"]] == ["none", "additive", "additive-15"]
+    # Figure 2: the training-length axis of the cap attentions, with its 95% bands
+    assert (tmp / "report" / "figure2_test_2016_flickr_joined.png").is_file()
+    assert "![Figure 2: test_2016_flickr_joined]" in report
 
 
 def test_study_cap_options_are_checked(tmp_path):

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from conftest import TOY_PAIRS, tiny_model
-from nmt.inference.translate import Decoding, decode_workers, translate_lines
+from nmt.inference.translate import Decoding
+from nmt.inference.translator import decode_workers, translate_lines
 
 LINES = [s for s, _ in TOY_PAIRS] + ["ein mann", "", "zwei katzen schlafen im schnee ."]
 
@@ -41,11 +42,11 @@ def test_decode_workers_counts_and_checks():
 
 def test_an_error_in_one_batch_reaches_the_caller_and_the_threads_are_restored(toy_vocabs,
                                                                          monkeypatch):
-    import nmt.inference.translate
+    import nmt.inference.translator
 
     model = tiny_model(*toy_vocabs).eval()
     threads, calls = torch.get_num_threads(), []
-    real = nmt.inference.translate._search
+    real = nmt.inference.translator._search
 
     def failing(model, src, src_len, decoding, amp_dtype=None):
         calls.append(1)
@@ -53,7 +54,7 @@ def test_an_error_in_one_batch_reaches_the_caller_and_the_threads_are_restored(t
             raise RuntimeError("batch 2 failed")
         return real(model, src, src_len, decoding, amp_dtype)
 
-    monkeypatch.setattr(nmt.inference.translate, "_search", failing)
+    monkeypatch.setattr(nmt.inference.translator, "_search", failing)
     with pytest.raises(RuntimeError, match="batch 2 failed"):
         translate_lines(model, *toy_vocabs, LINES, batch_size=1, workers=2)
     assert torch.get_num_threads() == threads
@@ -145,19 +146,19 @@ def test_filter_keeps_the_chunks_written_before_a_ctrl_c(toy_vocabs, tmp_path, c
     import nmt.commands.translate
 
     loaded, calls = _loaded(toy_vocabs), []
-    real = nmt.commands.translate.translate_lines
+    real = nmt.commands.translate.Translator.translate
 
-    def interrupted(*args, **kw):
+    def interrupted(self, *args, **kw):
         calls.append(1)
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return real(*args, **kw)
+        return real(self, *args, **kw)
 
-    monkeypatch.setattr(nmt.commands.translate, "translate_lines", interrupted)
+    monkeypatch.setattr(nmt.commands.translate.Translator, "translate", interrupted)
     with pytest.raises(KeyboardInterrupt):
         _filter(loaded, ("\n".join(LINES) + "\n").encode(), tmp_path, capsys, lines_per_chunk=2)
     written = (tmp_path / "out.en").read_text(encoding="utf-8").splitlines()
-    expected = [t.text for t in real(loaded.model, *toy_vocabs, LINES[:4], batch_size=2)]
+    expected = [t.text for t in translate_lines(loaded.model, *toy_vocabs, LINES[:4], batch_size=2)]
     assert written == expected  # the two chunks before the interruption, complete
 
 
@@ -170,3 +171,32 @@ def test_lines_the_model_knows_nothing_of_are_flagged_and_warned(toy_vocabs, tmp
     _, err = _filter(loaded, data, tmp_path, capsys, lines_per_chunk=1)
     assert ("in.de: 1 input line made only of pieces the model does not know (<unk>): "
             "translated, but as guesses (line 2, counting from 1)") in err
+
+
+def test_decoding_defaults_are_the_configs_and_from_config_takes_given_values():
+    from nmt.config.schema import Config, SearchConfig, TrainConfig
+
+    d, s = Decoding(), SearchConfig()
+    assert (d.beam_size, d.alpha, d.length_penalty, d.precision) == (
+        s.beam_size, s.alpha, s.length_penalty, s.precision)
+    assert d.max_ratio == TrainConfig().max_output_ratio
+    cfg = Config(search=SearchConfig(beam_size=3, alpha=1.0), train=TrainConfig(max_output_ratio=1.5))
+    got = Decoding.from_config(cfg, beam_size=None, alpha=0.2, n_best=2)
+    assert (got.beam_size, got.alpha, got.max_ratio, got.n_best) == (3, 0.2, 1.5, 2)
+
+
+def test_translator_encodes_cuts_and_flags_one_way(toy_vocabs):
+    from nmt.inference.translator import Translator
+
+    model = tiny_model(*toy_vocabs).eval()
+    short = len(Translator(model, *toy_vocabs).encode("ein mann").ids)
+    tr = Translator(model, *toy_vocabs, Decoding(beam_size=1), max_src_pieces=short)
+    enc = tr.encode("ein mann " * 10)
+    assert len(enc.ids) == short and enc.truncated and not enc.unknown
+    assert tr.encode("🐕🐕").unknown and tr.encode("   ").ids == []
+    out = tr.translate(["ein mann " * 10, "", "ein mann"])
+    assert [t.truncated for t in out] == [True, False, False] and out[1].text == ""
+    # a fixed thread count: the call restores torch's count whatever it used
+    before = torch.get_num_threads()
+    Translator(model, *toy_vocabs, Decoding(beam_size=1), threads=1).translate(["ein mann"])
+    assert torch.get_num_threads() == before

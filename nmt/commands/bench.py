@@ -11,7 +11,7 @@ this order, on the device a run would use:
    and in bf16 where the CPU has bf16 instructions or on CUDA, with the same threads;
 2. decoding (first, so a checkpoint's own weights are used): greedy and beam search
    sentences/s on the first ``sentences`` of a named split, in batches of ``batch_size``
-   sentences, ``workers`` batches at once (:func:`nmt.inference.translate.translate_lines`; default
+   sentences, ``workers`` batches at once (:class:`nmt.inference.translator.Translator`; default
    one per CPU thread, each on one thread), after an untimed warm-up on 8 sentences, with
    the sacreBLEU score of that output;
 3. training: ``warmup`` untimed steps of the real training step (:meth:`Trainer.train_step`:
@@ -36,7 +36,7 @@ import itertools
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +58,8 @@ from nmt.commands.train import build_vocabs, training_pairs
 from nmt.ops.precision import autocast_dtype, precision_name
 from nmt.ops.device import pick_device
 from nmt.training.loop import Trainer
-from nmt.inference.translate import (decode_workers, decoding_from_config, threads_per_worker,
-                           translate_lines)
+from nmt.inference.translate import Decoding
+from nmt.inference.translator import Translator, decode_workers, threads_per_worker
 from nmt.data.vocab import Vocab
 
 
@@ -74,6 +74,7 @@ class BenchOptions:
     ``train_seconds`` 0 leaves out the wall-clock window."""
 
     source: Path
+    _: KW_ONLY
     overrides: tuple[str, ...] = ()
     threads: int | None = None
     device: str = "auto"
@@ -174,7 +175,7 @@ def decode_split(subject: Subject, opts: BenchOptions) -> tuple[list[str], list[
 def measure_decoding(subject: Subject, sources: list[str], references: list[str],
                      opts: BenchOptions, device: torch.device) -> dict[str, Any]:
     """Greedy and beam-``opts.beam`` sentences/s on ``sources`` (``opts.workers`` batches at
-    once, each on its share of the CPU threads: :func:`nmt.inference.translate.decode_workers`), the
+    once, each on its share of the CPU threads: :func:`nmt.inference.translator.decode_workers`), the
     mean output length in
     target pieces (EOS not counted; an untrained model runs to the length limit, which makes
     it slower than a trained one), the BLEU (0-100) and chrF of that output against
@@ -182,16 +183,16 @@ def measure_decoding(subject: Subject, sources: list[str], references: list[str]
     reset_peak_memory(device)
     runs: dict[str, Any] = {}
     for beam in sorted({1, opts.beam}):
-        decoding = decoding_from_config(subject.cfg, beam_size=beam,
+        decoding = Decoding.from_config(subject.cfg, beam_size=beam,
                                         precision=opts.decode_precision)
         decoding = decoding.on(device, "--decode-precision")
-        args = (subject.model, subject.src_vocab, subject.tgt_vocab)
+        translator = Translator(subject.model, subject.src_vocab, subject.tgt_vocab, decoding,
+                                batch_size=opts.batch_size, workers=opts.workers)
         with torch.inference_mode():
-            translate_lines(*args, sources[:8], batch_size=opts.batch_size, decoding=decoding)
+            translator.translate(sources[:8])
             sync(device)
             start = time.perf_counter()
-            out = translate_lines(*args, sources, batch_size=opts.batch_size, decoding=decoding,
-                                  workers=opts.workers)
+            out = translator.translate(sources)
             sync(device)
             seconds = time.perf_counter() - start
         s = score([t.text for t in out], references, sources, buckets=((1, None),))

@@ -19,7 +19,8 @@ from nmt.config.load import parse_buckets
 from nmt.data.corpus import DataError, read_lines, read_split
 from nmt.evaluation.metrics import Scores, format_table, score
 from nmt.ops.device import pick_device
-from nmt.inference.translate import decoding_from_config, translate_lines, truncation_warning
+from nmt.inference.translate import Decoding, truncation_warning
+from nmt.inference.translator import Translator
 
 
 @dataclass
@@ -82,7 +83,7 @@ def evaluate_checkpoints(checkpoints: list[Path], split: str | None = None,
                          workers: int | None = None, precision: str | None = None) -> Report:
     """Translate the test set with each checkpoint and score it. Search settings default
     to each checkpoint's ``search`` config; given values override them. ``workers``:
-    batches decoded at once (:func:`nmt.inference.translate.translate_lines`). ``precision``: the
+    batches decoded at once (:class:`nmt.inference.translator.Translator`). ``precision``: the
     search's matrix products (``search.precision``; ``--precision``).
 
     Raises:
@@ -95,12 +96,13 @@ def evaluate_checkpoints(checkpoints: list[Path], split: str | None = None,
     for path in checkpoints:
         loaded = load_checkpoint(path, device)
         label, sources, references = test_set(loaded, split, src, ref, data_path)
-        decoding = decoding_from_config(loaded.cfg, beam_size, alpha, length_penalty,
-                                        precision=precision).on(device, "--precision")
+        decoding = Decoding.from_config(
+            loaded.cfg, beam_size=beam_size, alpha=alpha, length_penalty=length_penalty,
+            precision=precision).on(device, "--precision")
         with torch.inference_mode():
-            translations = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab,
-                                           sources, batch_size=batch_size, decoding=decoding,
-                                           workers=workers)
+            translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding,
+                                    batch_size=batch_size, workers=workers)
+            translations = translator.translate(sources)
         hyps = [t.text for t in translations]
         warning = truncation_warning(translations, f"{label} ({path})")
         if warning:

@@ -30,6 +30,7 @@ import torch
 
 from nmt.data.batches import Example, collate, make_batches
 from nmt.inference.search import greedy
+from nmt.inference.translator import Translator
 from nmt.data.vocab import EOS
 
 
@@ -117,11 +118,12 @@ def head_weights_of(model, src_vocab, tgt_vocab, sources: list[str], batch_size:
                          "has no attention weights to analyse")
     device = next(model.parameters()).device
     model.eval()
+    translator = Translator(model, src_vocab, tgt_vocab)  # its encoding and source limit
     examples = []
     for i, line in enumerate(sources):
-        ids = src_vocab.encode(line.strip())
+        ids = translator.encode(line).ids
         if ids:
-            examples.append(Example(ids[:400] + [EOS], [], i))
+            examples.append(Example(ids + [EOS], [], i))
     out: dict[int, SentenceHeads] = {}
     for chunk in make_batches(examples, batch_size):
         batch = collate(chunk)

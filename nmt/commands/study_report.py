@@ -9,81 +9,24 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
-import torch
 import yaml
 
 from nmt.evaluation.bootstrap import BucketRow, bucket_drop, format_markdown, study_table
 from nmt.model.checkpoint import Loaded, load_checkpoint
 from nmt.config.schema import StudyConfig
 from nmt.config.load import parse_buckets
-from nmt.data.corpus import DataError, read_split
-from nmt.data.longsets import long_sentence_set
 from nmt.evaluation.metrics import bucket_label, score
 from nmt.commands.train import training_pairs
 from nmt.evaluation.plots import curves_from_rows, plot_attention, plot_bleu_by_length, plot_length_histogram
 from nmt.commands.study_plan import PlannedRun
-from nmt.inference.translate import Decoding, translate_lines, truncation_warning
-
-
-@dataclass
-class TestSet:
-    """Sources and references of one evaluation set; ``note`` says how it was built."""
-
-    name: str
-    sources: list[str]
-    references: list[str]
-    note: str
-
-
-def load_test_sets(study: StudyConfig, loaded: Loaded, log: Callable[[str], None]) -> list[TestSet]:
-    """The named test splits (a missing one is skipped with a note) and the joined set."""
-    sets, by_name = [], {}
-    for split in study.test_splits:
-        try:
-            pairs = read_split(loaded.cfg.data, split)
-        except DataError as e:
-            log(f"warning: test split {split} skipped: {e}")
-            continue
-        ts = TestSet(split, [p.src for p in pairs], [p.tgt for p in pairs], "as distributed")
-        sets.append(ts)
-        by_name[split] = ts
-    if study.long_set_split:
-        base = by_name.get(study.long_set_split)
-        if base is None:
-            base_pairs = read_split(loaded.cfg.data, study.long_set_split)
-            base = TestSet(study.long_set_split, [p.src for p in base_pairs],
-                           [p.tgt for p in base_pairs], "")
-        joined = long_sentence_set(base.sources, base.references, study.join_ks)
-        ks = ", ".join(map(str, study.join_ks))
-        sets.append(TestSet(f"{study.long_set_split}_joined", joined.sources, joined.references,
-                            f"{study.long_set_split} with k = {ks} consecutive pairs joined "
-                            f"(source to source, reference to reference): {len(joined)} lines"))
-    return sets
-
-
-def _decode(run: PlannedRun, loaded: Loaded, ts: TestSet, log: Callable[[str], None]) -> list[str]:
-    """Greedy translations, cached beside the checkpoint until best.pt changes."""
-    cache = run.out_dir / "hyps" / f"{ts.name}.txt"
-    best = run.out_dir / "best.pt"
-    if cache.exists() and cache.stat().st_mtime >= best.stat().st_mtime:
-        hyps = cache.read_text(encoding="utf-8").split("\n")[:-1]
-        if len(hyps) == len(ts.sources):
-            return hyps
-    log(f"{run.cfg.name}: translating {ts.name} ({len(ts.sources)} sentences)")
-    with torch.inference_mode():
-        out = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, ts.sources,
-                              decoding=Decoding(max_ratio=loaded.cfg.train.max_output_ratio))
-    hyps = [" ".join(t.text.split()) for t in out]
-    warning = truncation_warning(out, f"{run.cfg.name} on {ts.name}")
-    if warning:
-        log(warning)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
-    return hyps
+from nmt.commands.study_decode import (TestSet, decode, greedy_decoding, load_test_sets,
+                                      report_decodings)
+from nmt.inference.translate import Decoding
+from nmt.inference.translator import Translator
 
 
 def _falloff(rows: list[BucketRow], system: str) -> str:
@@ -99,7 +42,7 @@ def _falloff(rows: list[BucketRow], system: str) -> str:
 
 
 def _heatmaps(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Loaded],
-              first: TestSet, out: Path) -> list[str]:
+              first: TestSet, out: Path, decodings: dict[str, Decoding]) -> list[str]:
     """Draw attention for the chosen and sampled sentences; returns Markdown lines."""
     candidates = [s for s in first.sources if 8 <= len(s.split()) <= 20]
     sampled = random.Random(study.bootstrap_seed).sample(
@@ -110,7 +53,8 @@ def _heatmaps(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Load
             if run.attention == "none":
                 continue
             loaded = models[run.label]
-            tr = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, [sentence])[0]
+            tr = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab,
+                            decodings[run.label]).translate([sentence])[0]
             if tr.attention is None:
                 continue
             name = f"attention_{i + 1}_{run.label}.png"
@@ -122,7 +66,8 @@ def _heatmaps(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Load
 
 
 def _long_heatmaps(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Loaded],
-                   joined: TestSet | None, out: Path) -> list[str]:
+                   joined: TestSet | None, out: Path, decodings: dict[str, Decoding]
+                   ) -> list[str]:
     """Attention on joined test sentences of ``long_heatmap_words`` source words, one
     heatmap per attention model, with every model's output (the fixed-vector model's too)
     and the reference beside it; returns Markdown lines."""
@@ -144,8 +89,8 @@ def _long_heatmaps(study: StudyConfig, runs: list[PlannedRun], models: dict[str,
                   f"source: {sentence}  \nreference: {joined.references[i]}\n"]
         for run in runs:
             loaded = models[run.label]
-            tr = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, [sentence],
-                                 decoding=Decoding(max_ratio=loaded.cfg.train.max_output_ratio))[0]
+            tr = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab,
+                            decodings[run.label]).translate([sentence])[0]
             lines.append(f"- **{run.label}** ({len(tr.text.split())} words): {tr.text}")
             if tr.attention is not None:
                 name = f"long_attention_{n}_{run.label}.png"
@@ -206,6 +151,24 @@ def _training_data_section(study: StudyConfig, runs: list[PlannedRun], models: d
     return md
 
 
+def _figure2(study: StudyConfig, runs: list[PlannedRun], rows: list[BucketRow], ts: TestSet,
+             out: Path) -> list[str]:
+    """Bahdanau et al. (2015), Figure 2: BLEU against source length for the models of the
+    training-length axis (``cap_attentions`` at each cap and at the main cap), 95% bands."""
+    axis = [r.label for r in runs if r.attention in study.cap_attentions
+            and r.heads is None and (r.cap is not None or study.extra_caps)]
+    if not study.extra_caps or len(axis) < 2:
+        return []
+    name = f"figure2_{ts.name}.png"
+    main_cap = runs[0].cfg.data.max_train_words
+    plot_bleu_by_length(curves_from_rows([r for r in rows if r.system in axis]), out / name,
+                        f"{ts.name}: BLEU by source length, -{'/-'.join(map(str, study.extra_caps))}"
+                        f" (dashed) and -{main_cap} models, 95% bootstrap CI",
+                        dashed=[r.label for r in runs if r.cap is not None])
+    return [f"The paper's Figure 2 on this set (models `-N` trained on pairs of at most N "
+            f"words; the others on at most {main_cap}):\n", f"![Figure 2: {ts.name}]({name})\n"]
+
+
 def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str], None]) -> Path:
     """Evaluate every run and write ``{report_dir}/report.md`` plus plots and results.json.
 
@@ -217,20 +180,28 @@ def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str]
     models = {r.label: load_checkpoint(r.out_dir / "best.pt") for r in runs}
     test_sets = load_test_sets(study, models[runs[0].label], log)
     buckets = parse_buckets(study.buckets)
+    decodings, alpha_choice = report_decodings(study, runs, models, log)
+    search = ("greedy search" if study.beam_size == 1 else
+              f"beam search, beam {study.beam_size}, GNMT length penalty with each model's "
+              f"alpha chosen on the validation score among {', '.join(f'{a:g}' for a in study.alphas)}")
     boot = (f"Intervals and p-values: bootstrap resampling of the sentences, "
             f"{study.n_samples} resamples, seed {study.bootstrap_seed} (`n_samples`, "
             "`bootstrap_seed` in the study config).\n")
-    md = [f"# Length study: {study.name}\n"]
-    md += _runs_section(study, runs)
+    md = [f"# Length study: {study.name}\n", f"Decoding: {search}; fp32 matrix products"
+          + ("; greedy search beside it under each test set." if study.beam_size > 1 else ".")
+          + "\n"]
+    md += _runs_section(study, runs, alpha_choice)
     if any(r.cfg.data.train_join_ks for r in runs):
         md += _training_data_section(study, runs, models, out)
-    results = {"study": asdict(study), "test_sets": {}}
+    results: dict = {"study": asdict(study), "decoding": search, "alpha_choice": alpha_choice,
+                     "test_sets": {}}
     dashed = [r.label for r in runs if r.cap is not None]
     headline: list[str] = []
+    kw = dict(baseline=study.baseline, min_bucket=study.min_bucket,
+              n_samples=study.n_samples, seed=study.bootstrap_seed)
     for ts in test_sets:
-        systems = {r.label: _decode(r, models[r.label], ts, log) for r in runs}
-        kw = dict(baseline=study.baseline, min_bucket=study.min_bucket,
-                  n_samples=study.n_samples, seed=study.bootstrap_seed)
+        systems = {r.label: decode(r, models[r.label], ts, decodings[r.label], log)
+                   for r in runs}
         overall = study_table(systems, ts.references, ts.sources, ((1, None),), **kw)
         rows = study_table(systems, ts.references, ts.sources, buckets, **kw)
         plot = f"bleu_by_length_{ts.name}.png"
@@ -241,34 +212,52 @@ def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str]
         md += [f"## {ts.name}\n", f"{len(ts.sources)} sentences; {ts.note}.\n",
                f"BLEU signature: `{sig.signature}`  \nchrF signature: `{sig.chrf_signature}`\n",
                boot, "Whole set:\n", format_markdown(overall), "\nBy source length (words):\n",
-               format_markdown(rows), "", f"![BLEU by source length]({plot})\n",
-               "Where BLEU falls (first to last bucket with at least "
+               format_markdown(rows), "", f"![BLEU by source length]({plot})\n"]
+        md += _figure2(study, runs, rows, ts, out)
+        md += ["Where BLEU falls (first to last bucket with at least "
                f"{study.min_bucket} sentences):\n"]
         md += [f"- {_falloff(rows, r.label)}" for r in runs] + [""]
+        record = {"overall": [asdict(r) for r in overall], "buckets": [asdict(r) for r in rows],
+                  "drops": drops, "signature": sig.signature,
+                  "chrf_signature": sig.chrf_signature}
         if drops:
             table = _drop_table(study, drops)
             md += table
-            if ts.name.endswith("_joined"):
+            if ts.name.endswith("_joined") and not headline:
                 headline = table
-        results["test_sets"][ts.name] = {"overall": [asdict(r) for r in overall],
-                                         "buckets": [asdict(r) for r in rows],
-                                         "drops": drops,
-                                         "signature": sig.signature,
-                                         "chrf_signature": sig.chrf_signature}
+        if study.beam_size > 1:
+            md_g, record["greedy"] = _greedy_section(study, runs, models, ts, log)
+            md += md_g
+        results["test_sets"][ts.name] = record
     if headline:
         i = md.index("## Models\n")
-        md[i:i] = ["## Headline: BLEU lost from short to long sources (joined test set)\n",
-                   *headline]
+        md[i:i] = [f"## Headline: BLEU lost from short to long sources ({search}, joined "
+                   "test set)\n", *headline]
     md += ["## Attention heatmaps\n",
            "Rows: target pieces; columns: source pieces; white = weight 1.\n"]
-    md += _heatmaps(study, runs, models, test_sets[0], out)
+    md += _heatmaps(study, runs, models, test_sets[0], out, decodings)
     joined = next((t for t in test_sets if t.name.endswith("_joined")), None)
-    md += _long_heatmaps(study, runs, models, joined, out)
-    md += [_DEFINITIONS.format(n_samples=study.n_samples, seed=study.bootstrap_seed)]
+    md += _long_heatmaps(study, runs, models, joined, out, decodings)
+    md += [_DEFINITIONS.format(n_samples=study.n_samples, seed=study.bootstrap_seed,
+                               search=search)]
     (out / "report.md").write_text("\n".join(md), encoding="utf-8")
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
     log(f"wrote {out / 'report.md'}")
     return out / "report.md"
+
+
+def _greedy_section(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Loaded],
+                    ts: TestSet, log: Callable[[str], None]) -> tuple[list[str], dict]:
+    """The same set decoded greedily: BLEU by length and the drop table."""
+    systems = {r.label: decode(r, models[r.label], ts, greedy_decoding(models[r.label]), log)
+               for r in runs}
+    rows = study_table(systems, ts.references, ts.sources, parse_buckets(study.buckets),
+                       baseline=study.baseline, min_bucket=study.min_bucket,
+                       n_samples=study.n_samples, seed=study.bootstrap_seed)
+    drops = _drops(study, systems, ts)
+    md = [f"Greedy search on {ts.name}, beside the beam (by source length):\n",
+          format_markdown(rows), ""] + (_drop_table(study, drops) if drops else [])
+    return md, {"buckets": [asdict(r) for r in rows], "drops": drops}
 
 
 def _drops(study: StudyConfig, systems: dict[str, list[str]], ts: TestSet) -> list[dict]:
@@ -318,7 +307,8 @@ def _attention_name(m) -> str:
     return m.attention
 
 
-def _runs_section(study: StudyConfig, runs: list[PlannedRun]) -> list[str]:
+def _runs_section(study: StudyConfig, runs: list[PlannedRun],
+                  alpha_choice: dict[str, dict] | None = None) -> list[str]:
     caps = sorted({r.cfg.data.max_train_words or 0 for r in runs})
     what = ("only `model.attention` differs" if len(caps) == 1 else
             "models differ only in `model.attention`, and models named `-N` were trained "
@@ -342,6 +332,9 @@ def _runs_section(study: StudyConfig, runs: list[PlannedRun]) -> list[str]:
         md.append(f"| {r.label} | {r.cfg.data.max_train_words} | {s['parameters']:,} | "
                   f"{s['epochs']} | {s['steps']} | {s['elapsed_min']:.1f} | "
                   f"{s['best_val_bleu']:.2f} | {_attention_name(r.cfg.model)} |")
+    for label, c in (alpha_choice or {}).items():
+        tried = ", ".join(f"{a}: {v:.2f}" for a, v in c["val_score_by_alpha"].items())
+        md.append(f"- {label}: alpha {c['alpha']:g} chosen on the validation score ({tried})")
     if runs[0].cfg.data.valid_join_ks:
         md.append("\nBest val score: mean of the BLEU on the validation split and on the "
                   "validation split joined as configured (each run's `valid_log.jsonl` has both).")
@@ -354,7 +347,7 @@ def _runs_section(study: StudyConfig, runs: list[PlannedRun]) -> list[str]:
 _DEFINITIONS = """## How to read the numbers
 
 - BLEU and chrF are sacreBLEU corpus scores (0-100) on detokenized, cased text; buckets
-  count whitespace words of the source sentence; decoding is greedy.
+  count whitespace words of the source sentence; decoding: {search}.
 - `[low, high]`: 95% percentile interval from bootstrap resampling of the sentences of
   the bucket: {n_samples} resamples, seed {seed}.
 - `hyp/ref length`: hypothesis length over reference length (BLEU's 13a tokens, summed

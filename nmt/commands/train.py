@@ -27,7 +27,8 @@ from nmt.data.store import filter_stats, open_or_prepare
 from nmt.ops.device import pick_device
 from nmt.training.loop import train
 from nmt.training.state import TrainState
-from nmt.inference.translate import decoding_from_config, translate_lines
+from nmt.inference.translate import Decoding
+from nmt.inference.translator import Translator
 from nmt.data.vocab import Vocab, train_vocab
 
 
@@ -214,15 +215,15 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     val_src = [p.src for p in valid_pairs][: cfg.train.valid_max_sentences]
     val_ref = [p.tgt for p in valid_pairs][: cfg.train.valid_max_sentences]
 
-    valid_decoding = decoding_from_config(cfg, beam_size=cfg.search.valid_beam_size)
+    valid_decoding = Decoding.from_config(cfg, beam_size=cfg.search.valid_beam_size)
 
     joined_val = (long_sentence_set(val_src, val_ref, d.valid_join_ks)
                   if d.valid_join_ks else None)
 
     def validate(model) -> dict:
         def bleu_chrf(src: list[str], ref: list[str]):
-            hyps = [t.text for t in translate_lines(model, src_vocab, tgt_vocab, src,
-                                                    batch_size=128, decoding=valid_decoding)]
+            translator = Translator(model, src_vocab, tgt_vocab, valid_decoding, batch_size=128)
+            hyps = [t.text for t in translator.translate(src)]
             return score(hyps, ref, src, buckets=((1, None),))
 
         s = bleu_chrf(val_src, val_ref)

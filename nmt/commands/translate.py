@@ -11,8 +11,10 @@ from typing import BinaryIO, TextIO
 
 from nmt.model.checkpoint import Loaded
 from nmt.data.corpus import GZIP_ERRORS, open_bytes
-from nmt.inference.translate import (Decoding, Translation, cut_lines_warning, invalid_lines_warning,
-                           strongest_alignment, translate_lines, unknown_lines_warning)
+from nmt.inference.translate import (MAX_SOURCE_PIECES, Decoding, Translation,
+                                    cut_lines_warning, invalid_lines_warning,
+                                    strongest_alignment, unknown_lines_warning)
+from nmt.inference.translator import Translator
 
 
 def _attention_lines(tr: Translation) -> list[str]:
@@ -87,6 +89,7 @@ def run_interactive(loaded: Loaded, show_attention: bool, decoding: Decoding,
                  f"{decoding.describe()}). Type a sentence; Ctrl-D to quit.\n")
     if stdin is sys.stdin:  # a terminal in another encoding must not end the session
         stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+    translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding)
     while True:
         stdout.write("> ")
         stdout.flush()
@@ -97,13 +100,12 @@ def run_interactive(loaded: Loaded, show_attention: bool, decoding: Decoding,
                 return 0
             if not line.strip():
                 continue
-            tr = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, [line],
-                                 decoding=decoding)[0]
+            tr = translator.translate([line])[0]
         except KeyboardInterrupt:
             stdout.write("\n")
             return 130
         if tr.truncated:
-            stdout.write("(warning: input cut to the first 400 pieces)\n")
+            stdout.write(f"(warning: input cut to the first {MAX_SOURCE_PIECES} pieces)\n")
         if tr.unknown:
             stdout.write("(warning: the model knows no piece of this input (<unk>); "
                          "the translation is a guess)\n")
@@ -124,7 +126,7 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
                plot: Path | None = None, workers: int | None = None,
                lines_per_chunk: int | None = None) -> None:
     """Translate every line of ``input_path`` (or stdin) to ``output_path`` (or stdout),
-    ``workers`` batches at once (:func:`nmt.inference.translate.translate_lines`).
+    ``workers`` batches at once (:class:`nmt.inference.translator.Translator`).
 
     The input is read and translated in chunks of ``lines_per_chunk`` lines (default 16
     batches), sorted by length within a chunk as fairseq's ``--buffer-size`` does, and each
@@ -151,10 +153,12 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
         raise ValueError("--plot: the fixed-vector model (attention: none) has no attention "
                          "weights to draw")
     lines_per_chunk = lines_per_chunk or 16 * batch_size
+    translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding,
+                            batch_size=batch_size, workers=workers)
     where = str(input_path or "stdin")
     source = open_bytes(input_path) if input_path is not None else sys.stdin.buffer
     out = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout
-    cut: list[int] = []  # input lines (from 1) whose source was cut to 400 pieces
+    cut: list[int] = []  # input lines (from 1) whose source was cut to MAX_SOURCE_PIECES
     unknown: list[int] = []  # input lines (from 1) of which the model knows no piece
     invalid: list[int] = []  # input lines (from 1) with invalid UTF-8
     first = 0  # index of the chunk's first line in the whole input
@@ -163,9 +167,7 @@ def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None
         chunks = read_chunks(source, lines_per_chunk, invalid)
         chunk = next(chunks, [])
         while chunk:
-            results = translate_lines(loaded.model, loaded.src_vocab, loaded.tgt_vocab, chunk,
-                                      batch_size=batch_size, decoding=decoding,
-                                      workers=workers)
+            results = translator.translate(chunk)
             following: list[str] = []
             if plot is not None:
                 # looking ahead tells whether the input is one sentence (one file, as named);

@@ -11,10 +11,18 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-ATTENTION_TYPES = ("additive", "dot", "general", "scaled_dot", "local_m", "local_p",
-                   "multihead", "none")
+# Each enumeration is written once, here; code that lists the values uses get_args.
+ScoreKind = Literal["additive", "dot", "general", "scaled_dot"]  # global alignment scores
+AttentionKind = Literal["additive", "dot", "general", "scaled_dot", "local_m", "local_p",
+                        "multihead", "none"]
+StepOrder = Literal["bahdanau", "luong"]
+LengthPenalty = Literal["gnmt", "average", "none"]
+Precision = Literal["auto", "fp32", "bf16", "fp16"]
+
+ATTENTION_TYPES: tuple[str, ...] = get_args(AttentionKind)
+SCORE_KINDS: tuple[str, ...] = get_args(ScoreKind)
 
 
 class ConfigError(ValueError):
@@ -96,15 +104,14 @@ class ModelConfig:
     dropout: float = 0.3
     # global: additive | dot | general | scaled_dot; local (Luong et al. 2015, sec. 3.2):
     # local_m | local_p, scored with local_score; multihead (heads heads); none
-    attention: Literal["additive", "dot", "general", "scaled_dot", "local_m", "local_p",
-                       "multihead", "none"] = "additive"
+    attention: AttentionKind = "additive"
     # bahdanau: attend with s_{t-1}, then GRU([y; c]); luong: GRU first, then attend
-    step_order: Literal["bahdanau", "luong"] = "bahdanau"
+    step_order: StepOrder = "bahdanau"
     attn_dim: int = 256  # additive attention's hidden size A
     output_dim: int = 256  # pre-output / attentional vector size
     tie_embeddings: bool = False  # needs output_dim == emb_dim
     # local attention's alignment score (Luong's best: general) and window half-width D
-    local_score: Literal["additive", "dot", "general", "scaled_dot"] = "general"
+    local_score: ScoreKind = "general"
     local_window: int = 10  # source pieces on each side of p_t (the paper's D = 10)
     heads: int = 4  # multihead: h heads of (2 * enc_hidden) / h dims each
     # biases that some implementations leave out (Joey NMT has neither): the generator's
@@ -119,12 +126,12 @@ class SearchConfig:
 
     beam_size: int = 5  # 1 = greedy search
     # gnmt: Wu et al. 2016 eq. 14; average: log P / length; none: raw log P
-    length_penalty: Literal["gnmt", "average", "none"] = "gnmt"
+    length_penalty: LengthPenalty = "gnmt"
     alpha: float = 0.6  # GNMT length penalty strength
     valid_beam_size: int = 1  # validation BLEU during training (greedy is fastest)
     # matrix products of search steps: auto (bf16 where the device computes it natively),
     # fp32, bf16, or fp16 (CUDA); the search's scores stay fp32 (nmt.model.seq2seq.Seq2Seq.step)
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    precision: Precision = "auto"
 
 
 @dataclass(frozen=True)
@@ -165,7 +172,7 @@ class TrainConfig:
     # computes it natively, else fp32. fp16 is CUDA only (with loss scaling). auto is the
     # default since bf16 was measured to cost no quality: the same per-step validation
     # loss as fp32, and higher BLEU after the same wall clock (results/speed/2026-12-01-d)
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    precision: Precision = "auto"
 
 
 @dataclass(frozen=True)
@@ -204,6 +211,13 @@ class StudyConfig:
     test_splits: tuple[str, ...] = ("test_2016_flickr", "test_2017_flickr")
     # the joined long-sentence set is built from this split by joining k consecutive pairs
     long_set_split: str | None = "test_2016_flickr"
+    # more splits whose joined sets (the same join_ks) are scored too, e.g. test_2017_flickr
+    long_set_splits: tuple[str, ...] = ()
+    # the report's search: beam search of this size (1: greedy only), the GNMT alpha chosen
+    # per model on the validation score (plain and joined val, as in training) among
+    # ``alphas``; greedy search is always reported beside it
+    beam_size: int = 1
+    alphas: tuple[float, ...] = (0.6, 1.0, 1.4)
     join_ks: tuple[int, ...] = (1, 2, 3, 4)
     buckets: str = "1-10,11-20,21-30,31-40,41-50,51-60,61-"
     min_bucket: int = 30  # smaller buckets are reported but marked too few

@@ -9,7 +9,7 @@ computed once per sentence by ``precompute`` and travel with the batch, not on t
 
 Global attention reads every source position; :class:`LocalAttention` (Luong et al. 2015,
 section 3.2) wraps any scorer and reads only a window of 2D+1 positions around a centre
-p_t; multi-head attention is in nmt/model/multihead.py; nmt/model/decoder.py's ``build_attention``
+p_t; multi-head attention is in nmt/model/multihead.py; nmt/model/attention_factory.py's ``build_attention``
 is the one switch between them.
 """
 
@@ -102,6 +102,13 @@ class AdditiveScorer(GlobalScorer):
             written out; Joey NMT leaves it out, OpenNMT-py keeps it).
     """
 
+    @staticmethod
+    def macs(memory_dim: int, query_dim: int, attn_dim: int) -> tuple[int, int, int]:
+        """Forward multiply-adds (per source token, per target token, per attended
+        position) of the scores, the context's weighted sum not included: ``U h_i`` once
+        per source token, ``W s`` once per step, tanh and ``v`` over (S, A)."""
+        return memory_dim * attn_dim, query_dim * attn_dim, 2 * attn_dim
+
     def __init__(self, query_dim: int, memory_dim: int, attn_dim: int, bias: bool = True):
         super().__init__()
         self.W = nn.Linear(query_dim, attn_dim, bias=False)
@@ -133,6 +140,12 @@ class DotScorer(GlobalScorer):
     With ``scaled=True``, Vaswani et al. (2017), eq. 1: ``e_i = s . h_i / sqrt(d_k)``.
     """
 
+    @staticmethod
+    def macs(memory_dim: int, query_dim: int, attn_dim: int) -> tuple[int, int, int]:
+        """Forward multiply-adds (per source token, per target token, per attended
+        position) of the scores: one M-long dot product per position."""
+        return 0, 0, memory_dim
+
     def __init__(self, scaled: bool = False):
         super().__init__()
         self.scaled = scaled
@@ -156,6 +169,13 @@ class GeneralScorer(GlobalScorer):
         query_dim: D. memory_dim: M.
     """
 
+    @staticmethod
+    def macs(memory_dim: int, query_dim: int, attn_dim: int) -> tuple[int, int, int]:
+        """Forward multiply-adds (per source token, per target token, per attended
+        position) of the scores: ``W h_i`` once per source token, then a D-long dot
+        product per position."""
+        return memory_dim * query_dim, 0, query_dim
+
     def __init__(self, query_dim: int, memory_dim: int):
         super().__init__()
         self.W = nn.Linear(memory_dim, query_dim, bias=False)
@@ -167,30 +187,6 @@ class GeneralScorer(GlobalScorer):
     def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """(B, D) query, (B, S, D) keys -> (B, S) scores."""
         return torch.bmm(keys, query.unsqueeze(2)).squeeze(2)
-
-
-def build_scorer(kind: str, query_dim: int, memory_dim: int, attn_dim: int,
-                 attention_bias: bool = True) -> nn.Module | None:
-    """The global scorer for ``kind``; ``none`` (fixed-vector model) has no scorer.
-    ``attention_bias`` is the additive scorer's key bias (see :class:`AdditiveScorer`).
-
-    Raises:
-        ValueError: unknown kind, or dot/scaled_dot with ``query_dim != memory_dim``.
-    """
-    match kind:
-        case "additive":
-            return AdditiveScorer(query_dim, memory_dim, attn_dim, attention_bias)
-        case "dot" | "scaled_dot":
-            if query_dim != memory_dim:
-                raise ValueError(
-                    f"{kind} attention needs decoder size {query_dim} == memory size {memory_dim}"
-                )
-            return DotScorer(scaled=kind == "scaled_dot")
-        case "general":
-            return GeneralScorer(query_dim, memory_dim)
-        case "none":
-            return None
-    raise ValueError(f"unknown attention type {kind!r}")
 
 
 def attend(
@@ -237,6 +233,12 @@ class LocalAttention(nn.Module):
     Raises:
         ValueError: unknown ``kind`` or ``window < 1``.
     """
+
+    @staticmethod
+    def predictor_macs(kind: str, query_dim: int, attn_dim: int) -> int:
+        """Forward multiply-adds per step of ``local_p``'s position predictor,
+        ``S sigmoid(v_p^T tanh(W_p s))`` (Luong et al. 2015, eq. 9); 0 for ``local_m``."""
+        return query_dim * attn_dim + attn_dim if kind == "local_p" else 0
 
     def __init__(self, kind: str, scorer: nn.Module, query_dim: int, window: int,
                  predictor_dim: int):

@@ -26,46 +26,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt.model.attention import LocalAttention, build_scorer
+from nmt.model.attention_factory import build_attention
 from nmt.ops.step_matmul import StepWeights, step_addmm
 from nmt.ops.weight_grads import defer_weight_grads
 from nmt.model.encoder import EncoderOutput
-from nmt.model.multihead import MultiHeadAttention
 from nmt.ops.precision import cast_for_autocast
 from nmt.data.vocab import PAD
-
-GLOBAL_SCORES = ("additive", "dot", "general", "scaled_dot")
-
-def build_attention(kind: str, query_dim: int, memory_dim: int, attn_dim: int, *,
-                    local_score: str = "general", window: int = 10, heads: int = 4,
-                    attention_bias: bool = True) -> nn.Module | None:
-    """The decoder's attention for ``kind`` (``model.attention``).
-
-    Args:
-        kind: additive | dot | general | scaled_dot (global), local_m | local_p (local,
-            scored with ``local_score``), multihead (``heads`` heads), or none.
-        query_dim: D. memory_dim: M. attn_dim: A (additive scorer, local_p predictor).
-        attention_bias: the additive scorer's key bias (``model.attention_bias``).
-
-    Returns:
-        a module with ``precompute(memory)`` and ``read(query, keys, memory, mask, t) ->
-        (context (B, M), weights (B, S), per-head weights (B, h, S) or None)``, or None
-        for ``none``.
-
-    Raises:
-        ValueError: unknown kind or score, dot scores with ``query_dim != memory_dim``,
-            a window < 1, or ``memory_dim`` not divisible by ``heads``.
-    """
-    if kind in ("local_m", "local_p"):
-        if local_score not in GLOBAL_SCORES:
-            raise ValueError(f"unknown local attention score {local_score!r}; expected one "
-                             f"of {', '.join(GLOBAL_SCORES)}")
-        scorer = build_scorer(local_score, query_dim, memory_dim, attn_dim, attention_bias)
-        return LocalAttention(kind, scorer, query_dim, window, attn_dim)
-    if kind == "multihead":
-        return MultiHeadAttention(memory_dim, heads, query_dim=query_dim)
-    return build_scorer(kind, query_dim, memory_dim, attn_dim, attention_bias)
-
 
 @dataclass
 class Memory:

@@ -40,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nmt.config.schema import ModelConfig
+from nmt.model.attention_factory import attention_macs
 
 TRAIN_FLOPS_PER_MAC = 6  # 2 FLOPs per multiply-add, forward + backward = 3 forward passes
 
@@ -79,37 +80,6 @@ class TokenCounts:
                            self.attended_positions + other.attended_positions)
 
 
-def _score_macs(kind: str, cfg: ModelConfig) -> tuple[int, int, int]:
-    """(per source token, per target token, per attended position) MACs of a global
-    scorer ``kind``, the context vector's weighted sum not included."""
-    M, D, A = 2 * cfg.enc_hidden, cfg.dec_hidden, cfg.attn_dim
-    match kind:
-        case "additive":
-            return M * A, D * A, A + A  # U h_i | W s | tanh over (S, A) and v
-        case "general":
-            return M * D, 0, D
-        case "dot" | "scaled_dot":
-            return 0, 0, M
-    raise ValueError(f"unknown attention score {kind!r}")
-
-
-def _attention_macs(cfg: ModelConfig) -> tuple[int, int, int]:
-    """(per source token, per target token, per attended position) MACs of the attention,
-    the context vector's weighted sum included."""
-    M, D, A = 2 * cfg.enc_hidden, cfg.dec_hidden, cfg.attn_dim
-    match cfg.attention:
-        case "none":
-            return 0, 0, 0
-        case "multihead":
-            return 2 * M * M, D * M + M * M, M + M
-        case "local_m" | "local_p":
-            src, tgt, pos = _score_macs(cfg.local_score, cfg)
-            predictor = D * A + A if cfg.attention == "local_p" else 0
-            return src, tgt + predictor, pos + M
-    src, tgt, pos = _score_macs(cfg.attention, cfg)
-    return src, tgt, pos + M
-
-
 def forward_macs(cfg: ModelConfig, tgt_vocab_size: int) -> ForwardMacs:
     """Forward multiply-adds of the model ``cfg`` describes, counted as the module
     docstring says.
@@ -127,7 +97,7 @@ def forward_macs(cfg: ModelConfig, tgt_vocab_size: int) -> ForwardMacs:
     feed = M if cfg.step_order == "bahdanau" else O
     gru = sum(3 * D * ((E + feed if layer == 0 else D) + D) for layer in range(cfg.dec_layers))
     pre_output = (D + M + E) * O if cfg.step_order == "bahdanau" else (M + D) * O
-    keys, query, per_position = _attention_macs(cfg)
+    keys, query, per_position = attention_macs(cfg)
     return ForwardMacs(
         per_source_token={"encoder_gru": encoder, "attention_keys": keys},
         per_target_token={"decoder_gru": gru, "attention_query": query,

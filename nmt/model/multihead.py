@@ -94,6 +94,14 @@ class MultiHeadAttention(nn.Module):
         ValueError: if d_model is not divisible by num_heads.
     """
 
+    @staticmethod
+    def macs(d_model: int, query_dim: int) -> tuple[int, int, int]:
+        """Forward multiply-adds (per source token, per target token, per attended
+        position), the context included: the key and value projections per source token,
+        the query and output projections per step, a score and a weighted sum per
+        position (summed over heads)."""
+        return 2 * d_model * d_model, query_dim * d_model + d_model * d_model, 2 * d_model
+
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0,
                  query_dim: int | None = None):
         super().__init__()

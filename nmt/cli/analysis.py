@@ -1,0 +1,149 @@
+"""``nmt heads``, ``nmt bench`` and ``nmt select``: the analysis commands, typer wiring
+only (registered on the app of nmt/cli/common.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from nmt.cli.common import DEVICE_OPTION, USER_ERRORS, WORKERS_OPTION, app, fail
+
+
+@app.command()
+def heads(
+    checkpoint: Path = typer.Argument(..., help="Checkpoint to analyse (any attention but "
+                                      "none; multihead shows every head)."),
+    compare: Optional[list[Path]] = typer.Option(None, "--compare", help="Checkpoint whose "
+                                                 "attention is shown beside the heads, e.g. "
+                                                 "a single-head model (repeatable)."),
+    split: Optional[str] = typer.Option(None, help="Test split of the checkpoint's corpus "
+                                        "(default: its first data.test_splits)."),
+    src: Optional[Path] = typer.Option(None, help="Source file instead of --split."),
+    ref: Optional[Path] = typer.Option(None, help="Reference file (with --src; unused in "
+                                       "the statistics, read to check the pairing)."),
+    data_path: Optional[str] = typer.Option(None, help="Corpus directory replacing the "
+                                            "checkpoint's data.path."),
+    max_sentences: Optional[int] = typer.Option(None, min=1, help="Use the first N "
+                                                "sentences only."),
+    maps: int = typer.Option(3, min=0, help="Heatmaps of the N sentences (8-25 words) "
+                             "whose heads agree least."),
+    sentence: Optional[list[str]] = typer.Option(None, "--sentence", help="Draw the heads "
+                                                 "for this source sentence instead "
+                                                 "(repeatable)."),
+    out: Path = typer.Option(Path("heads"), "--out", help="Directory for heads.md, "
+                             "heads.json and heads_N.png."),
+    join: Optional[int] = typer.Option(None, help="Join K consecutive test pairs into one "
+                                       "(long input) before the analysis."),
+    device: str = DEVICE_OPTION,
+) -> None:
+    """Per-head attention statistics and heatmaps on a test set.
+
+    Entropy, distance from the diagonal, share on the final token and on punctuation, and
+    agreement between heads; multi-head models show every head."""
+    from nmt.commands.heads import HeadsError, heads_report
+
+    try:
+        path = heads_report(checkpoint, out, compare or [], split, src, ref, data_path,
+                            max_sentences, maps, sentence or [], device, join=join)
+    except (*USER_ERRORS, HeadsError) as e:
+        fail(e)
+    typer.echo(f"report: {path}")
+
+
+@app.command()
+def bench(
+    source: Path = typer.Argument(..., help="A YAML config (a fresh model; the vocabulary is "
+                                  "built on its training data) or a checkpoint (.pt)."),
+    overrides: Optional[list[str]] = typer.Argument(
+        None, help="key=value overrides of a CONFIG, as for nmt train."),
+    warmup: int = typer.Option(5, help="Untimed training steps first."),
+    train_steps: int = typer.Option(40, help="Timed training steps."),
+    train_seconds: float = typer.Option(30.0, help="Then a wall-clock window of training "
+                                        "steps, in seconds (0: none)."),
+    split: str = typer.Option("test_2016_flickr", help="Split to decode."),
+    sentences: int = typer.Option(1000, help="Decode the first N sentences of --split."),
+    batch_size: int = typer.Option(64, help="Sentences per decoding batch."),
+    beam: int = typer.Option(5, help="Beam size measured beside greedy search."),
+    skip_train: bool = typer.Option(False, "--skip-train", help="Measure decoding only."),
+    skip_decode: bool = typer.Option(False, "--skip-decode", help="Measure training only."),
+    threads: Optional[int] = typer.Option(None, help="torch CPU threads (default: the "
+                                          "config's train.threads, else torch's)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the numbers as "
+                                            "JSON."),
+    data_path: Optional[str] = typer.Option(None, help="Override data.path."),
+    precision: Optional[str] = typer.Option(None, help="Training precision: auto, fp32, bf16 "
+                                            "or fp16 (default: the run's train.precision)."),
+    decode_precision: Optional[str] = typer.Option(
+        None, help="Search precision of the decoding runs: auto, fp32, bf16 or fp16 "
+        "(default: the checkpoint's search.precision)."),
+    workers: Optional[int] = WORKERS_OPTION,
+    device: str = DEVICE_OPTION,
+) -> None:
+    """Training and decoding speed, FLOPs, padding, peak memory and BLEU, in one table.
+
+    Training tokens/s over fixed steps and a wall-clock window, the analytic FLOPs per
+    target token against the machine's measured matmul peak, and greedy and beam
+    sentences/s with the BLEU of that output."""
+    from nmt.commands.bench import BenchOptions, run_bench
+    from nmt.commands.bench_table import format_table
+
+    options = BenchOptions(source, overrides=tuple(overrides or ()), threads=threads,
+                           device=device, warmup=warmup, train_steps=train_steps,
+                           train_seconds=train_seconds, sentences=sentences, split=split,
+                           beam=beam, batch_size=batch_size, skip_train=skip_train,
+                           skip_decode=skip_decode, data_path=data_path, json_path=json_out,
+                           precision=precision, workers=workers,
+                           decode_precision=decode_precision)
+    try:
+        result = run_bench(options, log=lambda m: typer.echo(m, err=True))
+    except USER_ERRORS as e:
+        fail(e)
+    typer.echo(format_table(result))
+    if json_out is not None:
+        try:
+            json_out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        except OSError as e:
+            fail(OSError(f"--json {json_out}: {e.strerror or e}"))
+        typer.echo(f"wrote {json_out}", err=True)
+
+
+@app.command()
+def select(
+    run: Path = typer.Argument(..., help="A finished run directory (best.pt, and step_*.pt "
+                               "when trained with train.keep_checkpoints=N)."),
+    beam: int = typer.Option(5, min=2, help="Beam size (greedy is always decoded too)."),
+    alphas: str = typer.Option("0.6,1.0,1.4", help="GNMT alphas to try on the validation "
+                               "split, comma-separated."),
+    average: int = typer.Option(5, min=0, help="Average the last N kept checkpoints into "
+                                "RUN/averaged.pt and compare it with best.pt (0: off)."),
+    valid_split: str = typer.Option("val", help="Split to choose checkpoint and alpha on."),
+    test_splits: str = typer.Option("test_2016_flickr,test_2017_flickr",
+                                    help="Splits to score with the choice, comma-separated."),
+    data_path: Optional[str] = typer.Option(None, help="Override the checkpoint's data.path."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the summary as JSON."),
+    device: str = DEVICE_OPTION,
+) -> None:
+    """Choose checkpoint and length penalty on val, then score the test splits."""
+    from nmt.commands.select import SelectOptions, parse_alphas, select as run_select
+
+    try:
+        opts = SelectOptions(beam=beam, alphas=parse_alphas(alphas), average=average,
+                             valid_split=valid_split,
+                             test_splits=tuple(s for s in test_splits.split(",") if s),
+                             data_path=data_path, device=device)
+        if json_out is not None and (json_out.is_dir() or not json_out.parent.is_dir()):
+            raise ValueError(f"--json {json_out}: " + ("is a directory" if json_out.is_dir()
+                             else f"folder {json_out.parent} does not exist"))
+        summary = run_select(run, opts, log=lambda m: typer.echo(m, err=True))
+    except USER_ERRORS as e:
+        fail(e)
+    for split, t in summary["test"].items():
+        typer.echo(f"{split}: BLEU greedy {t['greedy_bleu']:.2f}, beam {summary['beam']} alpha "
+                   f"{summary['alpha']:g} {t['beam_bleu']:.2f} (chrF {t['beam_chrf']:.2f}); "
+                   f"{t['signature']}")
+    if json_out is not None:
+        json_out.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+        typer.echo(f"wrote {json_out}", err=True)

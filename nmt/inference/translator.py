@@ -1,0 +1,228 @@
+"""The Translator: one model with its vocabularies, decoding settings and thread policy;
+source strings in, one :class:`~nmt.inference.translate.Translation` per line out, in order.
+
+``nmt translate``, ``nmt evaluate``, ``nmt heads``, ``nmt bench``, the study reports and
+validation during training all translate through it, so sources are encoded one way
+(:meth:`Translator.encode`) and cut at one limit (``MAX_SOURCE_PIECES``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.data.batches import Example, collate, make_batches
+from nmt.data.vocab import EOS, UNK, Vocab
+from nmt.inference.search import beam_search, greedy
+from nmt.inference.translate import MAX_SOURCE_PIECES, Decoding, Translation
+from nmt.ops.precision import autocast, autocast_dtype
+
+# torch's CPU thread count is one per process: a translation that changes it holds this
+# lock, so two Translators (or two requests) never decode with each other's thread count
+_TORCH_THREADS = threading.Lock()
+
+
+@dataclass
+class EncodedSource:
+    """One source line as the model reads it.
+
+    Attributes:
+        ids: piece ids, cut to ``MAX_SOURCE_PIECES`` (EOS not included); empty for a line
+            with nothing to translate. pieces: their pieces.
+        truncated: the line was longer and was cut. unknown: no piece is known (only
+            ``<unk>`` and word boundaries, e.g. a line of emoji).
+    """
+
+    ids: list[int]
+    pieces: list[str]
+    truncated: bool
+    unknown: bool
+
+
+def _search(model: Any, src: torch.Tensor, src_len: torch.Tensor, decoding: Decoding,
+            amp_dtype: torch.dtype | None = None) -> list[list[Any]]:
+    """n-best lists (best first) for every sentence of the batch; ``amp_dtype``: the
+    autocast dtype of the search steps (None: fp32). Autocast is per thread, so each
+    search worker enters it itself."""
+    with autocast(src.device, amp_dtype):
+        if decoding.beam_size == 1:
+            return [[h] for h in greedy(model, src, src_len, decoding.max_ratio)]
+        return beam_search(model, src, src_len, beam_size=decoding.beam_size,
+                           alpha=decoding.alpha, length_penalty=decoding.length_penalty,
+                           max_ratio=decoding.max_ratio, n_best=decoding.n_best)
+
+
+def decode_workers(device: torch.device, batches: int, workers: int | None = None,
+                   threads: int | None = None) -> int:
+    """How many batches to decode at once: ``workers`` (default: one per CPU thread,
+    ``threads`` or torch's current count), at most one per batch; always 1 on an
+    accelerator.
+
+    Raises:
+        ValueError: ``workers`` < 1.
+    """
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if device.type != "cpu":
+        return 1
+    return max(1, min(workers or threads or torch.get_num_threads(), batches))
+
+
+def threads_per_worker(workers: int, threads: int | None = None) -> int:
+    """CPU threads each of ``workers`` concurrent searches gets: an equal share of
+    ``threads`` (default torch's current count), at least 1."""
+    return max(1, (threads or torch.get_num_threads()) // workers)
+
+
+@contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    """torch's intra-op CPU threads set to ``n`` inside the block, restored after it."""
+    old = torch.get_num_threads()
+    if n != old:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != old:
+            torch.set_num_threads(old)
+
+
+class Translator:
+    """A model ready to translate lines, with one thread policy.
+
+    Args:
+        model: a :class:`nmt.model.seq2seq.Seq2Seq` (put in eval mode here).
+        src_vocab, tgt_vocab: its vocabularies.
+        decoding: the default search settings (:meth:`Decoding.from_config` of a
+            checkpoint's config, or :class:`Decoding`'s defaults); each call may override.
+        threads: torch CPU threads to decode with (default: torch's count when the
+            Translator is built). Fixed, so that concurrent callers get the same results.
+        workers: CPU batches searched at once, the threads divided among them (default:
+            one per thread); each batch is searched alone, so the output does not depend
+            on it. A search step's matrices are small, and each core runs its own batch's
+            step faster than two cores run one step together (CTranslate2's
+            ``inter_threads``; measured in results/speed/2026-11-30-c/).
+        batch_size: sentences per batch. max_src_pieces: longer sources are cut
+            (``truncated``); None never cuts.
+
+    Translating holds a lock shared by all Translators of the process: torch's thread
+    count is process-wide, so calls from several threads run one after another.
+    """
+
+    def __init__(self, model: Any, src_vocab: Vocab, tgt_vocab: Vocab,
+                 decoding: Decoding | None = None, *, threads: int | None = None,
+                 workers: int | None = None, batch_size: int = 64,
+                 max_src_pieces: int | None = MAX_SOURCE_PIECES):
+        if workers is not None and workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
+        self.decoding = decoding or Decoding()
+        self.threads = threads or torch.get_num_threads()
+        self.workers, self.batch_size, self.max_src_pieces = workers, batch_size, max_src_pieces
+        self.device = next(model.parameters()).device
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, device: torch.device | str = "cpu",
+                        **kwargs: Any) -> Translator:
+        """A Translator for a checkpoint (safe loading), decoding with its config's
+        ``search`` settings unless ``decoding`` is given; ``kwargs`` go to the constructor.
+
+        Raises:
+            nmt.model.checkpoint.CheckpointError: the file is not a usable checkpoint.
+        """
+        from nmt.model.checkpoint import load_checkpoint
+
+        loaded = load_checkpoint(path, device)
+        kwargs.setdefault("decoding", Decoding.from_config(loaded.cfg))
+        return cls(loaded.model, loaded.src_vocab, loaded.tgt_vocab, **kwargs)
+
+    def encode(self, line: str) -> EncodedSource:
+        """The source pieces of one line, cut to ``max_src_pieces``; lone surrogates (from
+        undecodable bytes) are replaced first, since they cannot reach SentencePiece."""
+        clean = line.encode("utf-8", errors="replace").decode("utf-8").strip()
+        ids = self.src_vocab.encode(clean)
+        cut = self.max_src_pieces is not None and len(ids) > self.max_src_pieces
+        ids = ids[: self.max_src_pieces] if cut else ids
+        pieces = [self.src_vocab.id_to_piece(x) for x in ids]
+        unknown = bool(ids) and all(x == UNK or p == "▁" for x, p in zip(ids, pieces, strict=True))
+        return EncodedSource(ids, pieces, cut, unknown)
+
+    def translate(self, lines: list[str], decoding: Decoding | None = None, *,
+                  workers: int | None = None, batch_size: int | None = None
+                  ) -> list[Translation]:
+        """One :class:`Translation` per line, in order (an empty line gives an empty one).
+
+        Raises:
+            ValueError: ``workers`` < 1.
+            nmt.ops.precision.PrecisionError: ``decoding.precision`` unknown, or fp16 on a
+                CPU.
+        """
+        decoding = decoding or self.decoding
+        amp_dtype = autocast_dtype(decoding.precision, self.device, "search.precision")
+        self.model.eval()
+        results: list[Translation] = []
+        examples = []
+        for i, line in enumerate(lines):
+            enc = self.encode(line)
+            if not enc.ids:
+                results.append(Translation(line, "", [], [], None))
+                continue
+            examples.append(Example(enc.ids + [EOS], [], i))
+            results.append(Translation(line, "", enc.pieces + ["</s>"], [], None,
+                                       enc.truncated, enc.unknown))
+        batches = [collate(chunk) for chunk in make_batches(examples, batch_size or self.batch_size)]
+        n_workers = decode_workers(self.device, len(batches), workers or self.workers,
+                                   self.threads)
+
+        def search(batch: Any) -> tuple[Any, list[list[Any]]]:
+            return batch, _search(self.model, batch.src.to(self.device), batch.src_len,
+                                  decoding, amp_dtype)
+
+        with _TORCH_THREADS, _torch_threads(threads_per_worker(n_workers, self.threads)):
+            if n_workers == 1:
+                done = [search(b) for b in batches]
+            else:
+                # longest sources first, so that the workers run out of batches at one time
+                batches.sort(key=lambda b: -b.src.size(1))
+                pool = ThreadPoolExecutor(n_workers, thread_name_prefix="nmt-search")
+                try:
+                    done = list(pool.map(search, batches))
+                finally:
+                    # on Ctrl-C or an error the batches not yet started are dropped
+                    pool.shutdown(wait=True, cancel_futures=True)
+        for batch, hyps in done:
+            for idx, nbest in zip(batch.index.tolist(), hyps, strict=True):
+                self._fill(results[idx], nbest, decoding)
+        return results
+
+    def _fill(self, r: Translation, nbest: list[Any], decoding: Decoding) -> None:
+        hyp = nbest[0]
+        r.score = hyp.score
+        if decoding.n_best > 1:
+            r.nbest = [(self.tgt_vocab.decode(h.tokens), h.score) for h in nbest]
+        r.text = self.tgt_vocab.decode(hyp.tokens)
+        r.tgt_pieces = [self.tgt_vocab.id_to_piece(x) for x in hyp.tokens]
+        if hyp.attention is not None and hyp.attention.size(0) > len(hyp.tokens):
+            r.tgt_pieces.append("</s>")
+        r.attention = hyp.attention
+
+
+def translate_lines(model: Any, src_vocab: Vocab, tgt_vocab: Vocab, lines: list[str],
+                    batch_size: int = 64, decoding: Decoding | None = None,
+                    max_src_pieces: int | None = MAX_SOURCE_PIECES,
+                    workers: int | None = None) -> list[Translation]:
+    """``Translator(model, ...).translate(lines)`` for a one-off call (a model under
+    training, a test); see :class:`Translator`.
+
+    Raises:
+        ValueError, nmt.ops.precision.PrecisionError: as :meth:`Translator.translate`.
+    """
+    return Translator(model, src_vocab, tgt_vocab, decoding, workers=workers,
+                      batch_size=batch_size, max_src_pieces=max_src_pieces).translate(lines)
