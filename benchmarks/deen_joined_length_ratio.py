@@ -1,7 +1,7 @@
 """Hypothesis/reference length ratio on the joined long-sentence set, per k, for the runs
 of a length study (reads the hypotheses `nmt study` cached in runs/*/hyps/).
 
-Usage: python results/deen_joined_length_ratio.py runs/deen_none runs/deen_additive runs/deen_dot
+Usage: python benchmarks/deen_joined_length_ratio.py runs/deen_none runs/deen_additive runs/deen_dot
 """
 
 import sys

@@ -10,12 +10,12 @@ from pathlib import Path
 # machine is busy; subprocesses started by the tests inherit this.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
-from nmt.config.schema import ModelConfig  # noqa: E402
-from nmt.model.seq2seq import build_model  # noqa: E402
-from nmt.data.vocab import train_vocab  # noqa: E402
+from nmt.config.schema import ModelConfig
+from nmt.data.vocab import train_vocab
+from nmt.model.seq2seq import build_model
 
 torch.set_num_threads(1)
 

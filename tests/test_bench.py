@@ -13,18 +13,20 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from conftest import MULTI30K, REPO, write_split
-from nmt.commands.bench import BenchOptions, load_subject, run_bench
-from nmt.model.checkpoint import make_payload, save_atomic
 from nmt.cli.app import app
-from nmt.config.schema import ModelConfig
+from nmt.commands.bench import BenchOptions, load_subject, run_bench
 from nmt.config.load import load_config
+from nmt.config.schema import ModelConfig
+from nmt.model.checkpoint import make_payload, save_atomic
 from nmt.model.flops import TokenCounts, forward_macs, training_flops, training_flops_by_term
 from nmt.model.seq2seq import build_model
 
+from conftest import MULTI30K, REPO, write_split
+
 REFERENCE = REPO / "configs" / "bench_reference.yaml"
-TINY = ["subwords.vocab_size=300", "model.emb_dim=16", "model.enc_hidden=16", "model.dec_hidden=32", "model.attn_dim=16",
-        "model.output_dim=16", "train.batch_size=32", "train.max_tokens=400"]
+TINY = ["subwords.vocab_size=300", "model.emb_dim=16", "model.enc_hidden=16",
+        "model.dec_hidden=32", "model.attn_dim=16", "model.output_dim=16",
+        "train.batch_size=32", "train.max_tokens=400"]
 QUICK = dict(threads=1, warmup=1, train_steps=2, train_seconds=0.3, sentences=16,
              batch_size=8)
 QUICK_ARGS = ["--threads", "1", "--warmup", "1", "--train-steps", "2", "--train-seconds",

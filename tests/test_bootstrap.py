@@ -4,8 +4,13 @@ import random
 
 import pytest
 
-from nmt.evaluation.bootstrap import (bootstrap_ci, bucket_indices, format_markdown, paired_bootstrap,
-                           study_table)
+from nmt.evaluation.bootstrap import (
+    bootstrap_ci,
+    bucket_indices,
+    format_markdown,
+    paired_bootstrap,
+    study_table,
+)
 from nmt.evaluation.metrics import score
 
 WORDS = ("a man woman dog child runs sings plays in the snow park street with red ball "
@@ -131,7 +136,7 @@ def test_length_ratio_and_brevity_penalty_per_bucket_agree_with_sacrebleu():
     buckets = ((1, 8), (9, None))
     rows = study_table({"short": short, "long": long}, refs, sources, buckets,
                        baseline="short", n_samples=20)
-    for (lo, hi), idx in zip(buckets, bucket_indices(sources, buckets)):
+    for (lo, _hi), idx in zip(buckets, bucket_indices(sources, buckets), strict=True):
         for name, hyps in (("short", short), ("long", long)):
             row = next(r for r in rows if r.system == name and r.min_len == lo)
             ref_score = BLEU().corpus_score([hyps[i] for i in idx], [[refs[i] for i in idx]])

@@ -7,10 +7,16 @@ import stat
 import pytest
 import torch
 
-from conftest import tiny_model
-from nmt.model.checkpoint import (CheckpointError, load_checkpoint, make_payload, read_payload,
-                            save_atomic)
 from nmt.config.load import from_dict
+from nmt.model.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    make_payload,
+    read_payload,
+    save_atomic,
+)
+
+from conftest import tiny_model
 
 
 def _cfg():
@@ -25,7 +31,7 @@ def test_roundtrip_rebuilds_model_and_vocabs(tmp_path, toy_vocabs):
     loaded = load_checkpoint(tmp_path / "m.pt")
     assert loaded.cfg == _cfg()
     assert loaded.src_vocab.encode("ein mann") == src.encode("ein mann")
-    for a, b in zip(model.state_dict().values(), loaded.model.state_dict().values()):
+    for a, b in zip(model.state_dict().values(), loaded.model.state_dict().values(), strict=True):
         assert torch.equal(a, b)
     assert not list(tmp_path.glob(".*.tmp"))
 
@@ -86,9 +92,11 @@ def test_average_refuses_checkpoints_of_another_language_pair(tmp_path, toy_voca
     key = next(k for k, v in a.state_dict().items() if v.is_floating_point())
     assert torch.allclose(averaged[key], (a.state_dict()[key] + b.state_dict()[key]) / 2)
     # Same shapes, other direction: averaging would silently mix two tasks.
-    reversed_cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, src_lang="en", tgt_lang="de"))
+    reversed_cfg = dataclasses.replace(
+        cfg, data=dataclasses.replace(cfg.data, src_lang="en", tgt_lang="de"))
     save_atomic(make_payload(reversed_cfg, b, src, tgt), tmp_path / "c.pt")
-    with pytest.raises(CheckpointError, match="c.pt: a different model, language pair or vocabulary"):
+    with pytest.raises(CheckpointError,
+                       match="c.pt: a different model, language pair or vocabulary"):
         average_checkpoints([tmp_path / "c.pt", tmp_path / "a.pt"])
 
 

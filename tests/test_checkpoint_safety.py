@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO, tiny_model
-from nmt.model.checkpoint import CheckpointError, make_payload, read_payload, save_atomic
 from nmt.config.load import from_dict, load_study_config
+from nmt.model.checkpoint import CheckpointError, make_payload, read_payload, save_atomic
+
+from conftest import REPO, tiny_model
 
 
 class _Trap:
@@ -65,11 +66,11 @@ def test_read_payload_refuses_pickled_code_without_running_it(tmp_path):
 
 def test_own_checkpoints_load_with_weights_only(tmp_path, toy_vocabs):
     src, tgt = toy_vocabs
-    payload = make_payload(_cfg(), tiny_model(src, tgt), src, tgt,
-                           {"optimizer": {"state": {}, "param_groups": []}, "schedule": None,
-                            "rng": {"torch": torch.get_rng_state(),
-                                    "python": __import__("random").getstate()},
-                            "counters": {"step": 3}})
+    train_state = {"optimizer": {"state": {}, "param_groups": []}, "schedule": None,
+                   "rng": {"torch": torch.get_rng_state(),
+                           "python": __import__("random").getstate()},
+                   "counters": {"step": 3}}
+    payload = make_payload(_cfg(), tiny_model(src, tgt), src, tgt, train_state=train_state)
     save_atomic(payload, tmp_path / "m.pt")
     torch.load(tmp_path / "m.pt", weights_only=True)  # what the safe loader relies on
     assert read_payload(tmp_path / "m.pt")["train_state"]["counters"] == {"step": 3}
@@ -82,7 +83,8 @@ def test_own_checkpoints_load_with_weights_only(tmp_path, toy_vocabs):
     (lambda p: p.update(tgt_spm="text"), "'tgt_spm' is a str, expected bytes"),
     (lambda p: p["model"].update(w=[0.0]), "model entry 'w' is a list, expected a tensor"),
     (lambda p: p.update(train_state=5), "'train_state' is a int"),
-    (lambda p: p.update(train_state={"rng": {}, "counters": {}}), "'train_state.optimizer' is missing"),
+    (lambda p: p.update(train_state={"rng": {}, "counters": {}}),
+     "'train_state.optimizer' is missing"),
     (lambda p: p.update(train_state={"optimizer": {}, "rng": {"torch": 1}, "counters": {}}),
      "'train_state.rng' needs"),
 ])
@@ -92,7 +94,8 @@ def test_marker_with_missing_or_wrong_typed_keys_is_one_line_error(tmp_path, toy
     payload = make_payload(_cfg(), tiny_model(src, tgt), src, tgt)
     damage(payload)
     torch.save(payload, tmp_path / "bad.pt")
-    with pytest.raises(CheckpointError, match="bad.pt: damaged nmt checkpoint: " + message.replace("(", r"\(")):
+    with pytest.raises(CheckpointError,
+                       match="bad.pt: damaged nmt checkpoint: " + message.replace("(", r"\(")):
         read_payload(tmp_path / "bad.pt")
 
 

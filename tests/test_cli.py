@@ -99,7 +99,8 @@ def test_translate_filter_keeps_one_line_per_input(trained, tmp_path):
     # a missing input or an output folder that does not exist: one line naming the option
     ck = trained["additive"] / "best.pt"
     for args, message in (
-            (("--input", tmp_path / "nofile.de"), f"--input {tmp_path / 'nofile.de'}: no such file"),
+            (("--input", tmp_path / "nofile.de"),
+             f"--input {tmp_path / 'nofile.de'}: no such file"),
             (("--input", tmp_path), f"--input {tmp_path}: is a directory"),
             (("--input", src, "--output", tmp_path / "nodir" / "out.en"),
              f"folder {tmp_path / 'nodir'} does not exist")):
@@ -138,7 +139,8 @@ def test_translate_plot_and_beam_options(trained, tmp_path):
     assert (tmp_path / "river.pdf").read_bytes()[:5] == b"%PDF-"
     r = nmt("translate", trained["additive"] / "best.pt", "--plot", tmp_path / "x.xyz",
             input="Ein Hund.\n")
-    assert r.returncode == 2 and f"--plot {tmp_path / 'x.xyz'}: cannot write a .xyz image" in r.stderr
+    assert r.returncode == 2
+    assert f"--plot {tmp_path / 'x.xyz'}: cannot write a .xyz image" in r.stderr
     # pgf needs LaTeX: refused before translating, not a traceback after it
     r = nmt("translate", trained["additive"] / "best.pt", "--plot", tmp_path / "x.pgf",
             input="Ein Hund.\n")
@@ -163,7 +165,8 @@ def test_translate_plot_and_beam_options(trained, tmp_path):
     assert [row[0] for row in rows] == ["0", "0", "0", "1", "2", "2", "2"]
     scores = [float(row[2]) for row in rows if row[0] == "0"]
     assert scores == sorted(scores, reverse=True)
-    r = nmt("translate", trained["additive"] / "best.pt", "--beam", "2", "--nbest", "3", input="x\n")
+    r = nmt("translate", trained["additive"] / "best.pt", "--beam", "2", "--nbest", "3",
+            input="x\n")
     assert r.returncode == 2 and "--nbest 3 needs --beam" in r.stderr
     r = nmt("translate", trained["additive"] / "best.pt", "--length-penalty", "huge", input="x\n")
     assert r.returncode == 2 and "--length-penalty" in r.stderr
@@ -255,16 +258,18 @@ def test_translate_is_interactive_on_a_terminal(trained):
 
 
 def test_stored_corpus_names_a_missing_data_directory(tmp_path, monkeypatch):
+    from nmt.commands.evaluate import stored_corpus
     from nmt.config.schema import DataConfig
     from nmt.data.corpus import DataError
-    from nmt.commands.evaluate import stored_corpus
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "corpus").mkdir()
-    assert stored_corpus(DataConfig(path="x"), str(tmp_path / "corpus")).path == str(tmp_path / "corpus")
+    corpus = str(tmp_path / "corpus")
+    assert stored_corpus(DataConfig(path="x"), corpus).path == corpus
     with pytest.raises(DataError, match="--data-path '/no/such/dir' is not a directory"):
         stored_corpus(DataConfig(path="corpus"), "/no/such/dir")
-    with pytest.raises(DataError, match="'../shared/data/multi30k' stored in the checkpoint is not a directory"):
+    with pytest.raises(DataError, match="'../shared/data/multi30k' stored in the checkpoint "
+                                        "is not a directory"):
         stored_corpus(DataConfig())
     tsv = DataConfig(source="tsv", path=str(tmp_path / "pairs.tsv"))
     assert stored_corpus(tsv, str(tmp_path / "other.tsv")).path == str(tmp_path / "other.tsv")

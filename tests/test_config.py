@@ -3,8 +3,8 @@ import re
 
 import pytest
 
-from nmt.config.schema import Config, ConfigError
 from nmt.config.load import apply_overrides, from_dict, load_config
+from nmt.config.schema import Config, ConfigError
 
 
 def test_defaults_and_roundtrip():

@@ -6,17 +6,19 @@ import sys
 
 import pytest
 
-from conftest import write_split
 from nmt.config.schema import DataConfig
-from nmt.data.corpus import DataError, Pair, read_dir_split, read_split, read_tsv_split
 from nmt.data.batches import Example, filter_training_pairs, make_batches
+from nmt.data.corpus import DataError, Pair, read_dir_split, read_split, read_tsv_split
+
+from conftest import write_split
 
 
 def test_reads_plain_and_gzip_with_bom_and_crlf(tmp_path):
     write_split(tmp_path, "train", "de", ["\ufeffHallo Welt\r", "Guten Tag\r"], gz=True)
     write_split(tmp_path, "train", "en", ["Hello world", "Good day"])
     pairs = read_dir_split(tmp_path, "train", "de", "en")
-    assert [(p.src, p.tgt) for p in pairs] == [("Hallo Welt", "Hello world"), ("Guten Tag", "Good day")]
+    assert [(p.src, p.tgt) for p in pairs] == [("Hallo Welt", "Hello world"),
+                                               ("Guten Tag", "Good day")]
     assert pairs[1].origin.endswith("train.de.gz:2")
 
 
@@ -60,7 +62,8 @@ def test_tsv_reader_and_bad_line(tmp_path):
     good = tmp_path / "train.tsv"
     good.write_text("Hallo\tHello\nTschüss\tBye\n", encoding="utf-8")
     cfg = DataConfig(source="tsv", path=str(tmp_path / "{split}.tsv"), src_lang="de", tgt_lang="en")
-    assert [(p.src, p.tgt) for p in read_split(cfg, "train")] == [("Hallo", "Hello"), ("Tschüss", "Bye")]
+    assert [(p.src, p.tgt) for p in read_split(cfg, "train")] == [("Hallo", "Hello"),
+                                                                  ("Tschüss", "Bye")]
     (tmp_path / "bad.tsv").write_text("a\tb\nno tab here\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"bad\.tsv:2: expected 2 tab-separated fields"):
         read_tsv_split(tmp_path / "bad.tsv")

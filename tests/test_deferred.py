@@ -4,8 +4,9 @@ product after the loop, the gradients autograd would have summed step by step.""
 import pytest
 import torch
 
-from conftest import tiny_model
 from nmt.ops.weight_grads import defer_weight_grads, deferred_linear
+
+from conftest import tiny_model
 
 ATTENTIONS = ["additive", "dot", "general", "scaled_dot", "local_m", "local_p", "multihead",
               "none"]
@@ -99,7 +100,7 @@ def test_deferred_linear_is_addmm_with_one_weight_gradient_for_all_steps():
         x = torch.tanh(torch.addmm(b, x, w.t()))[:, :3]
         outs.append(x)
     torch.stack(outs).sum().backward()
-    for g, t in zip(got, (w, b, h0)):
+    for g, t in zip(got, (w, b, h0), strict=True):
         assert torch.allclose(g, t.grad, atol=1e-6)
 
 

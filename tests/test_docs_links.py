@@ -13,7 +13,8 @@ README_MAX_LINES = 200
 
 # [text](target) and ![alt](target), with an optional "title"; text may hold `code`
 # and one level of nested brackets. <target> (angle brackets) allows spaces.
-_LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*(<[^>]*>|[^)\s]+)(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*\)")
+_LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]"  # [text] or ![alt]
+                   r"\(\s*(<[^>]*>|[^)\s]+)(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*\)")  # (target "title")
 _FENCE = re.compile(r"^[ \t]*(```+|~~~+)")
 _CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)", re.S)
 _SKIP = ("http://", "https://", "mailto:")

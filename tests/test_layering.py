@@ -34,8 +34,8 @@ def _nmt_imports(source: str, module: str) -> set[str]:
     """The nmt modules that ``source`` (of ``module``) imports anywhere, function bodies
     included: ``import nmt.x.y``, ``from nmt.x.y import z`` (``z`` counted when it is a
     module), ``from nmt.x import y`` and the relative forms."""
-    package = module.split(".") if (PKG / "/".join(module.split(".")[1:]) / "__init__.py").exists() \
-        else module.split(".")[:-1]
+    is_package = (PKG / "/".join(module.split(".")[1:]) / "__init__.py").exists()
+    package = module.split(".") if is_package else module.split(".")[:-1]
     found = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):

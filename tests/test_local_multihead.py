@@ -9,16 +9,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import TOY_PAIRS, tiny_model
+from nmt.commands.heads import SentenceHeads, analyse, head_weights_of
+from nmt.config.load import load_config, load_study_config
+from nmt.config.schema import ConfigError
+from nmt.data.batches import collate, encode_pairs
+from nmt.data.corpus import Pair
+from nmt.inference.search import beam_search, greedy
 from nmt.model.attention import LocalAttention, masked_softmax
 from nmt.model.attention_factory import build_scorer
-from nmt.config.schema import ConfigError
-from nmt.config.load import load_config, load_study_config
-from nmt.data.corpus import Pair
-from nmt.data.batches import collate, encode_pairs
-from nmt.commands.heads import SentenceHeads, analyse, head_weights_of
 from nmt.model.multihead import MultiHeadAttention, scaled_dot_product_attention
-from nmt.inference.search import beam_search, greedy
+
+from conftest import TOY_PAIRS, tiny_model
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -233,7 +234,7 @@ def test_head_weights_of_a_model_match_its_greedy_search(toy_vocabs):
     assert len(sents) == len(sources)  # the empty line is skipped
     batch = collate(encode_pairs([Pair(s, "", "") for s in sources], src_vocab, tgt_vocab))
     hyps = greedy(model, batch.src, batch.src_len)
-    for sent, hyp, n in zip(sents, hyps, batch.src_len.tolist()):
+    for sent, hyp, n in zip(sents, hyps, batch.src_len.tolist(), strict=True):
         assert sent.weights.shape == (2, len(sent.tgt_pieces), n)
         rows = hyp.attention.size(0)  # greedy's (mean) attention, EOS row when produced
         assert torch.allclose(sent.weights.mean(0)[:rows], hyp.attention, atol=1e-5)
@@ -257,7 +258,8 @@ def test_nmt_heads_end_to_end_and_its_errors(tmp_path):
     for name, extra in [("mh", ["model.attention=multihead", "model.heads=2"]),
                         ("lp", ["model.attention=local_p"]), ("fixed", ["model.attention=none"])]:
         r = nmt("train", "configs/multi30k_deen_additive.yaml", *TINY, "train.max_epochs=1",
-                f"data.path={MULTI30K}", *extra, f"name={name}", f"train.out_dir={tmp_path}/{{name}}")
+                f"data.path={MULTI30K}", *extra, f"name={name}",
+                f"train.out_dir={tmp_path}/{{name}}")
         assert r.returncode == 0, r.stderr
         runs[name] = tmp_path / name / "best.pt"
     out = tmp_path / "heads"

@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nmt.model.loss import summed_cross_entropy
 from nmt.data.vocab import PAD
+from nmt.model.loss import summed_cross_entropy
 
 
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])

@@ -21,8 +21,8 @@ def test_perfect_hypotheses_score_100_and_buckets_count_source_words():
     s = score(refs, refs, sources)
     assert s.bleu == pytest.approx(100.0)
     assert s.chrf == pytest.approx(100.0)
-    assert [(b.min_len, b.max_len, b.n) for b in s.buckets] == [(1, 10, 1), (11, 20, 1), (21, 30, 0),
-                                                                  (31, None, 1)]
+    assert [(b.min_len, b.max_len, b.n) for b in s.buckets] == [(1, 10, 1), (11, 20, 1),
+                                                                  (21, 30, 0), (31, None, 1)]
     assert s.buckets[2].bleu is None
     assert all(b.bleu == pytest.approx(100.0) for b in s.buckets if b.n)
     assert s.signature.startswith("nrefs:1|case:mixed|eff:no|tok:13a")

@@ -10,12 +10,13 @@ import pytest
 import torch
 
 import nmt.ops.precision as precision
-from conftest import REPO, TOY_PAIRS, tiny_model
 from nmt.config.schema import Config, TrainConfig
 from nmt.data.batches import encode_pairs
 from nmt.data.corpus import Pair
 from nmt.ops.precision import PrecisionError, autocast, autocast_dtype
 from nmt.training.loop import Trainer
+
+from conftest import REPO, TOY_PAIRS, tiny_model
 
 CPU = torch.device("cpu")
 
@@ -52,8 +53,8 @@ def _train(tmp_path, toy_vocabs, prec: str, steps: int = 60) -> tuple[Trainer, l
     src_v, tgt_v = toy_vocabs
     cfg = Config(train=TrainConfig(out_dir=str(tmp_path / prec), device="cpu", precision=prec,
                                    lr=0.01))
-    tr = Trainer(cfg, tiny_model(src_v, tgt_v), src_v, tgt_v, [], [], lambda _m: {},
-                 log=lambda _m: None)
+    tr = Trainer(cfg, tiny_model(src_v, tgt_v), src_v, tgt_v, train_set=[], valid_examples=[],
+                 validate=lambda _m: {}, log=lambda _m: None)
     examples = encode_pairs([Pair(s, t, "toy") for s, t in TOY_PAIRS], src_v, tgt_v)
     losses = []
     for _ in range(steps):
@@ -109,8 +110,8 @@ def test_bf16_without_native_support_is_warned_about(tmp_path, toy_vocabs, monke
     for native in (False, True):
         monkeypatch.setattr(nmt.training.loop, "native_bf16", lambda _device, n=native: n)
         cfg = Config(train=TrainConfig(out_dir=str(tmp_path), device="cpu", precision="bf16"))
-        Trainer(cfg, tiny_model(src_v, tgt_v), src_v, tgt_v, [], [], lambda _m: {},
-                log=messages.append)
+        Trainer(cfg, tiny_model(src_v, tgt_v), src_v, tgt_v, train_set=[], valid_examples=[],
+                validate=lambda _m: {}, log=messages.append)
         warned = [m for m in messages if m.startswith("warning: train.precision=bf16")]
         assert len(warned) == 1  # once, for the emulated case only
 
@@ -171,7 +172,7 @@ def test_bf16_search_casts_weights_once_per_batch_and_scores_the_top_in_fp32(toy
 
     src_v, tgt_v = toy_vocabs
     model = tiny_model(src_v, tgt_v, step_order=step_order).eval()
-    V, O = model.generator.weight.shape
+    V, O = model.generator.weight.shape  # noqa: E741 (O: output size, the model's notation)
     src = torch.randint(4, len(src_v), (3, 5))
     src_len = torch.tensor([5, 4, 3])
     prev = torch.full((3,), 2)

@@ -41,7 +41,8 @@ def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> Non
 @pytest.fixture(scope="module")
 def reference_curve(tmp_path_factory, multi30k_dir):
     out = tmp_path_factory.mktemp("uninterrupted")
-    r = subprocess.run(_cmd(multi30k_dir, out), cwd=REPO, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(_cmd(multi30k_dir, out), cwd=REPO, capture_output=True, text=True,
+                       timeout=600)
     assert r.returncode == 0, r.stderr
     return _curve(out)
 
@@ -56,7 +57,8 @@ def multi30k_dir():
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
-def test_interrupt_then_resume_gives_the_same_loss_curve(tmp_path, multi30k_dir, reference_curve, sig):
+def test_interrupt_then_resume_gives_the_same_loss_curve(tmp_path, multi30k_dir,
+                                                          reference_curve, sig):
     proc = subprocess.Popen(_cmd(multi30k_dir, tmp_path), cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     _wait_for(tmp_path / "last.pt", proc)  # epoch 1 is done; now stop it inside epoch 2
@@ -114,8 +116,8 @@ def test_resume_with_schedule_and_step_validation_and_average(tmp_path, multi30k
                map(json.loads, (run / "valid_log.jsonl").read_text().splitlines())}
     assert resumed == {x["step"]: (x["train_loss"], x["val_loss"], x["lr"]) for x in lines}
     avg = tmp_path / "avg.pt"
-    r = subprocess.run([sys.executable, "-m", "nmt", "average", str(ref), "--last", "2", "-o", str(avg)],
-                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    r = subprocess.run([sys.executable, "-m", "nmt", "average", str(ref), "--last", "2",
+                        "-o", str(avg)], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     import torch
     a, b = (read_payload(ref / n)["model"] for n in ["step_00000100.pt", "step_00000120.pt"])

@@ -6,13 +6,14 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import TOY_PAIRS, tiny_model, write_split
 from nmt.config.load import from_dict
-from nmt.data.corpus import Pair, read_dir_split
 from nmt.data.batches import encode_pairs
+from nmt.data.corpus import Pair, read_dir_split
+from nmt.inference.translator import translate_lines
 from nmt.training.loop import train
 from nmt.training.state import TrainingError
-from nmt.inference.translator import translate_lines
+
+from conftest import TOY_PAIRS, tiny_model, write_split
 
 # any text without line breaks (those would make it several lines)
 LINE = st.text(st.characters(blacklist_categories=("Cs",),
@@ -20,7 +21,8 @@ LINE = st.text(st.characters(blacklist_categories=("Cs",),
                max_size=60)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(LINE, min_size=1, max_size=8))
 def test_reader_keeps_one_pair_per_line_for_any_unicode(tmp_path_factory, lines):
     d = tmp_path_factory.mktemp("u")
@@ -32,13 +34,14 @@ def test_reader_keeps_one_pair_per_line_for_any_unicode(tmp_path_factory, lines)
         assert "\n" not in p.src and not any(ord(c) < 32 for c in p.src)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(LINE, min_size=1, max_size=6))
 def test_translator_gives_one_single_line_output_per_input(toy_vocabs, lines):
     model = tiny_model(*toy_vocabs).eval()
     out = translate_lines(model, *toy_vocabs, lines)
     assert len(out) == len(lines)
-    for line, tr in zip(lines, out):
+    for line, tr in zip(lines, out, strict=True):
         assert tr.source == line
         if not line.strip():
             assert tr.text == ""
@@ -61,7 +64,7 @@ def _toy_training(tmp_path, toy_vocabs, **train_overrides):
 
     model.forward = poisoned
     logs = []
-    state = train(cfg, model, *toy_vocabs, examples, examples[:2],
+    state = train(cfg, model, *toy_vocabs, train_set=examples, valid_examples=examples[:2],
                   validate=lambda m: {"bleu": 1.0}, log=logs.append)
     return state, logs
 

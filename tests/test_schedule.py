@@ -44,7 +44,7 @@ def test_warmup_then_inverse_sqrt_decay_and_resume():
         lrs.append(opt.param_groups[0]["lr"])
     assert lrs[:4] == [2.5e-4, 5e-4, 7.5e-4, 1e-3]
     assert math.isclose(lrs[15], 1e-3 * math.sqrt(4 / 16))
-    assert all(a >= b for a, b in zip(lrs[3:], lrs[4:]))
+    assert all(a >= b for a, b in zip(lrs[3:], lrs[4:], strict=False))
     opt2 = _opt()
     s2 = Schedule(opt2, cfg)
     opt2.load_state_dict(opt.state_dict())  # a resumed run restores both, as train.py does

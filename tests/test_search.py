@@ -8,12 +8,19 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from conftest import TOY_PAIRS, tiny_model
-from nmt.data.corpus import Pair
 from nmt.data.batches import collate, encode_pairs
-from nmt.inference.search import (Hypothesis, beam_search, greedy, length_penalty_divisor,
-                        max_output_length, normalised_score)
+from nmt.data.corpus import Pair
 from nmt.data.vocab import BOS, EOS
+from nmt.inference.search import (
+    Hypothesis,
+    beam_search,
+    greedy,
+    length_penalty_divisor,
+    max_output_length,
+    normalised_score,
+)
+
+from conftest import TOY_PAIRS, tiny_model
 
 A, B_, C, D = 4, 5, 6, 7  # stub target pieces after the specials PAD UNK BOS EOS
 V = 8
@@ -54,7 +61,7 @@ class TableModel:
 
     def step(self, prev, state, mem):
         self.calls += 1
-        rows = [self._row(p, t) for p, t in zip(prev.tolist(), state.t.tolist())]
+        rows = [self._row(p, t) for p, t in zip(prev.tolist(), state.t.tolist(), strict=True)]
         return torch.stack(rows), StubState(state.t + 1), None  # (B, V)
 
 
@@ -135,7 +142,7 @@ def test_stops_at_length_limit_without_eos(K):
     model = TableModel(never_eos)
     out = beam_search(model, src, src_len, beam_size=K, max_ratio=1.5, n_best=K)
     assert model.calls == 16
-    for hyps, limit in zip(out, limits):
+    for hyps, limit in zip(out, limits, strict=True):
         assert len(hyps) == K and all(len(h.tokens) == limit for h in hyps)
         assert hyps[0].log_prob == pytest.approx(limit * math.log(0.25), abs=1e-4)
     g = greedy(TableModel(never_eos), src, src_len, max_ratio=1.5)
@@ -201,10 +208,10 @@ def test_beam_one_equals_greedy(toy_vocabs, attention, order):
     model, batch = _trained(toy_vocabs, attention, order), _batch(*toy_vocabs)
     limits = max_output_length(batch.src_len, 2.0).tolist()
     g = greedy(model, batch.src, batch.src_len)
-    assert any(len(h.tokens) < lim for h, lim in zip(g, limits))  # some stopped at EOS
+    assert any(len(h.tokens) < lim for h, lim in zip(g, limits, strict=True))  # some stopped at EOS
     for penalty in ("gnmt", "average", "none"):
         out = beam_search(model, batch.src, batch.src_len, beam_size=1, length_penalty=penalty)
-        for gh, (bh,) in zip(g, out):
+        for gh, (bh,) in zip(g, out, strict=True):
             assert bh.tokens == gh.tokens
             assert bh.log_prob == pytest.approx(gh.log_prob, abs=1e-5)
             if attention == "none":
@@ -220,7 +227,7 @@ def test_n_best_sorted_distinct_and_scored(toy_vocabs, penalty):
     out = beam_search(model, batch.src, batch.src_len, beam_size=5, n_best=5,
                       length_penalty=penalty)
     assert len(out) == batch.src.size(0)
-    for hyps, n_src in zip(out, batch.src_len.tolist()):
+    for hyps, n_src in zip(out, batch.src_len.tolist(), strict=True):
         assert len(hyps) == 5
         scores = [h.score for h in hyps]
         assert scores == sorted(scores, reverse=True)
@@ -366,7 +373,7 @@ def test_greedy_drops_finished_sentences_and_equals_each_sentence_alone(
     batched = greedy(model, batch.src, batch.src_len)
     limits = max_output_length(batch.src_len, 2.0).tolist()
     # steps per sentence: its pieces, plus the step that produced EOS unless it was cut
-    steps = [len(h.tokens) + (len(h.tokens) < lim) for h, lim in zip(batched, limits)]
+    steps = [len(h.tokens) + (len(h.tokens) < lim) for h, lim in zip(batched, limits, strict=True)]
     # a step computes only the sentences that have not yet produced EOS or hit the limit
     assert rows[0] == B
     assert rows == [sum(n > t for n in steps) for t in range(len(rows))]

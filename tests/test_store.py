@@ -7,7 +7,6 @@ import gzip
 import json
 import random
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,13 +14,14 @@ import pytest
 import torch
 
 import nmt.data.store
-from conftest import torchrun, write_split
-from nmt.config.schema import Config, ConfigError, DataConfig, SubwordConfig
-from nmt.config.load import from_dict, load_config
-from nmt.data.corpus import DataError, Pair
-from nmt.data.batches import Example, collate, encode_pairs, make_batches, token_batches
 from nmt.commands.train import build_vocabs, run_training, sample_vocab_trainer, training_pairs
+from nmt.config.load import from_dict, load_config
+from nmt.config.schema import Config, ConfigError, DataConfig, SubwordConfig
+from nmt.data.batches import Example, collate, encode_pairs, make_batches, token_batches
+from nmt.data.corpus import DataError, Pair
 from nmt.data.store import ArrowTrainingSet, open_or_prepare, sample_pairs, stale_reason
+
+from conftest import torchrun, write_split
 
 REPO = Path(__file__).resolve().parents[1]
 WORDS = {"haus": "house", "hund": "dog", "katze": "cat", "mann": "man", "frau": "woman",
@@ -65,8 +65,8 @@ def small_config(corpus: Path, out: Path, **data) -> Config:
 
 
 def prepare(cfg: Config, vocabs=None, log=print):
-    return open_or_prepare(cfg, cfg.out_dir() / "data", vocabs, sample_vocab_trainer(cfg, log),
-                           log)
+    return open_or_prepare(cfg, cfg.out_dir() / "data", vocabs=vocabs,
+                           make_vocabs=sample_vocab_trainer(cfg, log), log=log)
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def corpus(tmp_path_factory) -> Path:
 
 def _examples(src_len, tgt_len):
     return [Example([5] * (s - 1) + [3], [5] * t, i)
-            for i, (s, t) in enumerate(zip(src_len.tolist(), tgt_len.tolist()))]
+            for i, (s, t) in enumerate(zip(src_len.tolist(), tgt_len.tolist(), strict=True))]
 
 
 @pytest.mark.parametrize("batch_size,max_tokens", [(7, None), (64, 90), (3, 40), (50, 10)])
@@ -87,8 +87,8 @@ def test_token_batches_are_make_batches_without_a_seed(batch_size, max_tokens):
     rng = np.random.default_rng(0)
     src_len = rng.integers(1, 30, 500).astype(np.int32)
     tgt_len = rng.integers(0, 30, 500).astype(np.int32)
-    ours = token_batches(src_len, tgt_len, batch_size, max_tokens)
-    theirs = make_batches(_examples(src_len, tgt_len), batch_size, max_tokens)
+    ours = token_batches(src_len, tgt_len, batch_size, max_tokens=max_tokens)
+    theirs = make_batches(_examples(src_len, tgt_len), batch_size, max_tokens=max_tokens)
     assert [b.tolist() for b in ours] == [[e.index for e in b] for b in theirs]
 
 
@@ -96,14 +96,14 @@ def test_token_batches_obey_the_limits_and_depend_only_on_the_seed():
     rng = np.random.default_rng(1)
     src_len = rng.integers(1, 60, 5000).astype(np.int32)
     tgt_len = rng.integers(1, 60, 5000).astype(np.int32)
-    batches = token_batches(src_len, tgt_len, 64, 500, shuffle_seed=7)
+    batches = token_batches(src_len, tgt_len, 64, max_tokens=500, shuffle_seed=7)
     assert sorted(np.concatenate(list(batches)).tolist()) == list(range(5000))
     for b in batches:
         width = max(src_len[b].max(), tgt_len[b].max() + 1)
         assert len(b) <= 64 and (len(b) * width <= 500 or len(b) == 1)
-    same = token_batches(src_len, tgt_len, 64, 500, shuffle_seed=7)
+    same = token_batches(src_len, tgt_len, 64, max_tokens=500, shuffle_seed=7)
     assert [b.tolist() for b in batches] == [b.tolist() for b in same]
-    other = token_batches(src_len, tgt_len, 64, 500, shuffle_seed=8)
+    other = token_batches(src_len, tgt_len, 64, max_tokens=500, shuffle_seed=8)
     assert [b.tolist() for b in batches] != [b.tolist() for b in other]
     # what the trainer does with them: DDP shares and resume skips are views of one order
     share = batches[: len(batches) // 2 * 2][1::2]
@@ -141,7 +141,7 @@ def test_arrow_and_memory_give_the_same_pairs_filtering_and_batches(corpus, tmp_
             assert torch.equal(getattr(ours, field), getattr(theirs, field)), field
     unshuffled = got.batches(16, 120, shuffle_seed=None)
     assert [b.tolist() for b in unshuffled] == \
-        [[e.index for e in b] for b in make_batches(examples, 16, 120)]
+        [[e.index for e in b] for b in make_batches(examples, 16, max_tokens=120)]
 
 
 def test_vocabulary_sample_is_a_seeded_reservoir(corpus):
@@ -182,8 +182,8 @@ def test_cache_is_reused_and_a_changed_file_or_setting_invalidates_it(corpus, tm
     cache = tmp_path / "run" / "data"
 
     def why(c: Config, vocabs=None) -> str | None:
-        return stale_reason(cache, nmt.data.store.fingerprint(c, nmt.data.store.source_files(c.data)),
-                            vocabs)
+        want = nmt.data.store.fingerprint(c, nmt.data.store.source_files(c.data))
+        return stale_reason(cache, want, vocabs)
 
     smaller = dataclasses.replace(cfg, subwords=SubwordConfig(vocab_size=50, joint=True))
     assert why(smaller) == "subwords.vocab_size changed"

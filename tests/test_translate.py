@@ -3,9 +3,10 @@
 import pytest
 import torch
 
-from conftest import TOY_PAIRS, tiny_model
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import decode_workers, translate_lines
+
+from conftest import TOY_PAIRS, tiny_model
 
 LINES = [s for s, _ in TOY_PAIRS] + ["ein mann", "", "zwei katzen schlafen im schnee ."]
 
@@ -21,7 +22,7 @@ def test_workers_give_the_same_translations_as_one_batch_at_a_time(toy_vocabs, b
                               workers=workers)
         assert torch.get_num_threads() == threads  # restored
         assert [t.source for t in out] == LINES
-        for a, b in zip(ref, out):
+        for a, b in zip(ref, out, strict=True):
             assert (a.text, a.tgt_pieces, a.nbest) == (b.text, b.tgt_pieces, b.nbest)
             assert a.score == pytest.approx(b.score, abs=1e-5)
             if a.attention is None:
@@ -74,8 +75,9 @@ def _filter(loaded, data: bytes, tmp_path, capsys, **kw):
 
     src, out = tmp_path / "in.de", tmp_path / "out.en"
     src.write_bytes(data)
-    run_filter(loaded, src, out, kw.pop("show_attention", False), kw.pop("decoding", Decoding()),
-               batch_size=2, **kw)
+    run_filter(loaded, input_path=src, output_path=out,
+               show_attention=kw.pop("show_attention", False),
+               decoding=kw.pop("decoding", Decoding()), batch_size=2, **kw)
     return out.read_text(encoding="utf-8"), capsys.readouterr().err
 
 
@@ -105,7 +107,8 @@ def test_interactive_lists_the_n_best_with_their_scores(toy_vocabs):
     from nmt.commands.translate import run_interactive
 
     out = io.StringIO()
-    code = run_interactive(_loaded(toy_vocabs), False, Decoding(beam_size=3, n_best=3),
+    code = run_interactive(_loaded(toy_vocabs), show_attention=False,
+                           decoding=Decoding(beam_size=3, n_best=3),
                            stdin=io.StringIO("der hund läuft\n"), stdout=out)
     rows = [r.removeprefix("> ") for r in out.getvalue().splitlines()]
     rows = [r for r in rows if r[:2] in ("1.", "2.", "3.")]
@@ -138,7 +141,8 @@ def test_many_invalid_utf8_lines_give_one_warning(toy_vocabs, tmp_path, capsys):
     out, err = _filter(_loaded(toy_vocabs), b"der \xff hund\n" * 30, tmp_path, capsys)
     assert len(out.splitlines()) == 30
     assert err.count("UTF-8") == 1
-    assert "30 input lines not valid UTF-8" in err and "lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ..." in err
+    assert "30 input lines not valid UTF-8" in err
+    assert "lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ..." in err
 
 
 def test_filter_keeps_the_chunks_written_before_a_ctrl_c(toy_vocabs, tmp_path, capsys,
@@ -180,7 +184,8 @@ def test_decoding_defaults_are_the_configs_and_from_config_takes_given_values():
     assert (d.beam_size, d.alpha, d.length_penalty, d.precision) == (
         s.beam_size, s.alpha, s.length_penalty, s.precision)
     assert d.max_ratio == TrainConfig().max_output_ratio
-    cfg = Config(search=SearchConfig(beam_size=3, alpha=1.0), train=TrainConfig(max_output_ratio=1.5))
+    cfg = Config(search=SearchConfig(beam_size=3, alpha=1.0),
+                 train=TrainConfig(max_output_ratio=1.5))
     got = Decoding.from_config(cfg, beam_size=None, alpha=0.2, n_best=2)
     assert (got.beam_size, got.alpha, got.max_ratio, got.n_best) == (3, 0.2, 1.5, 2)
 

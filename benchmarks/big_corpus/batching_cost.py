@@ -1,7 +1,7 @@
 """Cost of opening a prepared 5M-pair store and building one epoch's batches (what every
 epoch start pays), and of reading one batch.
 
-    python results/big_corpus/batching_cost.py RUN_DIR/data/train.arrow
+    python benchmarks/big_corpus/batching_cost.py RUN_DIR/data/train.arrow
 """
 
 import resource

@@ -1,6 +1,6 @@
 """Write a synthetic parallel corpus of N training pairs built from Multi30k, streaming.
 
-    python results/big_corpus/make_corpus.py ../shared/data/multi30k /tmp/big5m --pairs 5000000
+    python benchmarks/big_corpus/make_corpus.py ../shared/data/multi30k /tmp/big5m --pairs 5000000
 
 Copy 0 is the training split as it is; every later copy takes the pairs in a seeded
 random order and joins a fifth of them with the next pair in that order (source to

@@ -2,14 +2,16 @@
 # Peak memory (RSS) and wall time of preparing and training the reference model on a
 # 5M-pair synthetic corpus with data.store=arrow, against plain Multi30k with the default
 # memory store. Run from the repository root:
-#   bash results/big_corpus/measure.sh /tmp/nmt_big/corpus5m /tmp/nmt_big/runs
-# (make the corpus first with results/big_corpus/make_corpus.py). Each step runs under
-# /usr/bin/time -v; its log goes to results/big_corpus/logs/, a summary to numbers.txt.
+#   bash benchmarks/big_corpus/measure.sh /tmp/nmt_big/corpus5m /tmp/nmt_big/runs
+# (make the corpus first with benchmarks/big_corpus/make_corpus.py). Each step runs under
+# /usr/bin/time -v; its log goes to $OUT/logs/, a summary to $OUT/numbers.txt
+# (OUT default results/big_corpus, where the recorded run is).
 set -euo pipefail
 CORPUS=${1:?corpus directory}
 RUNS=${2:?directory for the runs and the cache}
 PY=${PY:-python}
-HERE=results/big_corpus
+BENCH=$(dirname "$0")
+HERE=${OUT:-results/big_corpus}
 mkdir -p "$HERE/logs" "$RUNS"
 COMMON=(configs/bench_reference.yaml train.max_steps=30 train.valid_max_sentences=100
         train.progress=false train.threads=1 "train.out_dir=$RUNS/{name}")
@@ -36,7 +38,7 @@ step m30k_memory $PY -m nmt train "${COMMON[@]}" name=m30k_memory
 # the same corpus from the arrow store (prepared in the same process)
 step m30k_arrow $PY -m nmt train "${COMMON[@]}" name=m30k_arrow data.store=arrow
 # 5M pairs: (a) preparing alone (vocabulary sample + SentencePiece + encoding pass)
-step big_prepare $PY "$HERE/prepare_only.py" "${COMMON[@]}" name=big_arrow data.store=arrow \
+step big_prepare $PY "$BENCH/prepare_only.py" "${COMMON[@]}" name=big_arrow data.store=arrow \
   "data.path=$CORPUS"
 # (b) training: a new run of the same config finds the prepared store and reuses it
 step big_train $PY -m nmt train "${COMMON[@]}" name=big_arrow data.store=arrow "data.path=$CORPUS"

@@ -2,15 +2,15 @@
 translates one sentence greedily (docs/attention_heads.md, "Why local_p falls behind").
 
 Run from the repository root after `nmt study configs/study_deen_long.yaml`:
-    .venv/bin/python results/heads_deen/local_p_centres.py > results/heads_deen/local_p_centres.txt
+    .venv/bin/python benchmarks/heads_deen/local_p_centres.py > results/heads_deen/local_p_centres.txt
 """
 
 import torch
 
-from nmt.model.checkpoint import load_checkpoint
 from nmt.data.batches import Example, collate
-from nmt.inference.search import greedy
 from nmt.data.vocab import EOS
+from nmt.inference.search import greedy
+from nmt.model.checkpoint import load_checkpoint
 
 SENTENCE = "Eine Frau mit einem roten Hut sitzt am Ufer des Flusses und liest ein Buch."
 loaded = load_checkpoint("runs/deen_long_local_p/best.pt", torch.device("cpu"))
@@ -34,6 +34,6 @@ print(f"source: {SENTENCE}")
 print(f"source pieces S = {len(ids)} (with </s>), window D = {attention.window}")
 print(f"hypothesis: {loaded.tgt_vocab.decode(hyp.tokens)}")
 for t, (piece, p) in enumerate(zip([loaded.tgt_vocab.id_to_piece(x) for x in hyp.tokens]
-                                   + ["</s>"], centres)):
+                                   + ["</s>"], centres, strict=False)):
     diagonal = t * (len(ids) - 1) / max(len(hyp.tokens), 1)
     print(f"t={t:2d} {piece:>12s}  p_t = {p:5.1f}   diagonal {diagonal:5.1f}")

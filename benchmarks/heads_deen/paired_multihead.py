@@ -2,14 +2,14 @@
 long study's cached greedy hypotheses (runs/deen_long_*/hyps/, written by `nmt study`).
 
 Run from the repository root after `nmt study configs/study_deen_long.yaml`:
-    .venv/bin/python results/heads_deen/paired_multihead.py > results/heads_deen/paired_multihead.txt
+    .venv/bin/python benchmarks/heads_deen/paired_multihead.py > results/heads_deen/paired_multihead.txt
 """
 
 from pathlib import Path
 
-from nmt.evaluation.bootstrap import paired_bootstrap
 from nmt.data.corpus import read_lines
 from nmt.data.longsets import long_sentence_set
+from nmt.evaluation.bootstrap import paired_bootstrap
 
 DATA = Path("../shared/data/multi30k")
 src = read_lines(DATA / "test_2016_flickr.de.gz")

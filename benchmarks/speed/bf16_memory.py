@@ -1,8 +1,15 @@
 """Peak resident memory (VmHWM) over 40 synthetic training steps of the reference model:
-  python results/speed/bf16_memory.py bf16|fp32   [ONEDNN_PRIMITIVE_CACHE_CAPACITY=N]"""
-import sys, tempfile, torch, time, re
+  python benchmarks/speed/bf16_memory.py bf16|fp32   [ONEDNN_PRIMITIVE_CACHE_CAPACITY=N]"""
+import re
+import sys
+import tempfile
+import time
+
+import torch
+
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
 from synthetic import synthetic_trainer
+
 torch.set_num_threads(2)
 prec = sys.argv[1]
 def hwm(): return int(re.search(r"VmHWM:\s+(\d+)", open("/proc/self/status").read()).group(1))//1024

@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # Side by side on one idle machine, alternating: nmt at this commit (`nmt bench`), nmt at an
-# earlier commit checked out in a worktree at OLD_TREE (its own `nmt bench`, or before that
-# existed, commit a79503b's `python -m nmt.benchmark`; OLD_TREE=none skips it), on a CPU with
+# earlier commit checked out in a worktree at OLD_TREE (its own `nmt bench`, which
+# exists since ce5caac; OLD_TREE=none skips it), on a CPU with
 # native bf16 (avx512_bf16 or amx_bf16) also nmt's training and, in another process, its
 # search with bf16 autocast (`nmt bench --skip-decode --precision bf16`, `nmt bench
 # --skip-train --decode-precision bf16`; the first run is fp32 throughout), and Joey NMT 2.3.0 (a local harness
 # outside this repository, JOEY_HARNESS; see results/speed/README.md for its settings). Every
 # run uses 2 threads and the reference architecture of configs/bench_reference.yaml.
 #
-#   [OUT=results/speed/DIR] [OLD_TREE=DIR] [OLD_CKPT=FILE] bash results/speed/side_by_side.sh \
+#   [OUT=results/speed/DIR] [OLD_TREE=DIR] [OLD_CKPT=FILE] bash benchmarks/speed/side_by_side.sh \
 #       NMT_CHECKPOINT JOEY_CHECKPOINT [ROUNDS]
+#
+# Writes into OUT (default results/speed/DATE, from the repository root): per round
+# nmt_round*.{json,md,log}, nmt_bf16_round*, nmt_bf16dec_round*, nmt_before_round*,
+# joey_round*.{json,log}, and machine.txt; benchmarks/speed/summarize.py OUT makes the table.
+# An OLD_TREE from before `nmt bench` (a79503b, the 2026-11-30 sitting) ran
+# `python -m nmt.benchmark`, a module that no longer exists; the script that ran it:
+# git show 068c3a9:results/speed/side_by_side.sh
 #
 # OLD_CKPT: the checkpoint the old tree runs (default NMT_CHECKPOINT), for an old tree that
 # cannot load the new checkpoint (e.g. one from before model.output_bias existed).
@@ -48,18 +55,17 @@ for r in $(seq "$FIRST" "$ROUNDS"); do
     :
   else
   echo "round $r: nmt before ($(git -C "$OLD_TREE" rev-parse --short HEAD))" >&2
-  # from the old tree's root: `python -m` puts the working directory first on sys.path
-  if [ -f "$OLD_TREE/nmt/commands/bench.py" ]; then
-    (cd "$OLD_TREE" && /usr/bin/time -v "$HERE/.venv/bin/python" -m nmt bench "$OLD_CKPT" \
-        --threads 2 --warmup 5 --train-steps 40 --train-seconds 30 --sentences 1000 \
-        --batch-size 64 --beam 5 --json "$HERE/$OUT/nmt_before_round$r.json" \
-        > "$HERE/$OUT/nmt_before_round$r.md" 2> "$HERE/$OUT/nmt_before_round$r.log")
-  else
-    (cd "$OLD_TREE" && /usr/bin/time -v "$HERE/.venv/bin/python" -m nmt.benchmark "$OLD_CKPT" \
-        --threads 2 --train-steps 40 --sentences 1000 --beam 5 \
-        --json "$HERE/$OUT/nmt_before_round$r.json" > /dev/null \
-        2> "$HERE/$OUT/nmt_before_round$r.log")
+  # `nmt bench` lives in nmt/bench.py before the subpackages (ba82f16), nmt/commands/ after
+  if [ ! -f "$OLD_TREE/nmt/bench.py" ] && [ ! -f "$OLD_TREE/nmt/commands/bench.py" ]; then
+    echo "OLD_TREE=$OLD_TREE has no nmt bench (a tree from before it existed); use a later" \
+         "commit or OLD_TREE=none" >&2
+    exit 2
   fi
+  # from the old tree's root: `python -m` puts the working directory first on sys.path
+  (cd "$OLD_TREE" && /usr/bin/time -v "$HERE/.venv/bin/python" -m nmt bench "$OLD_CKPT" \
+      --threads 2 --warmup 5 --train-steps 40 --train-seconds 30 --sentences 1000 \
+      --batch-size 64 --beam 5 --json "$HERE/$OUT/nmt_before_round$r.json" \
+      > "$HERE/$OUT/nmt_before_round$r.md" 2> "$HERE/$OUT/nmt_before_round$r.log")
   fi
   echo "round $r: Joey NMT" >&2
   JOEY_CKPT="$JOEY_CKPT" JOEY_OUT="/tmp/joey_round$r" bash "$JOEY_HARNESS" 2 \

@@ -1,7 +1,7 @@
 """Where a training step of the reference architecture spends its time: matrix products
 (by role, with their GFLOP/s) against everything else, and the bound that the matrix
 products alone set on target tokens/s.
-  python results/speed/step_profile.py PRECISION [STEPS]
+  python benchmarks/speed/step_profile.py PRECISION [STEPS]
 Random batches shaped like Multi30k (synthetic.py), 2 threads; the first 5 steps warm up,
 the next STEPS (default 10) are timed without the profiler, then the same batches again
 under torch.profiler. "bound" is target tokens over the profiled matrix-product time:
@@ -17,7 +17,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from synthetic import synthetic_trainer  # noqa: E402
+from synthetic import synthetic_trainer
 
 GEMM = ("aten::mm", "aten::addmm", "aten::bmm")
 ROLE = {1536: "decoder GRU", 1024: "attentional layer W_c", 768: "encoder GRU",

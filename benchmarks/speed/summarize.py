@@ -1,11 +1,14 @@
-"""Markdown table of one side-by-side sitting (results/speed/side_by_side.sh):
-Joey NMT 2.3.0, nmt at an earlier commit and nmt now, per round and the mean.
+"""Markdown table of one side-by-side sitting (benchmarks/speed/side_by_side.sh):
+Joey NMT 2.3.0, nmt at an earlier commit and nmt now, per round and the mean. Reads only
+the sitting's JSON files (no nmt import), prints the table on stdout.
 
-    python results/speed/summarize.py results/speed/2026-11-30 > results/speed/2026-11-30/table.md
-    python results/speed/summarize.py results/speed/2026-11-30-b 226fa03 > .../table.md
+    python benchmarks/speed/summarize.py results/speed/2026-11-30 > results/speed/2026-11-30/table.md
+    python benchmarks/speed/summarize.py results/speed/2026-11-30-b 226fa03 > .../table.md
 
-The earlier commit (default a79503b) ran `python -m nmt.benchmark` before `nmt bench`
-existed (validation split, whole-run memory), or `nmt bench` itself, like nmt now.
+The earlier commit (default label a79503b) ran `nmt bench`, like nmt now, or, in the
+2026-11-30 sitting only, `python -m nmt.benchmark` (a module that no longer exists:
+validation split, whole-run memory); the JSON it left in results/speed/2026-11-30/ is
+still read, so that sitting's table can be remade.
 """
 
 import json

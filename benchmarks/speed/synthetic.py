@@ -27,11 +27,12 @@ def synthetic_trainer(out_dir: str, overrides: list[str] = ()):
         t = max(2, int(s * rng.uniform(0.8, 1.1)))
         ex.append(Example([rng.randrange(4, VOCAB) for _ in range(s)] + [3],
                           [rng.randrange(4, VOCAB) for _ in range(t)], i))
-    batches = make_batches(ex, cfg.train.batch_size, cfg.train.max_tokens, shuffle_seed=1)
+    batches = make_batches(ex, cfg.train.batch_size, max_tokens=cfg.train.max_tokens, shuffle_seed=1)
     torch.manual_seed(1)
     model = build_model(cfg.model, VOCAB, VOCAB)
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, out_dir=out_dir,
                                                              device="cpu"))
-    trainer = Trainer(cfg, model, None, None, [], [], lambda m: {}, log=lambda m: None)
+    trainer = Trainer(cfg, model, None, None, train_set=[], valid_examples=[],
+                      validate=lambda m: {}, log=lambda m: None)
     model.train()
     return trainer, model, batches

@@ -1,7 +1,12 @@
 """Training-step speed of the reference architecture on random batches.
-    python results/speed/train_step_speed.py THREADS STEPS [time|prof] [KEY=VALUE ...]"""
-import sys, time, tempfile, torch
+    python benchmarks/speed/train_step_speed.py THREADS STEPS [time|prof] [KEY=VALUE ...]"""
+import sys
+import tempfile
+import time
+
+import torch
 from synthetic import synthetic_trainer
+
 torch.set_num_threads(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
 steps = int(sys.argv[2]) if len(sys.argv) > 2 else 20
 mode = sys.argv[3] if len(sys.argv) > 3 else "time"
@@ -9,7 +14,7 @@ with tempfile.TemporaryDirectory() as d:
     tr, model, batches = synthetic_trainer(d, sys.argv[4:])
     for b in batches[:3]: tr.train_step(b)
     if mode == "prof":
-        from torch.profiler import profile, ProfilerActivity
+        from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for b in batches[3:3+steps]: tr.train_step(b)
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30))

@@ -5,7 +5,7 @@
 # validation every 250 steps (inside the budget); then each run's best checkpoint is
 # scored on test_2016_flickr with beam 5 and greedy search.
 #
-#   [OUT=results/speed/DIR] [ORDER="fp32 bf16"] bash results/speed/wallclock.sh [MINUTES]
+#   [OUT=results/speed/DIR] [ORDER="fp32 bf16"] bash benchmarks/speed/wallclock.sh [MINUTES]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 MINUTES=${1:-10}

@@ -1,11 +1,10 @@
-"""``nmt heads``, ``nmt bench`` and ``nmt select``: the analysis commands, typer wiring
-only (registered on the app of nmt/cli/common.py)."""
+"""``nmt heads``, ``nmt bench``, ``nmt select`` and ``nmt serve``: the analysis commands,
+typer wiring only (registered on the app of nmt/cli/common.py)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -16,26 +15,26 @@ from nmt.cli.common import DEVICE_OPTION, USER_ERRORS, WORKERS_OPTION, app, fail
 def heads(
     checkpoint: Path = typer.Argument(..., help="Checkpoint to analyse (any attention but "
                                       "none; multihead shows every head)."),
-    compare: Optional[list[Path]] = typer.Option(None, "--compare", help="Checkpoint whose "
+    compare: list[Path] | None = typer.Option(None, "--compare", help="Checkpoint whose "
                                                  "attention is shown beside the heads, e.g. "
                                                  "a single-head model (repeatable)."),
-    split: Optional[str] = typer.Option(None, help="Test split of the checkpoint's corpus "
+    split: str | None = typer.Option(None, help="Test split of the checkpoint's corpus "
                                         "(default: its first data.test_splits)."),
-    src: Optional[Path] = typer.Option(None, help="Source file instead of --split."),
-    ref: Optional[Path] = typer.Option(None, help="Reference file (with --src; unused in "
+    src: Path | None = typer.Option(None, help="Source file instead of --split."),
+    ref: Path | None = typer.Option(None, help="Reference file (with --src; unused in "
                                        "the statistics, read to check the pairing)."),
-    data_path: Optional[str] = typer.Option(None, help="Corpus directory replacing the "
+    data_path: str | None = typer.Option(None, help="Corpus directory replacing the "
                                             "checkpoint's data.path."),
-    max_sentences: Optional[int] = typer.Option(None, min=1, help="Use the first N "
+    max_sentences: int | None = typer.Option(None, min=1, help="Use the first N "
                                                 "sentences only."),
     maps: int = typer.Option(3, min=0, help="Heatmaps of the N sentences (8-25 words) "
                              "whose heads agree least."),
-    sentence: Optional[list[str]] = typer.Option(None, "--sentence", help="Draw the heads "
+    sentence: list[str] | None = typer.Option(None, "--sentence", help="Draw the heads "
                                                  "for this source sentence instead "
                                                  "(repeatable)."),
     out: Path = typer.Option(Path("heads"), "--out", help="Directory for heads.md, "
                              "heads.json and heads_N.png."),
-    join: Optional[int] = typer.Option(None, help="Join K consecutive test pairs into one "
+    join: int | None = typer.Option(None, help="Join K consecutive test pairs into one "
                                        "(long input) before the analysis."),
     device: str = DEVICE_OPTION,
 ) -> None:
@@ -46,8 +45,9 @@ def heads(
     from nmt.commands.heads import HeadsError, heads_report
 
     try:
-        path = heads_report(checkpoint, out, compare or [], split, src, ref, data_path,
-                            max_sentences, maps, sentence or [], device, join=join)
+        path = heads_report(checkpoint, out, compare=compare or [], split=split, src=src,
+                            ref=ref, data_path=data_path, max_sentences=max_sentences,
+                            maps=maps, sentences=sentence or [], device=device, join=join)
     except (*USER_ERRORS, HeadsError) as e:
         fail(e)
     typer.echo(f"report: {path}")
@@ -57,7 +57,7 @@ def heads(
 def bench(
     source: Path = typer.Argument(..., help="A YAML config (a fresh model; the vocabulary is "
                                   "built on its training data) or a checkpoint (.pt)."),
-    overrides: Optional[list[str]] = typer.Argument(
+    overrides: list[str] | None = typer.Argument(
         None, help="key=value overrides of a CONFIG, as for nmt train."),
     warmup: int = typer.Option(5, help="Untimed training steps first."),
     train_steps: int = typer.Option(40, help="Timed training steps."),
@@ -69,17 +69,17 @@ def bench(
     beam: int = typer.Option(5, help="Beam size measured beside greedy search."),
     skip_train: bool = typer.Option(False, "--skip-train", help="Measure decoding only."),
     skip_decode: bool = typer.Option(False, "--skip-decode", help="Measure training only."),
-    threads: Optional[int] = typer.Option(None, help="torch CPU threads (default: the "
+    threads: int | None = typer.Option(None, help="torch CPU threads (default: the "
                                           "config's train.threads, else torch's)."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the numbers as "
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the numbers as "
                                             "JSON."),
-    data_path: Optional[str] = typer.Option(None, help="Override data.path."),
-    precision: Optional[str] = typer.Option(None, help="Training precision: auto, fp32, bf16 "
+    data_path: str | None = typer.Option(None, help="Override data.path."),
+    precision: str | None = typer.Option(None, help="Training precision: auto, fp32, bf16 "
                                             "or fp16 (default: the run's train.precision)."),
-    decode_precision: Optional[str] = typer.Option(
+    decode_precision: str | None = typer.Option(
         None, help="Search precision of the decoding runs: auto, fp32, bf16 or fp16 "
         "(default: the checkpoint's search.precision)."),
-    workers: Optional[int] = WORKERS_OPTION,
+    workers: int | None = WORKERS_OPTION,
     device: str = DEVICE_OPTION,
 ) -> None:
     """Training and decoding speed, FLOPs, padding, peak memory and BLEU, in one table.
@@ -122,12 +122,13 @@ def select(
     valid_split: str = typer.Option("val", help="Split to choose checkpoint and alpha on."),
     test_splits: str = typer.Option("test_2016_flickr,test_2017_flickr",
                                     help="Splits to score with the choice, comma-separated."),
-    data_path: Optional[str] = typer.Option(None, help="Override the checkpoint's data.path."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the summary as JSON."),
+    data_path: str | None = typer.Option(None, help="Override the checkpoint's data.path."),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the summary as JSON."),
     device: str = DEVICE_OPTION,
 ) -> None:
     """Choose checkpoint and length penalty on val, then score the test splits."""
-    from nmt.commands.select import SelectOptions, parse_alphas, select as run_select
+    from nmt.commands.select import SelectOptions, parse_alphas
+    from nmt.commands.select import select as run_select
 
     try:
         opts = SelectOptions(beam=beam, alphas=parse_alphas(alphas), average=average,
@@ -147,3 +148,43 @@ def select(
     if json_out is not None:
         json_out.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
         typer.echo(f"wrote {json_out}", err=True)
+
+
+@app.command()
+def serve(
+    model: list[str] = typer.Option(..., "--model", help="ID=CHECKPOINT to serve, e.g. "
+                                    "additive=runs/a/best.pt (repeatable; the only models "
+                                    "the server loads)."),
+    study: list[Path] | None = typer.Option(None, "--study", help="A study report folder "
+                                             "(reports/NAME) for the study tab "
+                                             "(repeatable)."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on (other machines reach "
+                             "the server only when this says so, e.g. 0.0.0.0)."),
+    port: int = typer.Option(8000, min=1, max=65535, help="Port to listen on."),
+    threads: int | None = typer.Option(None, min=1, help="torch CPU threads of every search "
+                                       "(default: torch's count); fixed, so concurrent "
+                                       "requests get the same results."),
+    queue: int = typer.Option(16, min=1, help="Requests waiting or running per model; one "
+                              "more is answered 429."),
+    data_path: str | None = typer.Option(None, help="Corpus of the example test sets "
+                                         "(default: the first model's data.path)."),
+    device: str = DEVICE_OPTION,
+) -> None:
+    r"""Serve the models: a JSON API (OpenAPI at /docs) and a page that puts attention next
+    to the fixed vector. Needs the serve extra: pip install -e '.\[serve]'."""
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+
+        from nmt.serve.server import ServeOptions
+        from nmt.serve.server import serve as run_server
+        from nmt.serve.studies import StudyError
+    except ImportError as e:  # fastapi or uvicorn missing
+        fail(ImportError(f"nmt serve needs the serve extra (pip install -e '.[serve]'): {e}"))
+        return
+    opts = ServeOptions(models=model, studies=study or [], host=host, port=port,
+                        threads=threads, queue=queue, device=device, data_path=data_path)
+    try:
+        run_server(opts, log=lambda m: typer.echo(m, err=True))
+    except (*USER_ERRORS, StudyError) as e:
+        fail(e)

@@ -11,20 +11,29 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
-from nmt.cli.common import (ALPHA_OPTION, BEAM_OPTION, DEVICE_OPTION, LENGTH_PENALTY_OPTION,
-                             PRECISION_OPTION, USER_ERRORS, WORKERS_OPTION, app, fail,
-                             length_penalty as _length_penalty)
+from nmt.cli.common import (
+    ALPHA_OPTION,
+    BEAM_OPTION,
+    DEVICE_OPTION,
+    LENGTH_PENALTY_OPTION,
+    PRECISION_OPTION,
+    USER_ERRORS,
+    WORKERS_OPTION,
+    app,
+    fail,
+)
+from nmt.cli.common import length_penalty as _length_penalty
 from nmt.config.load import load_config
 from nmt.model.checkpoint import CheckpointError
+
 
 @app.command()
 def train(
     config: Path = typer.Argument(..., help="YAML config file."),
-    overrides: Optional[list[str]] = typer.Argument(
+    overrides: list[str] | None = typer.Argument(
         None, help="key=value overrides with dotted keys, e.g. model.attention=dot"),
     resume: bool = typer.Option(False, "--resume", help="Continue {out_dir}/last.pt."),
 ) -> None:
@@ -39,34 +48,35 @@ def train(
         fail(e)
     except KeyboardInterrupt:  # before the training loop's own handler is installed
         typer.secho("interrupted before training started; nothing to resume", err=True)
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
     if state.interrupted is not None:
         # conventional shell codes, so `nmt train ... && nmt evaluate ...` stops here
         raise typer.Exit(130 if state.interrupted == "SIGINT" else 143)
     if os.environ.get("RANK", "0") != "0":
         return
     typer.echo(f"best val BLEU {state.best_bleu_text()}; trained {state.step} steps "
-               f"({state.epoch} full epoch{'' if state.epoch == 1 else 's'}) in {state.elapsed_s / 60:.1f} min; "
+               f"({state.epoch} full epoch{'' if state.epoch == 1 else 's'}) "
+               f"in {state.elapsed_s / 60:.1f} min; "
                f"checkpoint {cfg.out_dir() / 'best.pt'}")
 
 
 @app.command()
 def evaluate(
     checkpoints: list[Path] = typer.Argument(..., help="One or more checkpoints."),
-    split: Optional[str] = typer.Option(None, help="Named split (default: first test split)."),
-    src: Optional[Path] = typer.Option(None, help="Source file (instead of --split)."),
-    ref: Optional[Path] = typer.Option(None, help="Reference file (with --src)."),
+    split: str | None = typer.Option(None, help="Named split (default: first test split)."),
+    src: Path | None = typer.Option(None, help="Source file (instead of --split)."),
+    ref: Path | None = typer.Option(None, help="Reference file (with --src)."),
     buckets: str = typer.Option("1-10,11-20,21-30,31-", help="Source-length buckets in words."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write scores as JSON."),
+    json_out: Path | None = typer.Option(None, "--json", help="Write scores as JSON."),
     batch_size: int = typer.Option(64, min=1, help="Sentences per decoding batch."),
     examples: int = typer.Option(0, min=0, help="Print this many example translations."),
-    data_path: Optional[str] = typer.Option(None, help="Override data.path of the checkpoint."),
-    beam: Optional[int] = BEAM_OPTION,
-    alpha: Optional[float] = ALPHA_OPTION,
-    length_penalty: Optional[str] = LENGTH_PENALTY_OPTION,
-    workers: Optional[int] = WORKERS_OPTION,
+    data_path: str | None = typer.Option(None, help="Override data.path of the checkpoint."),
+    beam: int | None = BEAM_OPTION,
+    alpha: float | None = ALPHA_OPTION,
+    length_penalty: str | None = LENGTH_PENALTY_OPTION,
+    workers: int | None = WORKERS_OPTION,
     device: str = DEVICE_OPTION,
-    precision: Optional[str] = PRECISION_OPTION,
+    precision: str | None = PRECISION_OPTION,
 ) -> None:
     """Decode a test set and report sacreBLEU, chrF and BLEU by source length."""
     from nmt.commands.evaluate import evaluate_checkpoints
@@ -103,28 +113,29 @@ def _same_file(a: Path, b: Path) -> bool:
 @app.command()
 def translate(
     checkpoint: Path = typer.Argument(..., help="Checkpoint file."),
-    input: Optional[Path] = typer.Option(None, "--input", "-i", help="Input file (default stdin)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Output file (default stdout)."),
+    input: Path | None = typer.Option(None, "--input", "-i", help="Input file (default stdin)."),
+    output: Path | None = typer.Option(None, "--output", "-o",
+                                       help="Output file (default stdout)."),
     attention: bool = typer.Option(False, "--attention",
                                    help="Show the most-attended source piece per target piece."),
     batch_size: int = typer.Option(64, min=1, help="Sentences per batch in filter mode."),
     nbest: int = typer.Option(1, min=1, help="Print the N best hypotheses per line as "
                               "'index ||| text ||| score' (needs --beam >= N)."),
-    plot: Optional[Path] = typer.Option(None, help="Draw the attention heatmap to this image, "
+    plot: Path | None = typer.Option(None, help="Draw the attention heatmap to this image, "
                                         "in the format of its suffix (.png, .pdf, .svg; "
                                         "several lines: FILE_1.png, FILE_2.png, ...)."),
-    beam: Optional[int] = BEAM_OPTION,
-    alpha: Optional[float] = ALPHA_OPTION,
-    length_penalty: Optional[str] = LENGTH_PENALTY_OPTION,
-    workers: Optional[int] = WORKERS_OPTION,
+    beam: int | None = BEAM_OPTION,
+    alpha: float | None = ALPHA_OPTION,
+    length_penalty: str | None = LENGTH_PENALTY_OPTION,
+    workers: int | None = WORKERS_OPTION,
     device: str = DEVICE_OPTION,
-    precision: Optional[str] = PRECISION_OPTION,
+    precision: str | None = PRECISION_OPTION,
 ) -> None:
     """Translate interactively (terminal) or as a filter (one line out per line in)."""
-    from nmt.model.checkpoint import load_checkpoint
     from nmt.commands.translate import run_filter, run_interactive
-    from nmt.ops.device import pick_device
     from nmt.inference.translate import Decoding
+    from nmt.model.checkpoint import load_checkpoint
+    from nmt.ops.device import pick_device
 
     # `-` is standard input / output, as for other filters
     input = None if input is not None and str(input) == "-" else input
@@ -163,12 +174,13 @@ def translate(
     except USER_ERRORS as e:
         fail(e)
     if input is None and output is None and sys.stdin.isatty():
-        code = run_interactive(loaded, attention, decoding, plot)
+        code = run_interactive(loaded, show_attention=attention, decoding=decoding, plot=plot)
         if code:
             raise typer.Exit(code)
         return
     try:
-        run_filter(loaded, input, output, attention, decoding, batch_size, plot, workers)
+        run_filter(loaded, input_path=input, output_path=output, show_attention=attention,
+                   decoding=decoding, batch_size=batch_size, plot=plot, workers=workers)
     except BrokenPipeError:
         # the reader stopped (e.g. `| head`): stop quietly, as other filters do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -182,7 +194,7 @@ def average(
     inputs: list[Path] = typer.Argument(..., help="Checkpoints, or a run directory whose "
                                         "step_*.pt files (train.keep_checkpoints) are used."),
     output: Path = typer.Option(..., "--output", "-o", help="Averaged checkpoint to write."),
-    last: Optional[int] = typer.Option(None, min=1, help="Use only the last N checkpoints."),
+    last: int | None = typer.Option(None, min=1, help="Use only the last N checkpoints."),
 ) -> None:
     """Average the weights of the last N checkpoints of a run into one checkpoint."""
     from nmt.model.checkpoint import average_checkpoints, save_atomic
@@ -210,14 +222,14 @@ def average(
 @app.command()
 def study(
     config: Path = typer.Argument(..., help="Study YAML file (see configs/study_deen.yaml)."),
-    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
+    overrides: list[str] | None = typer.Argument(None, help="key=value overrides."),
     report_only: bool = typer.Option(False, "--report-only",
                                      help="Do not train; report on finished runs."),
 ) -> None:
     """Train models differing only in attention and compare them by source length."""
-    from nmt.config.load import load_study_config
     from nmt.commands.study import run_study
     from nmt.commands.study_plan import StudyError
+    from nmt.config.load import load_study_config
 
     try:
         cfg = load_study_config(config, overrides or [])

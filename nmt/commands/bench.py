@@ -38,29 +38,35 @@ import time
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
-from nmt.model.checkpoint import load_checkpoint
-from nmt.config.schema import Config, DataConfig
-from nmt.config.load import load_config
-from nmt.data.corpus import DataError, Pair, read_split
-from nmt.data.batches import Example, encode_pairs, make_batches
 from nmt.commands.bench_table import threads_text
 from nmt.commands.evaluate import stored_corpus
-from nmt.model.flops import TokenCounts, forward_macs, training_flops, training_flops_by_term
-from nmt.commands.machine import (PEAK_SHAPE, machine_info, matmul_peak_gflop_s, peak_memory_mib,
-                         reset_peak_memory, sync)
-from nmt.evaluation.metrics import score
-from nmt.model.seq2seq import Seq2Seq, build_model, count_parameters
+from nmt.commands.machine import (
+    PEAK_SHAPE,
+    machine_info,
+    matmul_peak_gflop_s,
+    peak_memory_mib,
+    reset_peak_memory,
+    sync,
+)
 from nmt.commands.train import build_vocabs, training_pairs
-from nmt.ops.precision import autocast_dtype, precision_name
-from nmt.ops.device import pick_device
-from nmt.training.loop import Trainer
+from nmt.config.load import load_config
+from nmt.config.schema import Config, DataConfig, Precision
+from nmt.data.batches import Example, encode_pairs, make_batches
+from nmt.data.corpus import DataError, Pair, read_split
+from nmt.data.vocab import Vocab
+from nmt.evaluation.metrics import score
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator, decode_workers, threads_per_worker
-from nmt.data.vocab import Vocab
+from nmt.model.checkpoint import load_checkpoint
+from nmt.model.flops import TokenCounts, forward_macs, training_flops, training_flops_by_term
+from nmt.model.seq2seq import Seq2Seq, build_model, count_parameters
+from nmt.ops.device import pick_device
+from nmt.ops.precision import autocast_dtype, precision_name
+from nmt.training.loop import Trainer
 
 
 class BenchError(ValueError):
@@ -175,8 +181,8 @@ def decode_split(subject: Subject, opts: BenchOptions) -> tuple[list[str], list[
 def measure_decoding(subject: Subject, sources: list[str], references: list[str],
                      opts: BenchOptions, device: torch.device) -> dict[str, Any]:
     """Greedy and beam-``opts.beam`` sentences/s on ``sources`` (``opts.workers`` batches at
-    once, each on its share of the CPU threads: :func:`nmt.inference.translator.decode_workers`), the
-    mean output length in
+    once, each on its share of the CPU threads:
+    :func:`nmt.inference.translator.decode_workers`), the mean output length in
     target pieces (EOS not counted; an untrained model runs to the length limit, which makes
     it slower than a trained one), the BLEU (0-100) and chrF of that output against
     ``references``, and the peak memory while decoding (MiB)."""
@@ -219,7 +225,7 @@ def batch_work(chunk: list[Example]) -> tuple[TokenCounts, int, int]:
     S and T the longest source (pieces + EOS) and target (pieces + EOS) of the batch."""
     src = [len(e.src) for e in chunk]
     tgt = [len(e.tgt) + 1 for e in chunk]
-    counts = TokenCounts(sum(src), sum(tgt), sum(s * t for s, t in zip(src, tgt)))
+    counts = TokenCounts(sum(src), sum(tgt), sum(s * t for s, t in zip(src, tgt, strict=True)))
     return counts, len(chunk) * max(src), len(chunk) * max(tgt)
 
 
@@ -263,10 +269,13 @@ def measure_training(subject: Subject, batches: list[list[Example]], opts: Bench
     macs = forward_macs(cfg.model, len(subject.tgt_vocab))
     reset_peak_memory(device)
     with tempfile.TemporaryDirectory() as scratch:  # Trainer wants an out_dir; nothing is saved
+        # opts.precision was checked by autocast_dtype in run_bench, before any work
+        precision = cast("Precision | None", opts.precision) or t.precision
         run_cfg = dataclasses.replace(cfg, train=dataclasses.replace(
-            t, out_dir=scratch, device=str(device), precision=opts.precision or t.precision))
-        trainer = Trainer(run_cfg, subject.model, subject.src_vocab, subject.tgt_vocab, [], [],
-                          lambda _model: {}, log=lambda _msg: None)
+            t, out_dir=scratch, device=str(device), precision=precision))
+        trainer = Trainer(run_cfg, subject.model, subject.src_vocab, subject.tgt_vocab,
+                          train_set=[], valid_examples=[], validate=lambda _model: {},
+                          log=lambda _msg: None)
         torch.manual_seed(t.seed)
         subject.model.train()
         for chunk in batches[: opts.warmup]:
@@ -309,7 +318,7 @@ def training_batches(subject: Subject, opts: BenchOptions) -> list[list[Example]
     """
     t = subject.cfg.train
     examples = encode_pairs(subject.train_pairs or [], subject.src_vocab, subject.tgt_vocab)
-    batches = make_batches(examples, t.batch_size, t.max_tokens,
+    batches = make_batches(examples, t.batch_size, max_tokens=t.max_tokens,
                            shuffle_seed=t.seed * 100_003)
     needed = opts.warmup + opts.train_steps
     if len(batches) < needed:

@@ -52,7 +52,8 @@ def _train_rows(tr: dict[str, Any]) -> list[tuple[str, str]]:
 def format_table(result: dict[str, Any]) -> str:
     """The Markdown table ``nmt bench`` prints, with a heading naming model and machine."""
     m, peak = result["machine"], result["matmul_peak_gflop_s"]
-    yes = lambda flag: "yes" if flag else "no"  # noqa: E731
+    def yes(flag: object) -> str:
+        return "yes" if flag else "no"
     lines = [f"nmt bench {result['source']} ({result['kind']}: {result['name']}, "
              f"{result['attention']} attention, {result['parameters']:,} parameters)",
              f"machine: {m['device_name']}, {m['logical_cores']} logical cores, AVX-512 "
@@ -67,7 +68,7 @@ def format_table(result: dict[str, Any]) -> str:
         rows += _train_rows(result["train"])
     dec = result["decode"]
     if dec is not None:
-        for key, run in dec.items():
+        for run in dec.values():
             if isinstance(run, dict):
                 rows.append((f"{run['search']}, {dec['split']}, {dec['sentences']} sentences, "
                              f"batches of {dec['batch_size']}{_at_once(dec)}",
@@ -79,6 +80,6 @@ def format_table(result: dict[str, Any]) -> str:
         lines += ["", f"BLEU signature: {dec['greedy']['bleu_signature']}"]
         if not dec["bleu_meaningful"]:
             lines.append("note: a CONFIG is measured with fresh, untrained weights: its BLEU is "
-                         "about 0 and is only meaningful for a checkpoint; it also decodes to the length "
-                         "limit, slower than a trained model")
+                         "about 0 and is only meaningful for a checkpoint; it also decodes to "
+                         "the length limit, slower than a trained model")
     return "\n".join(lines)

@@ -13,14 +13,14 @@ from typing import Any
 
 import torch
 
-from nmt.model.checkpoint import load_checkpoint
-from nmt.config.schema import DataConfig
 from nmt.config.load import parse_buckets
+from nmt.config.schema import DataConfig
 from nmt.data.corpus import DataError, read_lines, read_split
 from nmt.evaluation.metrics import Scores, format_table, score
-from nmt.ops.device import pick_device
 from nmt.inference.translate import Decoding, truncation_warning
 from nmt.inference.translator import Translator
+from nmt.model.checkpoint import load_checkpoint
+from nmt.ops.device import pick_device
 
 
 @dataclass
@@ -50,7 +50,7 @@ def stored_corpus(data: DataConfig, data_path: str | None = None) -> DataConfig:
     return data
 
 
-def test_set(loaded, split: str | None, src: Path | None, ref: Path | None,
+def test_set(loaded, *, split: str | None, src: Path | None, ref: Path | None,
               data_path: str | None) -> tuple[str, list[str], list[str]]:
     """(label, sources, references) from files or a named split of the checkpoint's corpus."""
     if src is not None or ref is not None:
@@ -74,7 +74,7 @@ def test_set(loaded, split: str | None, src: Path | None, ref: Path | None,
     return name, [p.src for p in pairs], [p.tgt for p in pairs]
 
 
-def evaluate_checkpoints(checkpoints: list[Path], split: str | None = None,
+def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
                          src: Path | None = None, ref: Path | None = None,
                          buckets: str = "1-10,11-20,21-30,31-", batch_size: int = 64,
                          n_examples: int = 0, data_path: str | None = None,
@@ -91,14 +91,15 @@ def evaluate_checkpoints(checkpoints: list[Path], split: str | None = None,
         is not available here), PrecisionError (a ``precision`` this device cannot use).
     """
     ranges = parse_buckets(buckets)
-    device = pick_device(device, "--device")
+    dev = pick_device(device, "--device")
     names, results, records, example_lines, warnings = [], [], [], [], []
     for path in checkpoints:
-        loaded = load_checkpoint(path, device)
-        label, sources, references = test_set(loaded, split, src, ref, data_path)
+        loaded = load_checkpoint(path, dev)
+        label, sources, references = test_set(loaded, split=split, src=src, ref=ref,
+                                              data_path=data_path)
         decoding = Decoding.from_config(
             loaded.cfg, beam_size=beam_size, alpha=alpha, length_penalty=length_penalty,
-            precision=precision).on(device, "--precision")
+            precision=precision).on(dev, "--precision")
         with torch.inference_mode():
             translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding,
                                     batch_size=batch_size, workers=workers)
@@ -119,7 +120,8 @@ def evaluate_checkpoints(checkpoints: list[Path], split: str | None = None,
             example_lines += [f"[{name}] SRC: {sources[k]}", f"[{name}] REF: {references[k]}",
                               f"[{name}] HYP: {hyps[k]}", ""]
     table = f"test set: {records[0]['test_set']} ({len(references)} sentences)\n"
-    table += "".join(f"decoding of {n}: {r['search']}\n" for n, r in zip(names, records))
+    table += "".join(f"decoding of {n}: {r['search']}\n"
+                     for n, r in zip(names, records, strict=True))
     table += format_table(names, results)
     if example_lines:
         table += "\n\nexample translations:\n" + "\n".join(example_lines)

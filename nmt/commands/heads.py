@@ -23,15 +23,16 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
 from nmt.data.batches import Example, collate, make_batches
+from nmt.data.vocab import EOS
 from nmt.inference.search import greedy
 from nmt.inference.translator import Translator
-from nmt.data.vocab import EOS
 
 
 class HeadsError(ValueError):
@@ -103,7 +104,7 @@ def _is_punctuation(piece: str) -> bool:
 
 
 @torch.no_grad()
-def head_weights_of(model, src_vocab, tgt_vocab, sources: list[str], batch_size: int = 64,
+def head_weights_of(model, src_vocab, tgt_vocab, sources: list[str], *, batch_size: int = 64,
                     max_ratio: float = 2.0) -> list[SentenceHeads]:
     """Translate ``sources`` greedily and return each sentence's per-head weights.
 
@@ -129,12 +130,13 @@ def head_weights_of(model, src_vocab, tgt_vocab, sources: list[str], batch_size:
         batch = collate(chunk)
         src = batch.src.to(device)
         hyps = greedy(model, src, batch.src_len, max_ratio)
-        forced = collate([Example(e.src, h.tokens, e.index) for e, h in zip(chunk, hyps)])
+        forced = collate([Example(e.src, h.tokens, e.index)
+                          for e, h in zip(chunk, hyps, strict=True)])
         per_head = model.head_weights(src, batch.src_len, forced.tgt_in.to(device))
         if per_head is None:  # one attention: (B, T, S) -> (B, 1, T, S)
             per_head = model.attention_weights(src, batch.src_len,
                                                forced.tgt_in.to(device)).unsqueeze(1)
-        for b, (e, h) in enumerate(zip(chunk, hyps)):
+        for b, (e, h) in enumerate(zip(chunk, hyps, strict=True)):
             T, S = len(h.tokens) + 1, len(e.src)
             out[e.index] = SentenceHeads(
                 e.index, sources[e.index], tgt_vocab.decode(h.tokens),
@@ -186,12 +188,12 @@ def analyse(sentences: list[SentenceHeads], name: str, attention: str) -> HeadAn
         per_sentence.append(float(off / (T * h * (h - 1))) if h > 1 else 1.0)
         steps += T
     means = (sums / steps).tolist()
-    stats = [HeadStats(i + 1, *means[i], steps) for i in range(h)]
+    stats = [HeadStats(*(i + 1, *means[i], steps)) for i in range(h)]
     return HeadAnalysis(name, attention, h, len(sentences), stats, (agree / steps).tolist(),
                         per_sentence)
 
 
-def disagreeing_sentences(analysis: HeadAnalysis, sentences: list[SentenceHeads], n: int,
+def disagreeing_sentences(analysis: HeadAnalysis, sentences: list[SentenceHeads], n: int, *,
                           min_words: int = 8, max_words: int = 25) -> list[int]:
     """Positions in ``sentences`` of the ``n`` sentences of ``min_words``..``max_words``
     source words whose heads agree least (ties: the earlier sentence first). Sentences
@@ -261,7 +263,8 @@ def _test_sources(loaded, split: str | None, src: Path | None, ref: Path | None,
     from nmt.commands.evaluate import test_set
     from nmt.data.longsets import long_sentence_set
 
-    label, sources, references = test_set(loaded, split, src, ref, data_path)
+    label, sources, references = test_set(loaded, split=split, src=src, ref=ref,
+                                          data_path=data_path)
     if join is None:
         return label, sources
     if join < 1:
@@ -272,10 +275,10 @@ def _test_sources(loaded, split: str | None, src: Path | None, ref: Path | None,
                                                                  (join,)).sources
 
 
-def heads_report(checkpoint: Path, out_dir: Path, compare: list[Path] = (),
+def heads_report(checkpoint: Path, out_dir: Path, *, compare: Sequence[Path] = (),
                  split: str | None = None, src: Path | None = None, ref: Path | None = None,
                  data_path: str | None = None, max_sentences: int | None = None,
-                 maps: int = 3, sentences: list[str] = (), device: str = "auto",
+                 maps: int = 3, sentences: Sequence[str] = (), device: str = "auto",
                  batch_size: int = 64, join: int | None = None) -> Path:
     """Analyse ``checkpoint`` (and each ``compare`` checkpoint) on a test set and write
     ``heads.md``, ``heads.json`` and per-head heatmaps ``heads_N.png`` to ``out_dir``.
@@ -291,8 +294,8 @@ def heads_report(checkpoint: Path, out_dir: Path, compare: list[Path] = (),
             sentence, an empty ``--sentence``, a compare model of another language pair,
             an ``out_dir`` that cannot be written).
     """
-    from nmt.model.checkpoint import load_checkpoint
     from nmt.evaluation.plots import plot_head_maps
+    from nmt.model.checkpoint import load_checkpoint
     from nmt.ops.device import pick_device
 
     if out_dir.exists() and not out_dir.is_dir():
@@ -313,8 +316,8 @@ def heads_report(checkpoint: Path, out_dir: Path, compare: list[Path] = (),
                              f"{m.cfg.data.tgt_lang}, but {checkpoint} translates "
                              f"{pair[0]}->{pair[1]}")
         try:
-            sents = head_weights_of(m.model, m.src_vocab, m.tgt_vocab, sources, batch_size,
-                                    m.cfg.train.max_output_ratio)
+            sents = head_weights_of(m.model, m.src_vocab, m.tgt_vocab, sources,
+                                    batch_size=batch_size, max_ratio=m.cfg.train.max_output_ratio)
             analyses.append(analyse(sents, model_name(m.cfg), m.cfg.model.attention))
         except HeadsError as e:
             raise HeadsError(f"{path} on {src or label}: {e}") from None

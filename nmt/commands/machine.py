@@ -7,7 +7,6 @@ same threads as the model, so the fraction of it a model reaches compares like w
 from __future__ import annotations
 
 import os
-import platform
 import resource
 import time
 from pathlib import Path

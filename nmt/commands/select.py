@@ -70,7 +70,8 @@ def parse_alphas(text: str) -> tuple[float, ...]:
         try:
             alpha = float(part)
         except ValueError:
-            raise SelectError(f"--alphas: {part!r} is not a number (give e.g. 0.6,1.0,1.4)") from None
+            raise SelectError(f"--alphas: {part!r} is not a number "
+                              "(give e.g. 0.6,1.0,1.4)") from None
         if not math.isfinite(alpha) or alpha < 0:
             raise SelectError(f"--alphas: {part!r} must be a finite number >= 0")
         alphas.append(alpha)
@@ -85,7 +86,8 @@ def _check_splits(best: Path, splits: list[str], data_path: str | None) -> None:
         read_split(data, split, limit=1)
 
 
-def _candidates(run: Path, average: int, log: Callable[[str], None]) -> tuple[list[Path], list[str]]:
+def _candidates(run: Path, average: int, log: Callable[[str], None]
+                ) -> tuple[list[Path], list[str]]:
     """best.pt, and averaged.pt made from the last ``average`` kept checkpoints."""
     kept = sorted(run.glob("step_*.pt"))[-average:] if average else []
     if average and not kept:
@@ -118,7 +120,7 @@ def select(run: Path, opts: SelectOptions = SelectOptions(),
     candidates, averaged_from = _candidates(run, opts.average, log)
 
     def evaluate(ckpts: list[Path], split: str, beam: int, alpha: float) -> list[dict[str, Any]]:
-        return evaluate_checkpoints(ckpts, split, data_path=opts.data_path, beam_size=beam,
+        return evaluate_checkpoints(ckpts, split=split, data_path=opts.data_path, beam_size=beam,
                                     alpha=alpha, device=opts.device,
                                     batch_size=opts.batch_size).json
 

@@ -13,23 +13,29 @@ from collections.abc import Callable
 import torch
 import yaml
 
-from nmt.model.checkpoint import CheckpointError, read_payload, stored_config, vocabs_of
-from nmt.config.schema import RESUME_ADJUSTABLE, Config, ConfigError, DataConfig
 from nmt.config.load import config_differences
+from nmt.config.schema import RESUME_ADJUSTABLE, Config, ConfigError, DataConfig
+from nmt.data.batches import (
+    ExampleSet,
+    FilterStats,
+    TrainingSet,
+    add_joined_pairs,
+    encode_pairs,
+    filter_training_pairs,
+)
 from nmt.data.corpus import DataError, Pair, read_split
-from nmt.data.batches import (ExampleSet, FilterStats, TrainingSet, add_joined_pairs, encode_pairs,
-                      filter_training_pairs)
 from nmt.data.longsets import long_sentence_set
-from nmt.evaluation.metrics import score
-from nmt.model.seq2seq import build_model, count_parameters
-from nmt.ops.precision import autocast_dtype
 from nmt.data.store import filter_stats, open_or_prepare
-from nmt.ops.device import pick_device
-from nmt.training.loop import train
-from nmt.training.state import TrainState
+from nmt.data.vocab import Vocab, train_vocab
+from nmt.evaluation.metrics import score
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
-from nmt.data.vocab import Vocab, train_vocab
+from nmt.model.checkpoint import CheckpointError, read_payload, stored_config, vocabs_of
+from nmt.model.seq2seq import build_model, count_parameters
+from nmt.ops.device import pick_device
+from nmt.ops.precision import autocast_dtype
+from nmt.training.loop import train
+from nmt.training.state import TrainState
 
 
 def build_vocabs(cfg: Config, pairs: list[Pair], log: Callable[[str], None] = print
@@ -40,10 +46,10 @@ def build_vocabs(cfg: Config, pairs: list[Pair], log: Callable[[str], None] = pr
     Raises:
         ValueError: SentencePiece refuses the settings (see :func:`nmt.data.vocab.train_vocab`).
     """
-    return vocabs_from_sentences(cfg, [p.src for p in pairs], [p.tgt for p in pairs], log)
+    return vocabs_from_sentences(cfg, [p.src for p in pairs], [p.tgt for p in pairs], log=log)
 
 
-def vocabs_from_sentences(cfg: Config, sources: list[str], targets: list[str],
+def vocabs_from_sentences(cfg: Config, sources: list[str], targets: list[str], *,
                           log: Callable[[str], None] = print,
                           input_sentence_size: int = 2_000_000) -> tuple[Vocab, Vocab]:
     """Train SentencePiece on aligned training sentences (joint or one per side); of more
@@ -55,11 +61,13 @@ def vocabs_from_sentences(cfg: Config, sources: list[str], targets: list[str],
     """
     s = cfg.subwords
     if s.joint:
-        joint = train_vocab(sources + targets, s.vocab_size, s.model_type,
-                            s.character_coverage, input_sentence_size=input_sentence_size)
+        joint = train_vocab(sources + targets, s.vocab_size, model_type=s.model_type,
+                            character_coverage=s.character_coverage,
+                            input_sentence_size=input_sentence_size)
         sides = {"joint": joint}
     else:
-        sides = {side: train_vocab(text, s.vocab_size, s.model_type, s.character_coverage,
+        sides = {side: train_vocab(text, s.vocab_size, model_type=s.model_type,
+                                   character_coverage=s.character_coverage,
                                    input_sentence_size=input_sentence_size)
                  for side, text in (("src", sources), ("tgt", targets))}
     for side, vocab in sides.items():
@@ -76,8 +84,8 @@ def sample_vocab_trainer(cfg: Config, log: Callable[[str], None] = print
     """The arrow store's vocabulary step: :func:`vocabs_from_sentences` on the whole
     reservoir sample (``subwords.sample_size`` already bounds it), as a callable of
     (sources, targets)."""
-    return lambda src, tgt: vocabs_from_sentences(cfg, src, tgt, log,
-                                                  max(2_000_000, 2 * len(src)))
+    return lambda src, tgt: vocabs_from_sentences(
+        cfg, src, tgt, log=log, input_sentence_size=max(2_000_000, 2 * len(src)))
 
 
 def training_pairs(d: DataConfig) -> tuple[list[Pair], list[Pair], FilterStats]:
@@ -137,7 +145,8 @@ def _arrow_training_set(cfg: Config, payload: dict | None, rank: int,
     d, out = cfg.data, cfg.out_dir()
     valid_pairs = read_split(d, d.valid_split, d.valid_limit)  # small: fail before hours of work
     vocabs = vocabs_of(payload, out / "last.pt") if payload is not None else None
-    opened = open_or_prepare(cfg, out / "data", vocabs, sample_vocab_trainer(cfg, log), log,
+    opened = open_or_prepare(cfg, out / "data", vocabs=vocabs,
+                             make_vocabs=sample_vocab_trainer(cfg, log), log=log,
                              prepare=rank == 0)
     _log_filter(d, filter_stats(opened.manifest), log)
     if not len(opened.train_set):
@@ -168,6 +177,10 @@ def _resume_config(stored: Config, given: Config, path, log: Callable[[str], Non
     return given
 
 
+def _silent(_msg: str) -> None:
+    """The log of the ranks other than 0."""
+
+
 def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] = print
                  ) -> TrainState:
     """Train a model as configured; with ``resume`` continue ``{out_dir}/last.pt``.
@@ -177,7 +190,7 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     """
     rank = int(os.environ.get("RANK", "0"))  # under torchrun only rank 0 talks and writes
     if rank != 0:
-        log = lambda _msg: None  # noqa: E731
+        log = _silent
     # an unavailable device or precision fails now, before any work (search's too: the
     # first validation would otherwise fail after a whole epoch)
     device = pick_device(cfg.train.device)
@@ -236,8 +249,8 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
                 "chrf_joined": round(j.chrf, 2),
                 "len_ratio_joined": round(j.len_ratio or 0.0, 3)}
 
-    state = train(cfg, model, src_vocab, tgt_vocab, train_set, valid_ex, validate,
-                  resume=payload, log=log)
+    state = train(cfg, model, src_vocab, tgt_vocab, train_set=train_set,
+                  valid_examples=valid_ex, validate=validate, resume=payload, log=log)
     if rank != 0:
         return state
     (out / "summary.json").write_text(json.dumps(

@@ -5,21 +5,29 @@ from __future__ import annotations
 
 import io
 import sys
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from nmt.model.checkpoint import Loaded
 from nmt.data.corpus import GZIP_ERRORS, open_bytes
-from nmt.inference.translate import (MAX_SOURCE_PIECES, Decoding, Translation,
-                                    cut_lines_warning, invalid_lines_warning,
-                                    strongest_alignment, unknown_lines_warning)
+from nmt.inference.translate import (
+    MAX_SOURCE_PIECES,
+    Decoding,
+    Translation,
+    cut_lines_warning,
+    invalid_lines_warning,
+    strongest_alignment,
+    unknown_lines_warning,
+)
 from nmt.inference.translator import Translator
+from nmt.model.checkpoint import Loaded
 
 
 def _attention_lines(tr: Translation) -> list[str]:
     if tr.attention is None:
-        return ["  (no attention: the fixed-vector model reads one context vector)"] if tr.text else []
+        if not tr.text:
+            return []
+        return ["  (no attention: the fixed-vector model reads one context vector)"]
     return [f"  {tgt:>14} <- {src:<14} {w:.2f}" for tgt, src, w in strongest_alignment(tr)]
 
 
@@ -72,7 +80,7 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def run_interactive(loaded: Loaded, show_attention: bool, decoding: Decoding,
+def run_interactive(loaded: Loaded, *, show_attention: bool, decoding: Decoding,
                     plot: Path | None = None, stdin: TextIO = sys.stdin,
                     stdout: TextIO = sys.stdout) -> int:
     """Prompt, translate each line, print; empty lines are skipped; Ctrl-D/Ctrl-C quit.
@@ -121,7 +129,7 @@ def run_interactive(loaded: Loaded, show_attention: bool, decoding: Decoding,
                          else "(no heatmap: this model has no attention weights)\n")
 
 
-def run_filter(loaded: Loaded, input_path: Path | None, output_path: Path | None,
+def run_filter(loaded: Loaded, *, input_path: Path | None, output_path: Path | None,
                show_attention: bool, decoding: Decoding, batch_size: int = 64,
                plot: Path | None = None, workers: int | None = None,
                lines_per_chunk: int | None = None) -> None:

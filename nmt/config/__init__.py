@@ -1,1 +1,2 @@
-"""Run configuration: the schema (frozen dataclasses with every default) and its loader (YAML, key=value overrides). Imports nothing else from nmt."""
+"""Run configuration: the schema (frozen dataclasses with every default) and its loader
+(YAML, key=value overrides). Imports nothing else from nmt."""

@@ -141,7 +141,7 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
         if f.name not in raw:
             continue
         tp = hints[f.name]
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             kwargs[f.name] = _build(tp, raw[f.name], f"{prefix}{f.name}.")
         else:
             kwargs[f.name] = _coerce(raw[f.name], tp, f"{prefix}{f.name}")
@@ -184,7 +184,8 @@ def _validate(cfg: Config) -> None:
     if cfg.search.alpha < 0:
         raise ConfigError(f"search.alpha: must be >= 0, got {cfg.search.alpha}")
     if any(k < 2 for k in d.train_join_ks):
-        raise ConfigError(f"data.train_join_ks: every k must be at least 2, got {list(d.train_join_ks)}")
+        raise ConfigError("data.train_join_ks: every k must be at least 2, "
+                          f"got {list(d.train_join_ks)}")
     if d.store == "arrow" and d.train_join_ks:
         raise ConfigError(f"data.train_join_ks: joined training pairs need data.store memory "
                           f"(got {list(d.train_join_ks)} with data.store arrow)")
@@ -192,16 +193,18 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"data.store: arrow streams a directory of {{split}}.{{lang}}[.gz] "
                           f"files; data.source {d.source} needs data.store memory")
     if any(k < 2 for k in d.valid_join_ks):
-        raise ConfigError(f"data.valid_join_ks: every k must be at least 2, got {list(d.valid_join_ks)}")
+        raise ConfigError("data.valid_join_ks: every k must be at least 2, "
+                          f"got {list(d.valid_join_ks)}")
     if not 0.0 <= m.dropout < 1.0:
         raise ConfigError(f"model.dropout: must be in [0, 1), got {m.dropout}")
     if not 0.0 <= t.label_smoothing < 1.0:
         raise ConfigError(f"train.label_smoothing: must be in [0, 1), got {t.label_smoothing}")
-    for key, value in {"train.lr": t.lr, "train.clip_norm": t.clip_norm,
-                       "train.max_output_ratio": t.max_output_ratio,
-                       "train.max_minutes": t.max_minutes}.items():
-        if value is not None and value <= 0:
-            raise ConfigError(f"{key}: must be positive, got {value}")
+    above_zero: dict[str, float | None] = {
+        "train.lr": t.lr, "train.clip_norm": t.clip_norm,
+        "train.max_output_ratio": t.max_output_ratio, "train.max_minutes": t.max_minutes}
+    for key, amount in above_zero.items():
+        if amount is not None and amount <= 0:
+            raise ConfigError(f"{key}: must be positive, got {amount}")
     if not 0.0 < t.lr_decay < 1.0:
         raise ConfigError(f"train.lr_decay: must be in (0, 1), got {t.lr_decay}")
     if t.min_lr < 0 or t.keep_checkpoints < 0:
@@ -333,10 +336,12 @@ def load_study_config(path: str | Path, overrides: list[str] | None = None) -> S
                 raise ConfigError(f"cap_attentions: {a!r} is not in attentions")
         if any(c <= 0 for c in cfg.extra_caps):
             raise ConfigError("extra_caps: every cap must be a positive number of words")
-        if any(h <= 0 for h in cfg.head_counts) or len(set(cfg.head_counts)) != len(cfg.head_counts):
+        if (any(h <= 0 for h in cfg.head_counts)
+                or len(set(cfg.head_counts)) != len(cfg.head_counts)):
             raise ConfigError(f"head_counts: expected distinct positive head counts, got "
                               f"{list(cfg.head_counts)}")
-        if len(cfg.long_heatmap_words) != 2 or cfg.long_heatmap_words[0] > cfg.long_heatmap_words[1]:
+        if (len(cfg.long_heatmap_words) != 2
+                or cfg.long_heatmap_words[0] > cfg.long_heatmap_words[1]):
             raise ConfigError("long_heatmap_words: expected [low, high] with low <= high")
         if cfg.baseline not in cfg.attentions:
             raise ConfigError(f"baseline: {cfg.baseline!r} is not in attentions")

@@ -1,1 +1,2 @@
-"""From text to batches: reading corpora, SentencePiece vocabularies, joined long-sentence sets, examples and length-bucketed batches, the on-disk training store."""
+"""From text to batches: reading corpora, SentencePiece vocabularies, joined long-sentence
+sets, examples and length-bucketed batches, the on-disk training store."""

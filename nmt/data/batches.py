@@ -49,7 +49,7 @@ class Batch:
     tgt_out: torch.Tensor
     index: torch.Tensor
 
-    def to(self, device: torch.device) -> "Batch":
+    def to(self, device: torch.device) -> Batch:
         """The same batch with its id tensors on ``device`` (lengths stay on CPU for packing)."""
         return Batch(self.src.to(device), self.src_len, self.tgt_in.to(device),
                      self.tgt_out.to(device), self.index)
@@ -89,7 +89,8 @@ def skip_reason(src: str, tgt: str, max_words: int | None) -> str | None:
     return None
 
 
-def filter_training_pairs(pairs: list[Pair], max_words: int | None) -> tuple[list[Pair], FilterStats]:
+def filter_training_pairs(pairs: list[Pair], max_words: int | None
+                          ) -> tuple[list[Pair], FilterStats]:
     """Drop pairs with an empty side or more than ``max_words`` words on a side
     (:func:`skip_reason`).
 
@@ -174,6 +175,7 @@ def collate(examples: list[Example]) -> Batch:
 def make_batches(
     examples: list[Example],
     batch_size: int,
+    *,
     max_tokens: int | None = None,
     shuffle_seed: int | None = None,
 ) -> list[list[Example]]:
@@ -231,11 +233,11 @@ class IndexBatches(Sequence):
         return self.order[self.starts[i]:self.ends[i]]
 
     def __iter__(self) -> Iterator[np.ndarray]:
-        for a, b in zip(self.starts.tolist(), self.ends.tolist()):
+        for a, b in zip(self.starts.tolist(), self.ends.tolist(), strict=True):
             yield self.order[a:b]
 
 
-def token_batches(src_len: np.ndarray, tgt_len: np.ndarray, batch_size: int,
+def token_batches(src_len: np.ndarray, tgt_len: np.ndarray, batch_size: int, *,
                   max_tokens: int | None = None, shuffle_seed: int | None = None
                   ) -> IndexBatches:
     """The rule of :func:`make_batches` on length arrays: sort by (source length,
@@ -264,7 +266,9 @@ def token_batches(src_len: np.ndarray, tgt_len: np.ndarray, batch_size: int,
     widths = np.maximum(s[run_starts], t[run_starts] + 1) if n else np.zeros(0, np.int64)
     starts: list[int] = []
     count = longest = 0
-    for at, end, width in zip(run_starts.tolist(), run_ends.tolist(), widths.tolist()):
+    # not strict: with no pairs (n == 0) there is one empty run [0, 0) and no width
+    for at, end, width in zip(run_starts.tolist(), run_ends.tolist(), widths.tolist(),
+                              strict=False):
         while at < end:
             wider = max(longest, width)
             cap = batch_size if max_tokens is None else min(batch_size, max_tokens // wider)
@@ -320,7 +324,8 @@ class ExampleSet:
     def batches(self, batch_size: int, max_tokens: int | None,
                 shuffle_seed: int | None) -> list[list[Example]]:
         """:func:`make_batches` of the examples."""
-        return make_batches(self.examples, batch_size, max_tokens, shuffle_seed)
+        return make_batches(self.examples, batch_size, max_tokens=max_tokens,
+                            shuffle_seed=shuffle_seed)
 
     def collate(self, batch: list[Example]) -> Batch:
         """:func:`collate` of one batch."""

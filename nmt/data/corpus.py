@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 from urllib.parse import urlparse
 
 from nmt.config.schema import DataConfig
@@ -48,7 +48,7 @@ def open_bytes(path: Path) -> BinaryIO:
     with open(path, "rb") as f:
         magic = f.read(2)
     if path.suffix == ".gz" or magic == b"\x1f\x8b":
-        return gzip.open(path, "rb")
+        return cast(BinaryIO, gzip.open(path, "rb"))  # a GzipFile is a binary stream
     return open(path, "rb")
 
 
@@ -151,7 +151,7 @@ def read_dir_split(directory: Path, split: str, src_lang: str, tgt_lang: str) ->
             f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: "
             "source and target files must be line-aligned"
         )
-    return [Pair(s, t, f"{src_path}:{i}") for i, (s, t) in enumerate(zip(src, tgt), 1)]
+    return [Pair(s, t, f"{src_path}:{i}") for i, (s, t) in enumerate(zip(src, tgt, strict=True), 1)]
 
 
 def split_files(directory: Path, split: str, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:
@@ -181,12 +181,11 @@ def iter_dir_split(directory: Path, split: str, src_lang: str, tgt_lang: str) ->
     bad_src: list[str] = []
     bad_tgt: list[str] = []
     n_src = n_tgt = 0
-    missing = object()  # marks the end of the shorter file
-    for s, t in zip_longest(iter_lines(src_path, bad_src), iter_lines(tgt_path, bad_tgt),
-                            fillvalue=missing):
-        n_src += s is not missing
-        n_tgt += t is not missing
-        if s is not missing and t is not missing:
+    # None (never a line) marks the end of the shorter file
+    for s, t in zip_longest(iter_lines(src_path, bad_src), iter_lines(tgt_path, bad_tgt)):
+        n_src += s is not None
+        n_tgt += t is not None
+        if s is not None and t is not None:
             yield Pair(s, t, f"{src_path}:{n_src}")
     _raise_all(bad_src, f"lines of {src_path} are not UTF-8",
                f"line of {src_path} is not UTF-8")
@@ -281,7 +280,8 @@ def read_hf_split(cfg: DataConfig, split: str) -> list[Pair]:
         ds = datasets.load_dataset(cfg.hf_name, cfg.hf_config, split=hub_split)
     except (ConnectionError, OSError) as e:
         why = "offline mode is set" if offline else "the Hugging Face hub is unreachable"
-        raise DataError(f"cannot load {name} split {hub_split!r}: {why} ({e}). {OFFLINE_HINT}") from e
+        raise DataError(f"cannot load {name} split {hub_split!r}: {why} ({e}). "
+                        f"{OFFLINE_HINT}") from e
     except Exception as e:  # datasets raises many types for bad names/splits
         raise DataError(f"cannot load {name} split {hub_split!r}: {e}. {OFFLINE_HINT}") from e
     return pairs_from_records(ds, cfg.src_lang, cfg.tgt_lang, f"{name}[{hub_split}]")

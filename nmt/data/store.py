@@ -14,8 +14,8 @@ never prepares again), anything else rebuilds it. The vocabulary is trained on a
 reservoir sample of ``subwords.sample_size`` pairs, drawn while streaming.
 
 Batches are index arrays: the lengths are two numpy arrays, and
-:func:`nmt.data.batches.token_batches` is the rule of :func:`nmt.data.batches.make_batches` in numpy, so
-no Python object per pair exists.
+:func:`nmt.data.batches.token_batches` is the rule of
+:func:`nmt.data.batches.make_batches` in numpy, so no Python object per pair exists.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import pyarrow as pa
 import torch
 
 from nmt.config.schema import Config, DataConfig
-from nmt.data.corpus import DataError, Pair, iter_dir_split, resolve_source, split_files
 from nmt.data.batches import Batch, FilterStats, IndexBatches, skip_reason, token_batches
+from nmt.data.corpus import DataError, Pair, iter_dir_split, resolve_source, split_files
 from nmt.data.vocab import BOS, EOS, PAD, Vocab
 
 STORE_FORMAT = 1  # bump when the columns or the encoding change: older caches are rebuilt
@@ -76,7 +76,8 @@ class ArrowTrainingSet:
     def batches(self, batch_size: int, max_tokens: int | None,
                 shuffle_seed: int | None) -> IndexBatches:
         """:func:`token_batches` over the store's lengths."""
-        return token_batches(self.src_len, self.tgt_len, batch_size, max_tokens, shuffle_seed)
+        return token_batches(self.src_len, self.tgt_len, batch_size, max_tokens=max_tokens,
+                             shuffle_seed=shuffle_seed)
 
     def token_counts(self) -> tuple[int, int]:
         """(source, target) pieces, each sentence with its EOS."""
@@ -147,7 +148,7 @@ def iter_training_pairs(d: DataConfig) -> Iterator[Pair]:
             yield pair
 
 
-def sample_pairs(d: DataConfig, size: int, seed: int, log: Callable[[str], None]
+def sample_pairs(d: DataConfig, size: int, *, seed: int, log: Callable[[str], None]
                  ) -> tuple[list[str], list[str]]:
     """A uniform sample of at most ``size`` training pairs with both sides non-empty (the
     pairs the in-memory vocabulary is trained on), drawn in one streaming pass by
@@ -225,7 +226,7 @@ def stale_reason(cache: Path, want: dict[str, Any], vocabs: tuple[Vocab, Vocab] 
         return "no prepared training data yet"
     if manifest.get("format") != want["format"]:
         return f"it was written in store format {manifest.get('format')}"
-    for old, new in zip(manifest.get("sources", []), want["sources"]):
+    for old, new in zip(manifest.get("sources", []), want["sources"], strict=False):
         if old != new:
             name = Path(new["path"]).name
             return (f"{name} changed (size or modification time)" if old["path"] == new["path"]
@@ -258,7 +259,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def prepare_store(d: DataConfig, cache: Path, vocabs: tuple[Vocab, Vocab],
+def prepare_store(d: DataConfig, cache: Path, *, vocabs: tuple[Vocab, Vocab],
                   want: dict[str, Any], log: Callable[[str], None]) -> dict[str, Any]:
     """Stream the training split, filter it (:func:`nmt.data.batches.skip_reason`), encode it
     with ``vocabs`` ``CHUNK_PAIRS`` pairs at a time and write ``{cache}/train.arrow``,
@@ -275,7 +276,7 @@ def prepare_store(d: DataConfig, cache: Path, vocabs: tuple[Vocab, Vocab],
     """
     cache.mkdir(parents=True, exist_ok=True)
     (cache / MANIFEST).unlink(missing_ok=True)  # from now on the cache is invalid
-    for name, vocab in zip(VOCAB_FILES, vocabs):
+    for name, vocab in zip(VOCAB_FILES, vocabs, strict=True):
         _write_atomic(cache / name, vocab.model_bytes)
     began = time.monotonic()
     wide = max(len(v) for v in vocabs) > 2**16
@@ -353,7 +354,7 @@ class OpenedStore:
     reused: bool  # True: the cache matched and nothing was prepared
 
 
-def open_or_prepare(cfg: Config, cache: Path, vocabs: tuple[Vocab, Vocab] | None,
+def open_or_prepare(cfg: Config, cache: Path, *, vocabs: tuple[Vocab, Vocab] | None,
                     make_vocabs: Callable[[list[str], list[str]], tuple[Vocab, Vocab]],
                     log: Callable[[str], None], prepare: bool = True,
                     poll_s: float = 1.0) -> OpenedStore:
@@ -385,13 +386,14 @@ def open_or_prepare(cfg: Config, cache: Path, vocabs: tuple[Vocab, Vocab] | None
     log(f"training store: preparing {cache} ({why})")
     began = time.monotonic()
     if vocabs is None:
-        sources, targets = sample_pairs(cfg.data, cfg.subwords.sample_size, cfg.train.seed, log)
+        sources, targets = sample_pairs(cfg.data, cfg.subwords.sample_size,
+                                        seed=cfg.train.seed, log=log)
         if not sources:
             raise DataError(f"no training pairs with both sides non-empty in split "
                             f"{cfg.data.train_split!r}")
         vocabs = make_vocabs(sources, targets)
         del sources, targets
-    manifest = prepare_store(cfg.data, cache, vocabs, want, log)
+    manifest = prepare_store(cfg.data, cache, vocabs=vocabs, want=want, log=log)
     log(f"training store: prepared {manifest['rows']:,} pairs in "
         f"{time.monotonic() - began:.0f} s (encoding {manifest['prepare_s']:.0f} s)")
     return OpenedStore(ArrowTrainingSet(cache / TABLE), *vocabs, manifest, False)

@@ -55,6 +55,7 @@ class Vocab:
 def train_vocab(
     sentences: Iterable[str],
     vocab_size: int,
+    *,
     model_type: str = "unigram",
     character_coverage: float = 1.0,
     seed_sentencepiece_size: int = 200_000,

@@ -1,1 +1,2 @@
-"""Scoring without torch: sacreBLEU BLEU and chrF, BLEU by length bucket, bootstrap intervals, plots."""
+"""Scoring without torch: sacreBLEU BLEU and chrF, BLEU by length bucket, bootstrap
+intervals, plots."""

@@ -246,17 +246,18 @@ def study_table(systems: dict[str, list[str]], refs: list[str], sources: list[st
     lists = {f"hypotheses of {name!r}": hyps for name, hyps in systems.items()}
     _check(n_samples, refs, {"sources": sources, **lists})
     names = ([baseline] if baseline is not None else []) + [s for s in systems if s != baseline]
-    metrics = {"bleu": _metric("bleu"), "chrf": _metric("chrf")}
+    bleu = BLEU()  # = _metric("bleu"), typed as BLEU for its BLEUScore below
+    metrics = {"bleu": bleu, "chrf": _metric("chrf")}
     # Per-sentence statistics once per system; a bucket is a row slice of them.
     stats = {(s, m): _sentence_stats(metric, systems[s], refs)
              for s in names for m, metric in metrics.items()}
     lengths = np.array([len(s.split()) for s in sources])
     rows = []
-    for (lo, hi), idx in zip(buckets, bucket_indices(sources, buckets)):
+    for (lo, hi), idx in zip(buckets, bucket_indices(sources, buckets), strict=True):
         scored = {(s, m): _resample(metric, stats[s, m][idx], n_samples, seed)
                   for s in names for m, metric in metrics.items()} if idx else {}
         for s in names:
-            whole = (metrics["bleu"]._compute_score_from_stats(stats[s, "bleu"][idx].sum(0))
+            whole = (bleu._compute_score_from_stats(stats[s, "bleu"][idx].sum(0))
                      if idx else None)
             paired = None
             if idx and baseline is not None and s != baseline:

@@ -86,7 +86,8 @@ def format_table(names: list[str], results: list[Scores]) -> str:
     rows = [head, "-" * len(head)]
     rows.append(f"{'BLEU':<24}" + "".join(f"{r.bleu:>{width}.2f}" for r in results))
     rows.append(f"{'chrF':<24}" + "".join(f"{r.chrf:>{width}.2f}" for r in results))
-    rows.append(f"{'BLEU lowercased':<24}" + "".join(f"{r.bleu_lowercase:>{width}.2f}" for r in results))
+    rows.append(f"{'BLEU lowercased':<24}"
+                + "".join(f"{r.bleu_lowercase:>{width}.2f}" for r in results))
     for k, bucket in enumerate(results[0].buckets):
         label = f"BLEU {bucket_label(bucket.min_len, bucket.max_len)} (n={bucket.n})"
         cells = []
@@ -100,5 +101,6 @@ def format_table(names: list[str], results: list[Scores]) -> str:
     rows.append("")
     rows.append(f"BLEU signature: {results[0].signature}")
     rows.append(f"chrF signature: {results[0].chrf_signature}")
-    rows.append(f"lowercased BLEU (for comparison with papers only): {results[0].lowercase_signature}")
+    rows.append("lowercased BLEU (for comparison with papers only): "
+                f"{results[0].lowercase_signature}")
     return "\n".join(rows)

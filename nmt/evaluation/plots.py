@@ -8,20 +8,22 @@ Markdown report.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import matplotlib
 
 # Headless: the study runs on servers without a display, and the default backend may try
 # to open one. The backend must be chosen before pyplot is imported.
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.backend_bases import FigureCanvasBase  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.backend_bases import FigureCanvasBase
+from matplotlib.lines import Line2D
 
-from nmt.evaluation.bootstrap import BucketRow  # noqa: E402
+from nmt.evaluation.bootstrap import BucketRow
 
 DPI = 120
 FIGSIZE_IN = (6.4, 4.0)
@@ -91,9 +93,9 @@ def plot_bleu_by_length(curves: dict[str, list[LengthPoint]], path: str | Path,
     """One line per system of BLEU against source length, with a shaded 95% band.
 
     Systems named in ``dashed`` (e.g. the models of a shorter training cap, like the
-    paper's RNNsearch-30) are drawn with dashed lines. Empty buckets (``n == 0`` or ``bleu`` None) are skipped; ``too_few`` buckets get a
-    hollow marker. Writes a PNG (about 770x480 pixels) at ``path``, creating its parent
-    directories, and returns the path.
+    paper's RNNsearch-30) are drawn with dashed lines. Empty buckets (``n == 0`` or ``bleu``
+    None) are skipped; ``too_few`` buckets get a hollow marker. Writes a PNG (about 770x480
+    pixels) at ``path``, creating its parent directories, and returns the path.
     """
     fig, ax = plt.subplots(figsize=FIGSIZE_IN)
     ticks: dict[float, str] = {}
@@ -105,14 +107,15 @@ def plot_bleu_by_length(curves: dict[str, list[LengthPoint]], path: str | Path,
                 continue
             color = f"C{i % 10}"
             x = np.array([p.x for p in pts], dtype=float)
-            ax.plot(x, [p.bleu for p in pts], color=color, label=name, linewidth=1.5,
+            bleu = cast(list[float], [p.bleu for p in pts])  # pts: bleu is not None
+            ax.plot(x, bleu, color=color, label=name, linewidth=1.5,
                     linestyle="--" if name in dashed else "-")
             # NaN leaves a gap in the band where a point has no interval.
             low = [np.nan if p.low is None else p.low for p in pts]
             high = [np.nan if p.high is None else p.high for p in pts]
             ax.fill_between(x, low, high, color=color, alpha=0.15, linewidth=0)
             for p in pts:
-                ax.plot([p.x], [p.bleu], marker="o", markersize=5, color=color,
+                ax.plot([p.x], [cast(float, p.bleu)], marker="o", markersize=5, color=color,
                         markerfacecolor="white" if p.too_few else color)
                 ticks.setdefault(round(p.x, 6), p.label)
         if ticks:
@@ -205,8 +208,8 @@ def plot_length_histogram(counts: dict[str, list[int]], labels: list[str], path:
         plt.close(fig)
 
 
-def plot_head_maps(panels: list[tuple[str, list[str], list[str], object]], path: str | Path,
-                   title: str) -> Path:
+def plot_head_maps(panels: Sequence[tuple[str, list[str], list[str], object]],
+                   path: str | Path, title: str) -> Path:
     """Attention heatmaps side by side, one panel per head (or per model), on the same
     fixed grey scale as :func:`plot_attention`.
 
@@ -234,7 +237,7 @@ def plot_head_maps(panels: list[tuple[str, list[str], list[str], object]], path:
                              squeeze=False)
     try:
         fontsize = 7 if max(S, T) <= 40 else 5
-        for ax, (name, src, tgt, _), w in zip(axes[0], panels, arrays):
+        for ax, (name, src, tgt, _), w in zip(axes[0], panels, arrays, strict=True):
             ax.imshow(w, cmap="gray", vmin=0.0, vmax=1.0, aspect="auto",
                       interpolation="nearest")
             ax.xaxis.tick_top()

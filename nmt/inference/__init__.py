@@ -1,1 +1,2 @@
-"""Decoding: greedy and beam search, and the Translator that turns source strings into hypotheses."""
+"""Decoding: greedy and beam search, and the Translator that turns source strings into
+hypotheses."""

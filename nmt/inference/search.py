@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from nmt.ops.topk import top_k
 from nmt.data.vocab import BOS, EOS
+from nmt.ops.topk import top_k
 
 LENGTH_PENALTIES = ("gnmt", "average", "none")
 
@@ -155,7 +155,7 @@ class _Open:
     attention: torch.Tensor | None
 
     def extend(self, rows: torch.Tensor, log_prob: torch.Tensor, tokens: torch.Tensor,
-               step_attn: torch.Tensor | None) -> "_Open":
+               step_attn: torch.Tensor | None) -> _Open:
         """Children: parents ``rows`` (N',) followed by ``tokens`` (N',) with totals
         ``log_prob`` (N',); ``step_attn`` (N, S) is this step's attention of every parent."""
         toks = torch.cat([self.tokens.index_select(0, rows), tokens[:, None]], dim=1)  # (N', t+1)
@@ -167,10 +167,11 @@ class _Open:
         att = torch.cat([old.index_select(0, rows), step_attn.index_select(0, rows)[:, None]], 1)
         return _Open(log_prob, toks, att)  # att: (N', t+1, S)
 
-    def select(self, rows: torch.Tensor) -> "_Open":
+    def select(self, rows: torch.Tensor) -> _Open:
         """Rows ``rows`` (N,) of every open-hypothesis tensor."""
-        pick = lambda x: None if x is None else x.index_select(0, rows)  # noqa: E731
-        return _Open(pick(self.log_prob), pick(self.tokens), pick(self.attention))
+        attention = None if self.attention is None else self.attention.index_select(0, rows)
+        return _Open(self.log_prob.index_select(0, rows), self.tokens.index_select(0, rows),
+                     attention)
 
 
 def _candidates(logp: torch.Tensor, open_lp: torch.Tensor, K: int

@@ -90,7 +90,7 @@ class Decoding:
             else "length-normalised scores")
         return f"beam search, beam {self.beam_size}, {lp}{prec}"
 
-    def on(self, device: torch.device, option: str = "search.precision") -> "Decoding":
+    def on(self, device: torch.device, option: str = "search.precision") -> Decoding:
         """This decoding with ``auto`` precision resolved for ``device`` (fp32 or bf16), so
         that reports name what ran.
 
@@ -122,7 +122,8 @@ def truncation_warning(translations: list[Translation], where: str,
                              where, max_src_pieces)
 
 
-def cut_lines_warning(cut: list[int], where: str, max_src_pieces: int = MAX_SOURCE_PIECES) -> str | None:
+def cut_lines_warning(cut: list[int], where: str,
+                      max_src_pieces: int = MAX_SOURCE_PIECES) -> str | None:
     """:func:`truncation_warning` from the numbers (from 1) of the cut lines."""
     return _lines_warning(cut, where, f"cut to the first {max_src_pieces} pieces")
 

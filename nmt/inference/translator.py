@@ -94,6 +94,16 @@ def _torch_threads(n: int) -> Iterator[None]:
             torch.set_num_threads(old)
 
 
+@contextmanager
+def fixed_torch_threads(n: int) -> Iterator[None]:
+    """The process-wide decoding lock held, and torch's CPU threads set to ``n``, inside
+    the block (restored after it): what :meth:`Translator.translate` holds around its
+    searches, for callers that search themselves (``nmt serve``), so that their searches
+    and every Translator's run one at a time on a fixed thread count."""
+    with _TORCH_THREADS, _torch_threads(n):
+        yield
+
+
 class Translator:
     """A model ready to translate lines, with one thread policy.
 
@@ -177,7 +187,8 @@ class Translator:
             examples.append(Example(enc.ids + [EOS], [], i))
             results.append(Translation(line, "", enc.pieces + ["</s>"], [], None,
                                        enc.truncated, enc.unknown))
-        batches = [collate(chunk) for chunk in make_batches(examples, batch_size or self.batch_size)]
+        batches = [collate(chunk)
+                   for chunk in make_batches(examples, batch_size or self.batch_size)]
         n_workers = decode_workers(self.device, len(batches), workers or self.workers,
                                    self.threads)
 
@@ -214,7 +225,7 @@ class Translator:
         r.attention = hyp.attention
 
 
-def translate_lines(model: Any, src_vocab: Vocab, tgt_vocab: Vocab, lines: list[str],
+def translate_lines(model: Any, src_vocab: Vocab, tgt_vocab: Vocab, lines: list[str], *,
                     batch_size: int = 64, decoding: Decoding | None = None,
                     max_src_pieces: int | None = MAX_SOURCE_PIECES,
                     workers: int | None = None) -> list[Translation]:

@@ -1,1 +1,2 @@
-"""The encoder-decoder: alignment scorers, encoder, decoder, loss, the model factory, FLOP counts and the checkpoint file."""
+"""The encoder-decoder: alignment scorers, encoder, decoder, loss, the model factory, FLOP
+counts and the checkpoint file."""

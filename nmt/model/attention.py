@@ -9,16 +9,29 @@ computed once per sentence by ``precompute`` and travel with the batch, not on t
 
 Global attention reads every source position; :class:`LocalAttention` (Luong et al. 2015,
 section 3.2) wraps any scorer and reads only a window of 2D+1 positions around a centre
-p_t; multi-head attention is in nmt/model/multihead.py; nmt/model/attention_factory.py's ``build_attention``
-is the one switch between them.
+p_t; multi-head attention is in nmt/model/multihead.py; nmt/model/attention_factory.py's
+``build_attention`` is the one switch between them.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 import torch
 from torch import nn
+
+
+class Attention(Protocol):
+    """What the decoder calls on its attention, whichever kind (global, local, multi-head):
+    keys precomputed once per sentence, then one read per step returning context (B, M),
+    weights (B, S) and per-head weights (B, h, S) or None."""
+
+    def precompute(self, memory: torch.Tensor) -> torch.Tensor: ...
+
+    def read(self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor,
+             mask: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor,
+                                                  torch.Tensor | None]: ...
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -59,11 +72,10 @@ def tanh_(x: torch.Tensor) -> torch.Tensor:
     """``tanh(x)``, overwriting ``x`` (a temporary the caller does not need again).
 
     The additive scorer's tanh runs over (rows, S, A) every decoder step, the largest
-    elementwise work of a step. For fp32 it is computed as ``2 sigmoid(2x) - 1``: on a
-    2-core AVX2 EPYC (2026-11-30) torch.tanh took 7-9 ms for 3.3M floats and this 3.3-4.3
-    ms, within 2e-7 of torch.tanh (absolute; the sigmoid form loses tanh's relative
-    precision only near 0, where the score adds v_i tanh(.) terms of larger size).
-    Other dtypes use torch.tanh.
+    elementwise work of a step. For fp32 it is computed as ``2 sigmoid(2x) - 1``, about
+    twice as fast as torch.tanh (results/speed/2026-11-30-b/README.md) and within
+    2e-7 of it (absolute; the sigmoid form loses tanh's relative precision only near 0,
+    where the score adds v_i tanh(.) terms of larger size). Other dtypes use torch.tanh.
 
     Args:
         x: a float tensor of any shape, e.g. the additive scorer's (B, S, A)
@@ -84,6 +96,10 @@ class GlobalScorer(nn.Module):
     """A scorer over every source position. Subclasses give ``precompute(memory)`` and
     ``forward(query, keys) -> scores (B, S)``; :meth:`read` is the decoder's one call,
     shared with :class:`LocalAttention` and multi-head attention."""
+
+    def precompute(self, memory: torch.Tensor) -> torch.Tensor:
+        """(B, S, M) memory -> keys (B, S, *); every subclass gives its own."""
+        raise NotImplementedError
 
     def read(self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor,
              mask: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor, None]:
@@ -119,12 +135,9 @@ class AdditiveScorer(GlobalScorer):
         """(B, S, M) memory -> (B, S, A) keys ``U h_i``; in fp32 for search under autocast.
 
         Each search step adds the query's projection to the keys and takes tanh,
-        elementwise work over (B, S, A) that this CPU does faster in fp32 than in bf16:
-        for (320, 36, 512) on a 2-core AVX-512 EPYC (2026-12-01, one thread) the add took
-        1.6 ms with fp32 keys against 2.7 ms in bf16, tanh_ 4.2 (fp32) against 5.8 ms
-        (torch.tanh in bf16). Training keeps the autocast dtype: there the fp32 keys cost
-        the step more than they save (4,035 against 4,161 target tokens/s,
-        results/speed/ab/attention_fp32_keys.py).
+        elementwise work over (B, S, A) that a CPU does faster in fp32 than in bf16. Training
+        keeps the autocast dtype, where fp32 keys cost the step more than they save
+        (benchmarks/speed/ab/attention_fp32_keys.py records both).
         """
         keys = self.U(memory)
         return keys if torch.is_grad_enabled() else keys.float()
@@ -240,7 +253,7 @@ class LocalAttention(nn.Module):
         ``S sigmoid(v_p^T tanh(W_p s))`` (Luong et al. 2015, eq. 9); 0 for ``local_m``."""
         return query_dim * attn_dim + attn_dim if kind == "local_p" else 0
 
-    def __init__(self, kind: str, scorer: nn.Module, query_dim: int, window: int,
+    def __init__(self, kind: str, scorer: GlobalScorer, query_dim: int, window: int,
                  predictor_dim: int):
         super().__init__()
         if kind not in ("local_m", "local_p"):

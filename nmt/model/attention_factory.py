@@ -10,28 +10,34 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import get_args
 
-from torch import nn
-
 from nmt.config.schema import SCORE_KINDS, AttentionKind, ModelConfig
-from nmt.model.attention import AdditiveScorer, DotScorer, GeneralScorer, LocalAttention
+from nmt.model.attention import (
+    AdditiveScorer,
+    Attention,
+    DotScorer,
+    GeneralScorer,
+    GlobalScorer,
+    LocalAttention,
+)
 from nmt.model.multihead import MultiHeadAttention
 
 # global score kind -> (query_dim, memory_dim, attn_dim, attention_bias) -> scorer
-SCORERS: dict[str, Callable[[int, int, int, bool], nn.Module]] = {
+SCORERS: dict[str, Callable[[int, int, int, bool], GlobalScorer]] = {
     "additive": lambda q, m, a, bias: AdditiveScorer(q, m, a, bias),
     "dot": lambda q, m, a, bias: DotScorer(scaled=False),
     "scaled_dot": lambda q, m, a, bias: DotScorer(scaled=True),
     "general": lambda q, m, a, bias: GeneralScorer(q, m),
 }
 # the class that counts each global score kind's multiply-adds
-_SCORER_CLASSES = {"additive": AdditiveScorer, "dot": DotScorer, "scaled_dot": DotScorer,
-                   "general": GeneralScorer}
+_SCORER_CLASSES: dict[str, type[AdditiveScorer | DotScorer | GeneralScorer]] = {
+    "additive": AdditiveScorer, "dot": DotScorer, "scaled_dot": DotScorer,
+    "general": GeneralScorer}
 assert set(SCORERS) == set(SCORE_KINDS) == set(_SCORER_CLASSES), "ScoreKind and SCORERS differ"
 assert set(SCORE_KINDS) <= set(get_args(AttentionKind))
 
 
 def build_scorer(kind: str, query_dim: int, memory_dim: int, attn_dim: int,
-                 attention_bias: bool = True) -> nn.Module | None:
+                 attention_bias: bool = True) -> GlobalScorer | None:
     """The global scorer for ``kind``; ``none`` (fixed-vector model) has no scorer.
     ``attention_bias`` is the additive scorer's key bias (see :class:`AdditiveScorer`).
 
@@ -40,6 +46,12 @@ def build_scorer(kind: str, query_dim: int, memory_dim: int, attn_dim: int,
     """
     if kind == "none":
         return None
+    return _global_scorer(kind, query_dim, memory_dim, attn_dim, attention_bias)
+
+
+def _global_scorer(kind: str, query_dim: int, memory_dim: int, attn_dim: int,
+                   attention_bias: bool) -> GlobalScorer:
+    """:func:`build_scorer` for a kind other than ``none``."""
     if kind not in SCORERS:
         raise ValueError(f"unknown attention type {kind!r}")
     if kind in ("dot", "scaled_dot") and query_dim != memory_dim:
@@ -50,7 +62,7 @@ def build_scorer(kind: str, query_dim: int, memory_dim: int, attn_dim: int,
 
 def build_attention(kind: str, query_dim: int, memory_dim: int, attn_dim: int, *,
                     local_score: str = "general", window: int = 10, heads: int = 4,
-                    attention_bias: bool = True) -> nn.Module | None:
+                    attention_bias: bool = True) -> Attention | None:
     """The decoder's attention for ``kind`` (``model.attention``).
 
     Args:
@@ -72,7 +84,7 @@ def build_attention(kind: str, query_dim: int, memory_dim: int, attn_dim: int, *
         if local_score not in SCORE_KINDS:
             raise ValueError(f"unknown local attention score {local_score!r}; expected one "
                              f"of {', '.join(SCORE_KINDS)}")
-        scorer = build_scorer(local_score, query_dim, memory_dim, attn_dim, attention_bias)
+        scorer = _global_scorer(local_score, query_dim, memory_dim, attn_dim, attention_bias)
         return LocalAttention(kind, scorer, query_dim, window, attn_dim)
     if kind == "multihead":
         return MultiHeadAttention(memory_dim, heads, query_dim=query_dim)

@@ -25,10 +25,10 @@ from typing import Any
 
 import torch
 
-from nmt.config.schema import Config, ConfigError
 from nmt.config.load import from_dict
-from nmt.model.seq2seq import Seq2Seq, build_model
+from nmt.config.schema import Config, ConfigError
 from nmt.data.vocab import Vocab
+from nmt.model.seq2seq import Seq2Seq, build_model
 
 FORMAT = "nmt-checkpoint"
 VERSION = 1
@@ -73,7 +73,7 @@ def save_atomic(payload: dict[str, Any], path: str | Path) -> None:
         raise
 
 
-def make_payload(cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab,
+def make_payload(cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab, *,
                  train_state: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything needed to translate with, and (with ``train_state``) resume, a run."""
     module = getattr(model, "module", model)  # unwrap DistributedDataParallel
@@ -162,10 +162,12 @@ def _layout_problem(payload: dict[str, Any]) -> str | None:
         return f"'train_state' is a {kind(ts)}, expected dict or None"
     for key, tp in {"optimizer": dict, "rng": dict, "counters": dict}.items():
         if not isinstance(ts.get(key), tp):
-            return f"'train_state.{key}' is {'missing' if key not in ts else 'a ' + kind(ts[key])}, expected {tp.__name__}"
+            what = "missing" if key not in ts else "a " + kind(ts[key])
+            return f"'train_state.{key}' is {what}, expected {tp.__name__}"
     if ts.get("schedule") is not None and not isinstance(ts["schedule"], dict):
         return f"'train_state.schedule' is a {kind(ts['schedule'])}, expected dict or None"
-    if not isinstance(ts["rng"].get("torch"), torch.Tensor) or not isinstance(ts["rng"].get("python"), tuple):
+    if (not isinstance(ts["rng"].get("torch"), torch.Tensor)
+            or not isinstance(ts["rng"].get("python"), tuple)):
         return "'train_state.rng' needs a 'torch' tensor and a 'python' tuple"
     if not all(isinstance(k, str) for k in ts["counters"]):
         return "'train_state.counters' has a key that is not a string"
@@ -279,10 +281,10 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
     if not paths:
         raise CheckpointError("no checkpoints to average")
     payloads = [read_payload(p) for p in paths]
-    for p, payload in zip(paths, payloads):
+    for p, payload in zip(paths, payloads, strict=True):
         stored_config(payload, p)  # an invalid stored config is refused, as translate does
     last = payloads[-1]
-    for path, payload in zip(paths, payloads):
+    for path, payload in zip(paths, payloads, strict=True):
         why = _task_mismatch(payload, last)
         if why:
             raise CheckpointError(f"{path}: a different model, language pair or vocabulary from "
@@ -293,8 +295,8 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
         if value.is_floating_point():
             # float64 sum: the result does not depend on the order of the files
             total = torch.zeros(value.shape, dtype=torch.float64)
-            for p in payloads:
-                total += p["model"][key].to(torch.float64)
+            for payload in payloads:
+                total += payload["model"][key].to(torch.float64)
             averaged[key] = (total / len(payloads)).to(value.dtype)
         else:
             averaged[key] = value

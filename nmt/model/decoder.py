@@ -21,17 +21,19 @@ is computed once from the encoder's final states and given to every step unchang
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nmt.data.vocab import PAD
 from nmt.model.attention_factory import build_attention
-from nmt.ops.step_matmul import StepWeights, step_addmm
-from nmt.ops.weight_grads import defer_weight_grads
 from nmt.model.encoder import EncoderOutput
 from nmt.ops.precision import cast_for_autocast
-from nmt.data.vocab import PAD
+from nmt.ops.step_matmul import StepWeights, step_addmm
+from nmt.ops.weight_grads import defer_weight_grads
+
 
 @dataclass
 class Memory:
@@ -49,11 +51,12 @@ class Memory:
     fixed_context: torch.Tensor | None
     weights: StepWeights
 
-    def index_select(self, idx: torch.Tensor) -> "Memory":
+    def index_select(self, idx: torch.Tensor) -> Memory:
         """Rows ``idx`` (K,) of every per-sentence tensor (for beam search reordering)."""
-        pick = lambda t: None if t is None else t.index_select(0, idx)  # noqa: E731
-        return Memory(pick(self.memory), pick(self.keys), pick(self.mask),
-                      pick(self.fixed_context), self.weights)
+        def pick(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.index_select(0, idx)
+        return Memory(self.memory.index_select(0, idx), pick(self.keys),
+                      self.mask.index_select(0, idx), pick(self.fixed_context), self.weights)
 
 
 @dataclass
@@ -66,7 +69,7 @@ class DecoderState:
     feed: torch.Tensor | None
     t: int = 0
 
-    def index_select(self, idx: torch.Tensor) -> "DecoderState":
+    def index_select(self, idx: torch.Tensor) -> DecoderState:
         """Rows ``idx`` (K,) of the state: hidden (L, K, D), feed (K, O)."""
         return DecoderState(self.hidden.index_select(1, idx),
                             None if self.feed is None else self.feed.index_select(0, idx),
@@ -145,9 +148,10 @@ class Decoder(nn.Module):
     def _read(self, query: torch.Tensor, mem: Memory, t: int
               ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """context (B, M), attention weights (B, S) or None, per-head weights (B, h, S)."""
+        # start() sets fixed_context when there is no scorer, keys when there is one
         if self.scorer is None:
-            return mem.fixed_context, None, None
-        return self.scorer.read(query, mem.keys, mem.memory, mem.mask, t)
+            return cast(torch.Tensor, mem.fixed_context), None, None
+        return self.scorer.read(query, cast(torch.Tensor, mem.keys), mem.memory, mem.mask, t)
 
     def _embed_inputs(self, prev: torch.Tensor, weights: StepWeights
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -165,7 +169,7 @@ class Decoder(nn.Module):
             ``W_o[:, -E:] y``, the embedding's share of the pre-output (bahdanau), else None.
         """
         y = self.dropout(self.embed(prev))
-        bias = self.cells[0].bias_ih
+        bias = cast(nn.GRUCell, self.cells[0]).bias_ih
         if y.dim() == 2:  # one search or decoding step
             gates = step_addmm(bias, y, weights.emb)
         else:
@@ -181,7 +185,7 @@ class Decoder(nn.Module):
         the casts of parameters, not of views of them. ``generator``: (V, O) the output
         layer's weight, for search.
         """
-        cell = self.cells[0]
+        cell = cast(nn.GRUCell, self.cells[0])
         E = self.embed.embedding_dim
         W = self.pre_output.weight
         bahdanau = self.step_order == "bahdanau"
@@ -202,7 +206,7 @@ class Decoder(nn.Module):
         weights: the batch's :class:`StepWeights`.
         Returns the new hidden states (L, B, D).
         """
-        cell, D = self.cells[0], self.hidden
+        cell, D = cast(nn.GRUCell, self.cells[0]), self.hidden
         # .float(): under autocast the products come back bf16/fp16, but the recurrent
         # state stays fp32 (a no-op in fp32 training)
         gi = weights.addmm("feed", y_gates, feed).float()  # (B, 3D)
@@ -243,11 +247,13 @@ class Decoder(nn.Module):
             context, weights, heads = self._read(state.hidden[-1], mem, t)  # (B, M), (B, S)
             hidden = self._rnn(y_gates, context, state.hidden, recurrent)
             # W_o [s_t; c_t; E y] with the E y share (out_y) computed beforehand
-            pre = recurrent.addmm("pre", out_y + self.pre_output.bias,
+            # out_y is computed for bahdanau (the pre-output's embedding share)
+            pre = recurrent.addmm("pre", cast(torch.Tensor, out_y) + self.pre_output.bias,
                                   torch.cat([hidden[-1], context], -1))
             out = torch.tanh(pre)
             return StepOutput(self.dropout(out), DecoderState(hidden, None, t + 1), weights, heads)
-        hidden = self._rnn(y_gates, state.feed, state.hidden, recurrent)
+        # luong: start() sets the feed (input feeding's h~_{t-1})
+        hidden = self._rnn(y_gates, cast(torch.Tensor, state.feed), state.hidden, recurrent)
         context, weights, heads = self._read(hidden[-1], mem, t)
         out = torch.tanh(recurrent.addmm("pre", self.pre_output.bias,
                                          torch.cat([context, hidden[-1]], dim=-1)))  # h~_t
@@ -266,7 +272,8 @@ class Decoder(nn.Module):
             return state, mem
         inputs = [state.hidden, mem.memory] + ([] if state.feed is None else [state.feed])
         detached, pending, outs = defer_weight_grads(live, inputs)
-        weights = replace(w, **dict(zip(names, detached)), pending=dict(zip(names, pending)))
+        weights = replace(w, **dict(zip(names, detached, strict=True)),
+                          pending=dict(zip(names, pending, strict=True)))
         feed = None if state.feed is None else outs[2]
         return (DecoderState(outs[0], feed, state.t),
                 Memory(outs[1], mem.keys, mem.mask, mem.fixed_context, weights))

@@ -74,7 +74,7 @@ class TokenCounts:
     target_tokens: int
     attended_positions: int
 
-    def __add__(self, other: "TokenCounts") -> "TokenCounts":
+    def __add__(self, other: TokenCounts) -> TokenCounts:
         return TokenCounts(self.source_tokens + other.source_tokens,
                            self.target_tokens + other.target_tokens,
                            self.attended_positions + other.attended_positions)
@@ -91,7 +91,7 @@ def forward_macs(cfg: ModelConfig, tgt_vocab_size: int) -> ForwardMacs:
     Raises:
         ValueError: an attention or local score this count does not know.
     """
-    E, H, D, O = cfg.emb_dim, cfg.enc_hidden, cfg.dec_hidden, cfg.output_dim
+    E, H, D, O = cfg.emb_dim, cfg.enc_hidden, cfg.dec_hidden, cfg.output_dim  # noqa: E741 (O: output size, the docstring's notation)
     M = 2 * H
     encoder = sum(2 * 3 * H * ((E if layer == 0 else M) + H) for layer in range(cfg.enc_layers))
     feed = M if cfg.step_order == "bahdanau" else O

@@ -7,10 +7,11 @@ the number of passes over it in memory, not arithmetic. The composite form makes
 six (log_softmax writes its output, nll_loss's backward fills a zero tensor of that size,
 log_softmax's backward reads both and writes the gradient). Here the rows are taken in
 chunks that stay in cache: each chunk's softmax, loss ``-log p_y`` and gradient
-``softmax(x) - q`` (q the target distribution) are computed while it is there, so the logits are read once
-and the gradient written once. With ``overwrite_logits`` the gradient is written over the
-logits themselves (no second tensor of that size), for callers that do not need them
-after the loss. The backward pass scales the stored gradient by the incoming one, in place.
+``softmax(x) - q`` (q the target distribution) are computed while it is there, so the logits
+are read once and the gradient written once. With ``overwrite_logits`` the gradient is
+written over the logits themselves (no second tensor of that size), for callers that do
+not need them after the loss. The backward pass scales the stored gradient by the incoming
+one, in place.
 Same value and gradient as ``F.cross_entropy(..., reduction="sum", ignore_index=PAD,
 label_smoothing=eps)`` up to float rounding (tests/test_loss.py).
 """
@@ -21,9 +22,8 @@ import torch
 
 from nmt.data.vocab import PAD
 
-# elements per chunk: 2^19 fp32 = 2 MiB, within the caches; measured on a 2-core
-# AVX2 EPYC, loss and gradient of (2000, 8000) fp32 logits: 22 ms, against 29 ms for 8 MiB
-# chunks and 75 ms for the unchunked log_softmax form it replaced
+# elements per chunk: 2^19 fp32 = 2 MiB, which stays in the caches (faster than larger
+# chunks and than the unchunked log_softmax it replaced: results/speed/2026-11-30-b/README.md)
 CHUNK_ELEMENTS = 1 << 19
 
 
@@ -36,8 +36,8 @@ class _SummedCrossEntropy(torch.autograd.Function):
         # under autocast the logits are bf16/fp16: each chunk is taken to fp32 while it is in
         # cache, and its gradient written back in the logits' dtype (what the output layer's
         # backward GEMMs read). A whole fp32 copy and a whole cast back would each cost a
-        # pass over memory plus page faults for a fresh tensor: 2 x 55 ms a step for
-        # (1,700, 8,000) bf16 logits on a 2-core AVX-512 EPYC (2026-12-01).
+        # pass over memory plus page faults for a fresh tensor
+        # (results/speed/2026-12-01-d/ab_bf16_loss_chunks.txt).
         x = logits.detach()
         grad = None
         if want_grad:

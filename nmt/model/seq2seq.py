@@ -5,18 +5,19 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from nmt.config.schema import ModelConfig
+from nmt.data.vocab import PAD
 from nmt.model.decoder import Decoder, DecoderState, Memory
-from nmt.ops.step_matmul import step_addmm
 from nmt.model.encoder import Encoder
 from nmt.model.loss import summed_cross_entropy
+from nmt.ops.step_matmul import step_addmm
 from nmt.ops.topk import top_k
-from nmt.data.vocab import PAD
-
 
 # reduced-precision search steps recompute this many log-probabilities per row in fp32;
 # beam search ranks the 2K + 1 best pieces of each beam (11 for beam 5)
@@ -50,7 +51,8 @@ class Seq2Seq(nn.Module):
         (:meth:`exact_top_log_probs`).
         """
         out = self.decoder.step(prev, state, mem)
-        logits = self.step_logits(out.pre_output, mem.weights.generator)
+        # Seq2Seq.start passes the generator's weight for search steps
+        logits = self.step_logits(out.pre_output, cast(torch.Tensor, mem.weights.generator))
         if logits.dtype == torch.float32:
             return F.log_softmax(logits, dim=-1), out.state, out.attention
         return self.exact_top_log_probs(logits, out.pre_output), out.state, out.attention
@@ -108,9 +110,8 @@ class Seq2Seq(nn.Module):
         mem, state = self.decoder.start(self.encoder(src, src_len))
         pre, _, _ = self.decoder.unroll(tgt_in, state, mem, keep_attention=False)
         # the output layer, the largest matrix product, only for the N real target tokens:
-        # padding rows would cost its three GEMMs for a loss of zero (6.6% of the rows of
-        # Multi30k's reference batches; +1% and +5% target tokens/s in two in-process
-        # A/Bs, results/speed/2026-12-01-b/ab_real_rows.txt)
+        # padding rows would cost its three GEMMs for a loss of zero
+        # (results/speed/2026-12-01-b/ab_real_rows.txt)
         target = tgt_out.reshape(-1)
         rows = (target != PAD).nonzero().squeeze(1)  # (N,)
         logits = self.generator(pre.reshape(-1, pre.size(-1)).index_select(0, rows))  # (N, V)

@@ -2,8 +2,8 @@
 
 Autocast (torch.autocast) runs matrix multiplies in the lower precision and keeps the
 master weights, optimizer state and loss in fp32. bf16 matrix multiplies are native on
-CPUs with AVX512_BF16 (about 2.2x the fp32 peak: 420-440 against 185-200 GFLOP/s for
-(512x512)@(512x4096) on a 2-core AMD EPYC, 2026-12-01), more with AMX-BF16, and on CUDA
+CPUs with AVX512_BF16 (about twice the fp32 peak: results/speed/2026-12-01-f/
+matmul_peaks.txt), more with AMX-BF16, and on CUDA
 devices of compute capability 8.0+; elsewhere they are emulated and slower than fp32, so
 ``auto`` chooses fp32 there. fp16 needs loss scaling and is offered on CUDA only.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import platform
 from pathlib import Path
+from typing import Literal
 
 import torch
 
@@ -67,10 +68,12 @@ def autocast_dtype(precision: str, device: torch.device, option: str = "train.pr
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
-def precision_name(dtype: torch.dtype | None) -> str:
+def precision_name(dtype: torch.dtype | None) -> Literal["fp32", "bf16", "fp16"]:
     """``fp32``, ``bf16`` or ``fp16`` for an :func:`autocast_dtype` result (None is fp32).
     Raises KeyError for any other dtype."""
-    return {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+    names: dict[torch.dtype | None, Literal["fp32", "bf16", "fp16"]] = {
+        None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+    return names[dtype]
 
 
 def autocast(device: torch.device, dtype: torch.dtype | None):

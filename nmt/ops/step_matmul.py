@@ -23,9 +23,8 @@ def default_flip_rows() -> int:
     or 0 (never) where the CPU has AVX-512. Decided on first use, not at import.
 
     Search steps (no autograd) with at most this many rows compute their linear maps in the
-    other GEMM orientation; see step_addmm. It helped on an AVX2 CPU and cost beam search
-    5-8% on an AVX-512 one, so CPUs with AVX-512 never flip (measurements in
-    :func:`step_addmm`).
+    other GEMM orientation (see step_addmm): faster on an AVX2 CPU, slower on an AVX-512
+    one, so CPUs with AVX-512 never flip.
     """
     return 0 if "avx512f" in cpu_model_and_flags()[1] else 160
 
@@ -45,15 +44,9 @@ def step_addmm(base: torch.Tensor | None, x: torch.Tensor, w: torch.Tensor, *,
         (B, N), contiguous.
 
     Search steps (autograd off) with B <= ``flip_rows`` rows compute ``(W x^T + base^T)^T``
-    instead, which MKL runs faster when the rows are few and the weights come cold from
-    memory. Measured on a 2-core AVX2 EPYC (2026-11-30), reference model
-    (configs/bench_reference.yaml), 1,000 test_2016_flickr sentences, passes alternating
-    in one process: greedy search in batches of 64 translated 214 sentences/s with every
-    step map flipped, 202 with the output layer only, 180 with none; beam 5 (320 rows at
-    first) was unchanged with 160 rows and 12% slower with 400. On a 2-core AVX-512
-    EPYC (2026-12-01, same passes) never flipping was as fast for greedy search and faster
-    for beam 5: 105.2 against 100.6 sentences/s in fp32, 150.7 against 140.1 with bf16
-    matrix products (results/speed/ab/flip_rows.py); there nothing is flipped. Training keeps
+    instead, because MKL runs that orientation faster when the rows are few and the weights
+    come cold from memory (on AVX2; on AVX-512 it was slower: results/speed/2026-12-01-d/
+    ab_flip_rows.txt, results/speed/2026-12-01-e/ab_flip_rows_bf16.txt). Training keeps
     ``torch.addmm``. Raises what torch.addmm raises for mismatched shapes.
     """
     limit = default_flip_rows() if flip_rows is None else flip_rows

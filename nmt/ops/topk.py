@@ -15,8 +15,8 @@ def top_k(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     least its own), so ``torch.topk`` runs over the block maxima (N, V/BLOCK) and then over
     the k*BLOCK columns of those blocks. The values are torch.topk's, largest first; among
     equal values the indices may differ, as torch.topk leaves them in no set order either.
-    torch.topk reads a row of 8,000 log-probabilities slowly: for (320, 8000) fp32 on a
-    2-core AVX-512 EPYC (2026-12-01, one thread) it took 3.9 ms for k = 11 and this 2.0 ms.
+    torch.topk reads a row of 8,000 log-probabilities slowly; this took about half its time
+    for beam search's k (results/speed/2026-12-01-e/README.md).
 
     Args:
         x: (N, V) floats. k: 1..V.

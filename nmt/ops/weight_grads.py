@@ -14,16 +14,13 @@ none behind for the next pass over a retained graph, and the pairs hold no graph
 unfinished pass leaks nothing. The backward passes are first-order only: asking for a
 second derivative through them raises.
 
-Measured on the reference architecture (configs/bench_reference.yaml, 2-core AVX-512
-EPYC, 2 threads, 2026-12-01, steps alternating in one process): +0.5% to +2.3% target
-tokens/s in fp32 and +0.8% to +1.6% under bf16 autocast over three and two runs, never
-slower (results/speed/ab/defer_switch.py); the pairs kept until the loop's end cost about
-3% of fp32 and 5% of bf16 training memory.
+It is a little faster and never slower, at a few percent more training memory for the
+pairs kept until the loop's end (docs/results.md, "Performance"; results/speed/2026-12-01-f/).
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch.autograd.function import once_differentiable
@@ -72,7 +69,7 @@ class _WeightGrads(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, *grads):
-        weight_grads = []
+        weight_grads: list[torch.Tensor | None] = []
         for pairs in ctx.pending:
             if not pairs:
                 weight_grads.append(None)
@@ -101,7 +98,7 @@ def defer_weight_grads(weights: Sequence[torch.Tensor], inputs: Sequence[torch.T
         must read them. After the backward pass each weight's gradient is one product
         ``G^T X`` (N_i, K_i) over all steps. Raises nothing.
     """
-    pending = [[] for _ in weights]
+    pending: list[list] = [[] for _ in weights]
     outs = _WeightGrads.apply(pending, len(inputs), *inputs, *weights)
     return [w.detach() for w in weights], pending, list(outs)
 

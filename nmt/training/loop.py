@@ -22,18 +22,16 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from nmt.model.checkpoint import CheckpointError, make_payload, save_atomic, weights_mismatch
 from nmt.config.schema import Config
 from nmt.data.batches import Example, ExampleSet, TrainingSet
-from nmt.model.seq2seq import Seq2Seq
-from nmt.ops.precision import autocast, autocast_dtype, native_bf16, precision_name
-from nmt.ops.device import pick_device
-from nmt.training.schedule import Schedule
-from nmt.training.validation import Validate, validate_and_log
-from nmt.training.state import StopFlag, TrainingError, TrainState, rng_state, set_rng_state
 from nmt.data.vocab import Vocab
-
-
+from nmt.model.checkpoint import CheckpointError, make_payload, save_atomic, weights_mismatch
+from nmt.model.seq2seq import Seq2Seq
+from nmt.ops.device import pick_device
+from nmt.ops.precision import autocast, autocast_dtype, native_bf16, precision_name
+from nmt.training.schedule import Schedule
+from nmt.training.state import StopFlag, TrainingError, TrainState, rng_state, set_rng_state
+from nmt.training.validation import Validate, validate_and_log
 
 
 class Trainer:
@@ -43,7 +41,7 @@ class Trainer:
     state is saved with every checkpoint, so a resumed run repeats the uninterrupted one.
     """
 
-    def __init__(self, cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab,
+    def __init__(self, cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab, *,
                  train_set: TrainingSet | list[Example], valid_examples: list[Example],
                  validate: Validate, log: Callable[[str], None]):
         self.cfg, self.t, self.model = cfg, cfg.train, model
@@ -146,7 +144,8 @@ class Trainer:
               "rng": rng_state(), "counters": self.state.__dict__.copy()}
         if self.scaler is not None:
             ts["grad_scaler"] = self.scaler.state_dict()
-        save_atomic(make_payload(self.cfg, self.model, *self.vocabs, ts), self.out / name)
+        save_atomic(make_payload(self.cfg, self.model, *self.vocabs, train_state=ts),
+                    self.out / name)
 
     def _shared(self, value: float) -> float:
         """Rank 0's ``value``, on every rank (under torchrun); a no-op on one process.
@@ -337,7 +336,7 @@ class Trainer:
         return self.state
 
 
-def train(cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab,
+def train(cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab, *,
           train_set: TrainingSet | list[Example], valid_examples: list[Example],
           validate: Validate, resume: dict[str, Any] | None = None,
           log: Callable[[str], None] = print) -> TrainState:
@@ -355,8 +354,8 @@ def train(cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab,
             the last good checkpoint.
         CheckpointError: a checkpoint cannot be written (e.g. disk full).
     """
-    trainer = Trainer(cfg, model, src_vocab, tgt_vocab, train_set, valid_examples,
-                      validate, log)
+    trainer = Trainer(cfg, model, src_vocab, tgt_vocab, train_set=train_set,
+                      valid_examples=valid_examples, validate=validate, log=log)
     if resume is not None:
         trainer.restore(resume)
     else:

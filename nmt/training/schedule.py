@@ -26,7 +26,8 @@ class Schedule:
 
     def __init__(self, optimizer: torch.optim.Optimizer, cfg: TrainConfig):
         self.kind = cfg.lr_schedule
-        self.scheduler: object | None = None
+        self.scheduler: (torch.optim.lr_scheduler.ReduceLROnPlateau
+                         | torch.optim.lr_scheduler.LambdaLR | None) = None
         if self.kind == "plateau":
             self.scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
                 optimizer, mode="max", factor=cfg.lr_decay, patience=cfg.lr_patience - 1,
@@ -39,12 +40,12 @@ class Schedule:
 
     def after_step(self) -> None:
         """Call after every optimizer step."""
-        if self.kind == "warmup_decay":
+        if isinstance(self.scheduler, torch.optim.lr_scheduler.LambdaLR):  # warmup_decay
             self.scheduler.step()
 
     def after_validation(self, bleu: float) -> None:
         """Call after every validation with its BLEU."""
-        if self.kind == "plateau":
+        if isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):  # plateau
             self.scheduler.step(bleu)
 
     def state_dict(self) -> dict | None:

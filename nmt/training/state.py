@@ -77,7 +77,7 @@ class StopFlag:
         self.signal: str | None = None
         self._old: dict[int, Any] = {}
 
-    def __enter__(self) -> "StopFlag":
+    def __enter__(self) -> StopFlag:
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
                 self._old[sig] = signal.signal(sig, self._handle)

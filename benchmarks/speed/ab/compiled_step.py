@@ -1,6 +1,12 @@
 """Training step, reference architecture: the decoder step's elementwise and attention work
 (GRU gates, additive scores, softmax, context, attentional vector) as one torch.compile'd
-function (inductor, dynamic shapes), against eager."""
+function (inductor, dynamic shapes), against eager.
+  WARM=12 PRECISION=bf16 python benchmarks/speed/ab/step_ab.py 30 benchmarks/speed/ab/compiled_step.py
+
+Switch flipped: nmt.model.decoder.Decoder.unroll, replaced by a loop written out for the
+reference architecture (luong order, additive attention, one layer), put back after each
+step. The written-out loop takes autograd's per-step weight gradients ("now" defers them
+since 35623e3, which the runs below predate)."""
 import torch
 import torch.nn.functional as F
 
@@ -62,12 +68,12 @@ def _set(f):
 VARIANTS = {"now": _set(NOW), "eager body": _set(_make(False)), "compiled body": _set(_make(True))}
 # Tried 2026-12-01 14:19-14:25, 2-core AMD EPYC (AVX-512, avx512_bf16), 2 threads, nothing
 # else running, nmt 493eb53, torch 2.13.0+cpu, g++ 12.2 (target tokens/s):
-# PRECISION=bf16 python results/speed/ab/step_ab.py 20 results/speed/ab/compiled_step.py
+# PRECISION=bf16 python benchmarks/speed/ab/step_ab.py 20 benchmarks/speed/ab/compiled_step.py
 # now: 4147, eager body: 4325, compiled body: 2030 (recompiling inside the timed steps)
 # the same with 30 steps: now: 4284, eager body: 4343, compiled body: 4210
-# WARM=12 PRECISION=bf16 python results/speed/ab/step_ab.py 30 results/speed/ab/compiled_step.py
+# WARM=12 PRECISION=bf16 python benchmarks/speed/ab/step_ab.py 30 benchmarks/speed/ab/compiled_step.py
 # now: 4079, eager body: 4152, compiled body: 3977 (after 12 warm-up batches)
-# WARM=12 PRECISION=fp32 python results/speed/ab/step_ab.py 20 results/speed/ab/compiled_step.py
+# WARM=12 PRECISION=fp32 python benchmarks/speed/ab/step_ab.py 20 benchmarks/speed/ab/compiled_step.py
 # now: 2389, eager body: 2329, compiled body: 1520
 # Not kept: compiling is no faster in bf16 and slower in fp32. (The two runs above were made
 # with an equivalent loop outside step_ab.py, before WARM was added to it; step_ab.py itself,

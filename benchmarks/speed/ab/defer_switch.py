@@ -1,20 +1,29 @@
-"""Training step, reference architecture: nmt.model.decoder.DEFER_WEIGHT_GRADS on (the step
-weights' gradients as one product each after the loop, nmt/ops/weight_grads.py) against off
-(autograd's per-step products and adds)."""
-import nmt.model.decoder as D
+"""Training step, reference architecture: deferred weight gradients on (the step weights'
+gradients as one product each after the loop, nmt/ops/weight_grads.py) against off
+(autograd's per-step products and adds).
+  PRECISION=fp32 python benchmarks/speed/ab/step_ab.py 30 benchmarks/speed/ab/defer_switch.py
+
+Switch flipped: the decoder's ``defer_weight_grads`` attribute (the Decoder argument of that
+name, default True), set on the model under test. Until ba82f16 it was the module global
+nmt.decoder.DEFER_WEIGHT_GRADS, which the runs below set."""
 
 
 def _set(on: bool):
-    return (lambda model: setattr(D, "DEFER_WEIGHT_GRADS", on)), (lambda model: None)
+    def enter(model):
+        model.decoder.defer_weight_grads = on
+
+    def leave(model):
+        model.decoder.defer_weight_grads = True
+    return enter, leave
 
 
-VARIANTS = {"deferred (DEFER_WEIGHT_GRADS=True)": _set(True),
-            "per step (DEFER_WEIGHT_GRADS=False)": _set(False)}
+VARIANTS = {"deferred (defer_weight_grads=True)": _set(True),
+            "per step (defer_weight_grads=False)": _set(False)}
 # 2026-12-01 14:43-14:45, 2-core AMD EPYC (AVX-512, avx512_bf16), 2 threads, nothing else
 # running, nmt 8469d57 + nmt/ops/weight_grads.py (target tokens/s):
-# PRECISION=fp32 python results/speed/ab/step_ab.py 30 results/speed/ab/defer_switch.py
+# PRECISION=fp32 python benchmarks/speed/ab/step_ab.py 30 benchmarks/speed/ab/defer_switch.py
 # deferred: 2479, per step: 2424 (+2.3%)
-# PRECISION=bf16 python results/speed/ab/step_ab.py 40 results/speed/ab/defer_switch.py
+# PRECISION=bf16 python benchmarks/speed/ab/step_ab.py 40 benchmarks/speed/ab/defer_switch.py
 # deferred: 3944, per step: 3882 (+1.6%)
 # Kept. (The prototype, ab/deferred_wgrad_bf16.py, also deferred the query projection W:
 # +3.0% and +1-2%.)

@@ -9,14 +9,19 @@ weight once all steps are done. The 2026-12-01-c version (deferred_wgrad.py) ran
 only and on an older tree. Run with PRECISION=bf16 or fp32.
 The runs below were made with this machinery written out in this file; once it was kept
 as nmt/ops/weight_grads.py (the same products, plus clearing unused pairs at the end of a
-backward pass), this file calls that module instead."""
+backward pass), this file calls that module instead.
+  PRECISION=bf16 python benchmarks/speed/ab/step_ab.py 40 benchmarks/speed/ab/deferred_wgrad_bf16.py
+
+Switch flipped: nmt.model.seq2seq.Seq2Seq.forward, put back after each step. Since 35623e3
+"now" defers the feed, hh and pre gradients itself (the decoder's defer_weight_grads), so
+today this compares that against deferring W too; defer_switch.py is the A/B of the kept
+version."""
 import torch
-import torch.nn.functional as F
 
 import nmt.model.seq2seq as M
 from nmt.model.attention import masked_softmax, tanh_
-from nmt.ops.weight_grads import defer_weight_grads, deferred_linear
 from nmt.ops.precision import cast_for_autocast
+from nmt.ops.weight_grads import defer_weight_grads, deferred_linear
 
 NOW = M.Seq2Seq.forward
 
@@ -64,9 +69,9 @@ VARIANTS = {"per-step weight gradients (now)": _set(NOW),
 # 2026-12-01 14:37-14:42, 2-core AMD EPYC (AVX-512, avx512_bf16), 2 threads, nothing else
 # running, nmt 7ca3804 (target tokens/s). Gradients checked first against autograd's on one
 # batch without dropout: fp32 within 4.4e-7 relative, bf16 within 0.8% (bf16 rounding).
-# PRECISION=bf16 python results/speed/ab/step_ab.py 40 results/speed/ab/deferred_wgrad_bf16.py
+# PRECISION=bf16 python benchmarks/speed/ab/step_ab.py 40 benchmarks/speed/ab/deferred_wgrad_bf16.py
 # now: 4363, deferred: 4407 (+1.0%); again: 4034, 4110 (+1.9%)
-# PRECISION=fp32 python results/speed/ab/step_ab.py 30 results/speed/ab/deferred_wgrad_bf16.py
+# PRECISION=fp32 python benchmarks/speed/ab/step_ab.py 30 benchmarks/speed/ab/deferred_wgrad_bf16.py
 # now: 2370, deferred: 2442 (+3.0%); again: 2412, 2484 (+3.0%)
 # Not kept: a steady 3% in fp32 and 1-2% in bf16, for two custom autograd functions in the
 # decoder's training path of every attention type and step order; 3x and 5x need 9.5% and 18%.

@@ -3,7 +3,12 @@ the three products of each new decoder state s_t (the next step's W_hh s_t, the 
 query W s_t, and the attentional layer's share W_c[:, M:] s_t) as one GEMM against the
 concatenated weight, and the dropout masks of all steps drawn at once with torch.rand,
 against the step as it is (one product each, F.dropout per step). ONLY="a,b" runs only
-the variants named."""
+the variants named.
+  PRECISION=bf16 python benchmarks/speed/ab/step_ab.py 20 benchmarks/speed/ab/fused_state.py
+
+Switch flipped: nmt.model.decoder.Decoder.unroll, replaced by a loop written out for the
+reference architecture, put back after each step. The written-out loops take autograd's
+per-step weight gradients ("now" defers them since 35623e3, which the runs below predate)."""
 import os
 
 import torch
@@ -88,7 +93,7 @@ if os.environ.get("ONLY"):
 # else running, nmt 493eb53. "rewritten loop" is the same step written as one loop body
 # (the control), "rand masks" adds the masks, "fused s_t" the one GEMM; not kept: no
 # variant is ahead of the control by more than the noise, and fusing is not ahead at all.
-# PRECISION=bf16 python results/speed/ab/step_ab.py 20 results/speed/ab/fused_state.py
+# PRECISION=bf16 python benchmarks/speed/ab/step_ab.py 20 benchmarks/speed/ab/fused_state.py
 # now: 3951, rewritten loop: 4073, rand masks: 4115, fused s_t: 4047, fused + masks: 4025
 # PRECISION=fp32 (same command)
 # now: 2373, rewritten loop: 2374, rand masks: 2397, fused s_t: 2374, fused + masks: 2385

@@ -1,14 +1,14 @@
-"""nmt/model/loss.py as it was at a commit (default 226fa03, before the chunked loss), loaded as a
-module from `git show`, so an A/B can run the old loss beside the current one."""
-import importlib.util, os, pathlib, subprocess, sys, tempfile
+"""nmt/loss.py as it was at a commit (default 226fa03, before the chunked loss; OLD_COMMIT
+overrides it), loaded as a module from `git show` (benchmarks/old_code.py, which renames its
+imports to today's layout), so an A/B can run the old loss beside the current one."""
+import os
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))  # benchmarks/
+from old_code import module_at
+
 
 def old_loss(commit: str = os.environ.get("OLD_COMMIT", "226fa03")):
-    root = pathlib.Path(__file__).resolve().parents[3]
-    src = subprocess.run(["git", "-C", str(root), "show", f"{commit}:nmt/model/loss.py"],
-                         check=True, capture_output=True, text=True).stdout
-    path = pathlib.Path(tempfile.mkdtemp()) / "old_loss.py"
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location("old_loss", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    # the path at that commit: before issue 26 the loss lived in nmt/loss.py
+    return module_at(commit, "nmt/loss.py")

@@ -1,8 +1,12 @@
 """Training step: the output layer and loss on every (B*T) row, padding included (before
-2026-12-01-b), against the real target tokens only (nmt.model.seq2seq.Seq2Seq.forward now)."""
-import nmt.model.seq2seq as M
+2026-12-01-b), against the real target tokens only (nmt.model.seq2seq.Seq2Seq.forward now).
+  python benchmarks/speed/ab/step_ab.py 30 benchmarks/speed/ab/real_rows.py
+
+Switch flipped: nmt.model.seq2seq.Seq2Seq.forward (forward_variants.py), put back after
+each step."""
 from ab.forward_variants import NOW, variants
 
+import nmt.model.seq2seq as M
 
 
 def _all_rows(self, src, src_len, tgt_in, tgt_out, label_smoothing=0.0):

@@ -1,13 +1,22 @@
 """In-process A/B of training-step variants, interleaved step by step, so that the machine's
 drift (a shared, noisy 2-core VM) falls on every variant alike.
-  python results/speed/ab/step_ab.py STEPS VARIANTS.py
+  python benchmarks/speed/ab/step_ab.py STEPS VARIANTS.py
 VARIANTS.py defines VARIANTS = {name: (enter(model), leave(model))}; random batches of the
 reference architecture (configs/bench_reference.yaml), 2 threads; PRECISION=bf16 (or fp16)
 sets train.precision; WARM=N warms every variant on N batches first (default 2; more
 for variants that compile)."""
-import os, sys, time, tempfile, importlib.util, pathlib, torch
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # results/speed
+import importlib.util
+import os
+import pathlib
+import sys
+import tempfile
+import time
+
+import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # benchmarks/speed
 from synthetic import synthetic_trainer
+
 torch.set_num_threads(2)
 steps = int(sys.argv[1])
 spec = importlib.util.spec_from_file_location("variants", sys.argv[2]); V = importlib.util.module_from_spec(spec); spec.loader.exec_module(V)

@@ -2,7 +2,7 @@
 # Transparent huge pages for torch's CPU allocations (THP_MEM_ALLOC_ENABLE=1: c10 asks
 # madvise(MADV_HUGEPAGE) for allocations of 2 MiB and more) against without, in alternating
 # processes (the allocator reads the variable once per process):
-#   bash results/speed/ab/thp_ab.sh CHECKPOINT PRECISION ROUNDS [extra nmt bench options]
+#   bash benchmarks/speed/ab/thp_ab.sh CHECKPOINT PRECISION ROUNDS [extra nmt bench options]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 CKPT=$1 PREC=$2 ROUNDS=$3; shift 3

@@ -1,0 +1,222 @@
+"""The FastAPI application of ``nmt serve``: the JSON API under ``/api``, the page at
+``/``, its files under ``/static``, and the OpenAPI page at ``/docs`` (served from local
+files when ``fastapi-offline`` is installed, as the ``serve`` extra does).
+
+Every error is a JSON body with its status code (:mod:`nmt.serve.limits`): validation
+errors of the limits (too many lines, a line too long, beam too large) become 413,
+other validation errors 422; an answer is never 200 with an error inside.
+"""
+
+from __future__ import annotations
+
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException
+
+from nmt.serve.decode import bleu_signature, prepare, run_model
+from nmt.serve.limits import (
+    LIMITS,
+    MAX_BEAM,
+    MAX_BODY_BYTES,
+    MAX_CHARS,
+    MAX_EXAMPLES,
+    MAX_LINES,
+    MAX_PIECES,
+    ApiError,
+    bad_option,
+    limit_exceeded,
+    not_found,
+)
+from nmt.serve.registry import Registry
+from nmt.serve.schemas import ERRORS, TranslateRequest, TranslateResponse
+from nmt.serve.studies import Studies
+from nmt.serve.testsets import TestSets
+
+STATIC = Path(__file__).parent / "static"
+# the page loads nothing from elsewhere; inline style attributes are the SVG's
+PAGE_POLICY = ("default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+               "connect-src 'self'; frame-ancestors 'none'")
+
+DESCRIPTION = f"""GRU encoder-decoder translation with attention, and the fixed-vector
+model, side by side. Models are the ones given on the command line; nothing is uploaded.
+
+**Limits** (answered **413** with a JSON body naming the limit, its maximum, the value
+and the line): at most **{MAX_LINES} lines** per request, **{MAX_CHARS} characters** and
+**{MAX_PIECES} pieces** per line (source, reference or prefix), **beam at most
+{MAX_BEAM}**, a body of at most {MAX_BODY_BYTES} bytes. A bad option is 400 or 422, an
+unknown model, study or test set 404, a full per-model queue 429. No answer is ever 200
+with an error inside.
+"""
+
+
+def _nmt_version() -> str:
+    try:
+        return version("nmt")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _new_app() -> FastAPI:
+    kw: dict[str, Any] = {"title": "nmt serve", "version": _nmt_version(),
+                          "description": DESCRIPTION}
+    try:
+        from fastapi_offline import FastAPIOffline
+    except ImportError:
+        return FastAPI(**kw)
+    return FastAPIOffline(**kw)
+
+
+def _limit_error(err: dict[str, Any]) -> ApiError | None:
+    """The 413 error of one validation error that is a limit, else None."""
+    loc, kind, given = tuple(err.get("loc", ())), err.get("type"), err.get("input")
+    if len(loc) < 2 or loc[0] != "body":
+        return None
+    field = str(loc[1])
+    if len(loc) == 2 and field in ("lines", "references") and kind == "too_long":
+        return limit_exceeded("max_lines", len(given or ()), field=field)
+    if len(loc) == 2 and field == "prefix" and kind == "string_too_long":
+        return limit_exceeded("max_chars", len(given or ""), 0, field="prefix")
+    if len(loc) >= 3 and field in ("lines", "references") and kind == "string_too_long":
+        return limit_exceeded("max_chars", len(given or ""), int(loc[2]), field=field)
+    if loc == ("body", "beam") and kind == "less_than_equal":
+        return limit_exceeded("max_beam", int(given or 0), field="beam")
+    return None
+
+
+def validation_error(_: Request, exc: Exception) -> JSONResponse:
+    """413 when a validation error is a limit (the first such), else 422 with the list."""
+    errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+    for err in errors:
+        limit = _limit_error(err)
+        if limit is not None:
+            return JSONResponse(limit.body(), status_code=413)
+    first = errors[0] if errors else {"msg": str(exc), "loc": ()}
+    where = ".".join(str(x) for x in first.get("loc", ()) if x != "body")
+    return JSONResponse({"error": "invalid_request", "message": f"{where}: {first['msg']}",
+                         "errors": jsonable_encoder(errors, exclude={"ctx", "url"})},
+                        status_code=422)
+
+
+def _api_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    headers = {"Retry-After": "1"} if exc.status == 429 else None
+    return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
+
+
+def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    name = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return JSONResponse({"error": name, "message": str(exc.detail)},
+                        status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+
+def _internal_error(_: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"error": "internal_error", "message": f"{type(exc).__name__}: {exc}"},
+                        status_code=500)
+
+
+def create_app(registry: Registry, studies: Studies, testsets: TestSets) -> FastAPI:
+    """The application serving ``registry``'s models, ``studies`` and ``testsets``."""
+    app = _new_app()
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _internal_error)
+
+    @app.middleware("http")
+    async def body_limit(request: Request, call_next: Any) -> Any:
+        size = request.headers.get("content-length")
+        if size and size.isdigit() and int(size) > MAX_BODY_BYTES:
+            return JSONResponse(limit_exceeded("max_body_bytes", int(size),
+                                               field="body").body(), status_code=413)
+        return await call_next(request)
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/", include_in_schema=False)
+    def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html", headers={
+            "Content-Security-Policy": PAGE_POLICY, "X-Content-Type-Options": "nosniff"})
+
+    @app.get("/api/health", tags=["models"])
+    def health() -> dict[str, Any]:
+        """Liveness: the served model ids, the decoding threads and nmt's version."""
+        return {"status": "ok", "models": list(registry.models), "threads": registry.threads,
+                "version": _nmt_version()}
+
+    @app.get("/api/models", tags=["models"])
+    def models() -> dict[str, Any]:
+        """Per model: id, direction, attention type, step order, parameters, decoding
+        defaults, the test BLEU stored beside the checkpoint with its signature (null when
+        none), its sha256; the page's default pair; the limits."""
+        return {"models": [e.info for e in registry.models.values()],
+                "default": registry.default_pair(), "limits": LIMITS,
+                "queue": {i: e.queue.size for i, e in registry.models.items()}}
+
+    @app.post("/api/translate", tags=["translate"], response_model=TranslateResponse,
+              responses=ERRORS)  # type: ignore[arg-type]
+    def translate(req: TranslateRequest) -> JSONResponse:
+        """Translate M lines with N models: per (model, line) the pieces, the n-best list
+        with per-token log-probabilities and attention (T x S; per head for multihead;
+        null for the fixed-vector model, flagged `fixed_vector`), the truncation and
+        unknown-piece flags, sentence BLEU and chrF against a reference, and the time."""
+        start = time.perf_counter()
+        ids = req.models or list(registry.models)
+        for i in ids:
+            if i not in registry.models:
+                raise not_found("model", i, list(registry.models))
+        if len(set(ids)) != len(ids):
+            raise bad_option("a model is named twice in models", "models")
+        refs: list[str | None] = [None] * len(req.lines)
+        if req.references is not None:
+            if len(req.references) != len(req.lines):
+                raise bad_option(f"{len(req.references)} references for {len(req.lines)} "
+                                 "lines: give one per line (null for none)", "references")
+            refs = list(req.references)
+        prepared = [prepare(registry.models[i], req) for i in ids]
+        entries = registry.enter(ids)
+        try:
+            results = [run_model(p, refs, req.top_k, registry.threads) for p in prepared]
+        finally:
+            for e in entries:
+                e.queue.leave()
+        return JSONResponse({"results": results, "prefix": req.prefix,
+                             "time_ms": round((time.perf_counter() - start) * 1000, 3),
+                             "bleu_signature": bleu_signature()})
+
+    @app.get("/api/studies", tags=["studies"])
+    def study_list() -> dict[str, Any]:
+        """The served studies (``--study``) and their test sets."""
+        return {"studies": studies.names()}
+
+    @app.get("/api/studies/{name}", tags=["studies"], responses=ERRORS)  # type: ignore[arg-type]
+    def study(name: str) -> dict[str, Any]:
+        """A study's BLEU-by-length buckets: per model n, BLEU with its 95% interval, chrF,
+        length ratio and brevity penalty; the ids of each bucket's sentences (line numbers
+        of the test set of the same name in /api/examples)."""
+        return studies.get(name)
+
+    @app.get("/api/testsets", tags=["examples"])
+    def testset_index() -> dict[str, Any]:
+        """The test sets to pick examples from, with lines per length bucket; the joined
+        long set included."""
+        return testsets.index()
+
+    @app.get("/api/examples", tags=["examples"], responses=ERRORS)  # type: ignore[arg-type]
+    def examples(split: str = Query(..., description="A test set of /api/testsets."),
+                 bucket: str | None = Query(None, description="Source words, e.g. 31-40 "
+                                            "or 61+; default: every line."),
+                 offset: int = Query(0, ge=0),
+                 limit: int = Query(20, ge=1, le=MAX_EXAMPLES)) -> dict[str, Any]:
+        """Source/reference pairs of a test set, by source length in words."""
+        return testsets.examples(split, bucket, offset, limit)
+
+    return app
