@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import shutil
 import socket
 import threading
@@ -54,9 +55,11 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         pytest.skip(f"Multi30k not found at {MULTI30K} (set NMT_MULTI30K)")
     root = tmp_path_factory.getbasetemp()
     shared = root.parent if root.name.startswith("popen-gw") else root
-    out = shared / "serve_models"
-    out.mkdir(exist_ok=True)
-    with open(shared / "serve_models.lock", "w") as lock:
+    # NMT_SERVE_TEST_MODELS=DIR keeps the models between runs (while working on the tests)
+    out = Path(os.environ.get("NMT_SERVE_TEST_MODELS") or shared / "serve_models")
+    shared = out.parent
+    out.mkdir(parents=True, exist_ok=True)
+    with open(shared / f"{out.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if not (out / "done").exists():
@@ -69,8 +72,8 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def synthetic_study(folder: Path) -> Path:
-    """A study report folder whose results.json has two systems on test_2016_flickr and its
-    joined set, in three buckets (the layout of nmt.commands.study_report)."""
+    """A study report folder whose results.json has two systems on test_2016_flickr in three
+    buckets (the layout of nmt.commands.study_report; the counts are Multi30k's)."""
     def row(system: str, lo: int, hi: int | None, n: int, bleu: float) -> dict[str, Any]:
         return {"min_len": lo, "max_len": hi, "system": system, "baseline": "none", "n": n,
                 "mean_src_words": lo + 3, "too_few": n < 30,
@@ -78,8 +81,6 @@ def synthetic_study(folder: Path) -> Path:
                 "chrf": {"score": bleu + 20, "low": bleu + 18, "high": bleu + 22},
                 "vs_baseline": None, "len_ratio": 0.9, "brevity_penalty": 0.89,
                 "over_long": 0.0}
-    from conftest import MULTI30K as data  # noqa: F401  (the lengths below are Multi30k's)
-
     rows = []
     for system, base in (("none", 20.0), ("additive", 30.0)):
         rows += [row(system, 1, 10, 528, base), row(system, 11, 20, 446, base - 5),

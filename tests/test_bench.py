@@ -94,7 +94,8 @@ def tiny_corpus(tmp_path_factory):
 @pytest.fixture(scope="module")
 def tiny_checkpoint(tiny_corpus, tmp_path_factory):
     """A checkpoint of the tiny config (fresh weights, 300-piece vocabulary)."""
-    subject = load_subject(BenchOptions(REFERENCE, (*TINY, tiny_corpus)), log=lambda _m: None)
+    subject = load_subject(BenchOptions(REFERENCE, overrides=(*TINY, tiny_corpus)),
+                           log=lambda _m: None)
     path = tmp_path_factory.mktemp("bench") / "tiny.pt"
     save_atomic(make_payload(subject.cfg, subject.model, subject.src_vocab, subject.tgt_vocab),
                 path)

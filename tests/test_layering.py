@@ -11,7 +11,7 @@ PKG = REPO / "nmt"
 
 # Data flows down this list: a module may import its own subpackage and the ones above it.
 LAYERS = ["config", "ops", "evaluation", "data", "model", "training", "inference", "commands",
-          "cli"]
+          "serve", "cli"]
 MAX_LINES = 400
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nmt.config.schema import ConfigError
 from nmt.config.load import load_study_config
+from nmt.config.schema import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,12 +12,12 @@ import dataclasses
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
-from nmt.config.schema import StudyConfig
 from nmt.commands.study_plan import PlannedRun, StudyError, plan
 from nmt.commands.study_report import write_report
+from nmt.config.schema import StudyConfig
 
 
 def _start(run: PlannedRun, study: StudyConfig) -> subprocess.Popen:

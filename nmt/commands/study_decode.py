@@ -94,7 +94,8 @@ def _translate(run: PlannedRun, loaded: Loaded, sources: list[str], decoding: De
             return hyps
     log(f"{run.cfg.name}: translating {name} ({len(sources)} sentences, {decoding.describe()})")
     with torch.inference_mode():
-        out = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding).translate(sources)
+        translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding)
+        out = translator.translate(sources)
     hyps = [" ".join(t.text.split()) for t in out]
     warning = truncation_warning(out, f"{run.cfg.name} on {name}")
     if warning:

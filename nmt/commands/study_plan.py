@@ -9,13 +9,12 @@ one is reused, an unfinished one is resumed, a run with a different config is an
 from __future__ import annotations
 
 import dataclasses
-
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.model.checkpoint import read_payload, stored_config
-from nmt.config.schema import RESUME_ADJUSTABLE, Config, ConfigError, StudyConfig
 from nmt.config.load import config_differences, load_config
+from nmt.config.schema import RESUME_ADJUSTABLE, Config, ConfigError, StudyConfig
+from nmt.model.checkpoint import read_payload, stored_config
 
 
 class StudyError(RuntimeError):
@@ -84,7 +83,7 @@ def plan(study: StudyConfig) -> list[PlannedRun]:
         raise ConfigError(f"alphas: expected GNMT alphas >= 0 to choose from, got "
                           f"{list(study.alphas)}")
     runs = []
-    models = [(a, None, None) for a in study.attentions]
+    models: list[tuple[str, int | None, int | None]] = [(a, None, None) for a in study.attentions]
     models += [(a, cap, None) for cap in study.extra_caps for a in study.cap_attentions]
     models += [("multihead", None, h) for h in study.head_counts]
     seen: dict[str, str] = {}

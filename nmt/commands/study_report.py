@@ -9,24 +9,35 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
 import yaml
 
-from nmt.evaluation.bootstrap import BucketRow, bucket_drop, format_markdown, study_table
-from nmt.model.checkpoint import Loaded, load_checkpoint
-from nmt.config.schema import StudyConfig
-from nmt.config.load import parse_buckets
-from nmt.evaluation.metrics import bucket_label, score
-from nmt.commands.train import training_pairs
-from nmt.evaluation.plots import curves_from_rows, plot_attention, plot_bleu_by_length, plot_length_histogram
+from nmt.commands.study_decode import (
+    TestSet,
+    decode,
+    greedy_decoding,
+    load_test_sets,
+    report_decodings,
+)
 from nmt.commands.study_plan import PlannedRun
-from nmt.commands.study_decode import (TestSet, decode, greedy_decoding, load_test_sets,
-                                      report_decodings)
+from nmt.commands.train import training_pairs
+from nmt.config.load import parse_buckets
+from nmt.config.schema import StudyConfig
+from nmt.evaluation.bootstrap import BucketRow, bucket_drop, format_markdown, study_table
+from nmt.evaluation.metrics import bucket_label, score
+from nmt.evaluation.plots import (
+    curves_from_rows,
+    plot_attention,
+    plot_bleu_by_length,
+    plot_length_histogram,
+)
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
+from nmt.model.checkpoint import Loaded, load_checkpoint
 
 
 def _falloff(rows: list[BucketRow], system: str) -> str:
@@ -35,6 +46,7 @@ def _falloff(rows: list[BucketRow], system: str) -> str:
     if len(mine) < 2:
         return f"{system}: fewer than two buckets with enough sentences"
     first, last = mine[0], mine[-1]
+    assert first.bleu is not None and last.bleu is not None  # filtered above
     drop = first.bleu.score - last.bleu.score
     rel = 100 * drop / first.bleu.score if first.bleu.score else 0.0
     return (f"{system}: {first.bleu.score:.1f} BLEU at {first.label} words -> "
@@ -162,8 +174,9 @@ def _figure2(study: StudyConfig, runs: list[PlannedRun], rows: list[BucketRow], 
     name = f"figure2_{ts.name}.png"
     main_cap = runs[0].cfg.data.max_train_words
     plot_bleu_by_length(curves_from_rows([r for r in rows if r.system in axis]), out / name,
-                        f"{ts.name}: BLEU by source length, -{'/-'.join(map(str, study.extra_caps))}"
-                        f" (dashed) and -{main_cap} models, 95% bootstrap CI",
+                        f"{ts.name}: BLEU by source length, "
+                        f"-{'/-'.join(map(str, study.extra_caps))} (dashed) and -{main_cap} "
+                        "models, 95% bootstrap CI",
                         dashed=[r.label for r in runs if r.cap is not None])
     return [f"The paper's Figure 2 on this set (models `-N` trained on pairs of at most N "
             f"words; the others on at most {main_cap}):\n", f"![Figure 2: {ts.name}]({name})\n"]
@@ -183,7 +196,8 @@ def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str]
     decodings, alpha_choice = report_decodings(study, runs, models, log)
     search = ("greedy search" if study.beam_size == 1 else
               f"beam search, beam {study.beam_size}, GNMT length penalty with each model's "
-              f"alpha chosen on the validation score among {', '.join(f'{a:g}' for a in study.alphas)}")
+              "alpha chosen on the validation score among "
+              + ", ".join(f"{a:g}" for a in study.alphas))
     boot = (f"Intervals and p-values: bootstrap resampling of the sentences, "
             f"{study.n_samples} resamples, seed {study.bootstrap_seed} (`n_samples`, "
             "`bootstrap_seed` in the study config).\n")
@@ -197,8 +211,8 @@ def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str]
                      "test_sets": {}}
     dashed = [r.label for r in runs if r.cap is not None]
     headline: list[str] = []
-    kw = dict(baseline=study.baseline, min_bucket=study.min_bucket,
-              n_samples=study.n_samples, seed=study.bootstrap_seed)
+    kw: dict[str, Any] = dict(baseline=study.baseline, min_bucket=study.min_bucket,
+                              n_samples=study.n_samples, seed=study.bootstrap_seed)
     for ts in test_sets:
         systems = {r.label: decode(r, models[r.label], ts, decodings[r.label], log)
                    for r in runs}
@@ -217,7 +231,8 @@ def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str]
         md += ["Where BLEU falls (first to last bucket with at least "
                f"{study.min_bucket} sentences):\n"]
         md += [f"- {_falloff(rows, r.label)}" for r in runs] + [""]
-        record = {"overall": [asdict(r) for r in overall], "buckets": [asdict(r) for r in rows],
+        record: dict[str, Any] = {
+                  "overall": [asdict(r) for r in overall], "buckets": [asdict(r) for r in rows],
                   "drops": drops, "signature": sig.signature,
                   "chrf_signature": sig.chrf_signature}
         if drops:
@@ -274,7 +289,7 @@ def _drops(study: StudyConfig, systems: dict[str, list[str]], ts: TestSet) -> li
                             n_samples=study.n_samples, seed=study.bootstrap_seed)
         out.append({"system": name, "buckets": [r.label for r in first],
                     "n": [r.n for r in first],
-                    "bleu": [asdict(r.bleu) for r in first],
+                    "bleu": [asdict(r.bleu) if r.bleu is not None else None for r in first],
                     "len_ratio": [r.len_ratio for r in first],
                     "drop": asdict(d)})
     return out

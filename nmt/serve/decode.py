@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +85,12 @@ def prepare(entry: ModelEntry, req: TranslateRequest) -> Prepared:
     return Prepared(entry, list(req.lines), sources, prefix, decoding)
 
 
+def _finite(x: float, places: int = 6) -> float:
+    """``x`` rounded, with -inf (a piece the model gives no probability) as -1e9: JSON
+    has no infinity."""
+    return round(x, places) if math.isfinite(x) else -1e9
+
+
 def _rounded(t: torch.Tensor, places: int = 5) -> list[Any]:
     """A tensor as nested lists of floats rounded to ``places`` decimals (short JSON)."""
     scale = 10.0 ** places
@@ -120,13 +127,13 @@ def _hypothesis(p: Prepared, tokens: list[int], ended: bool, score: float, f: Fo
     return {
         "text": text, "tgt_pieces": [tv.id_to_piece(x) for x in tokens] + (
             ["</s>"] if ended else []),
-        "score": score, "log_prob": round(sum(f.token_logprobs), 6),
-        "token_logprobs": [round(x, 6) for x in f.token_logprobs],
+        "score": _finite(score), "log_prob": _finite(sum(f.token_logprobs)),
+        "token_logprobs": [_finite(x) for x in f.token_logprobs],
         "attention": None if f.attention is None else _rounded(f.attention),
         "heads": _rounded(f.heads) if multihead and f.heads is not None else None,
         "alignment": None if f.attention is None else f.attention.argmax(dim=1).tolist(),
         "forced": min(len(p.prefix), len(tokens)), "complete": ended,
-        "top": [[{"piece": tv.id_to_piece(i), "logprob": round(v, 4)} for i, v in step]
+        "top": [[{"piece": tv.id_to_piece(i), "logprob": _finite(v, 4)} for i, v in step]
                 for step in f.top] if f.top else None,
         "bleu": bleu, "chrf": chrf,
     }
@@ -201,5 +208,5 @@ def _read_back(p: Prepared, ex: Example, hyps: list[Any], limit: int, top_k: int
             lp = sum(f.token_logprobs)
             score = lp if dec.beam_size == 1 else float(
                 normalised_score(lp, len(t), dec.length_penalty, dec.alpha))
-        rows.append(_hypothesis(p, h.tokens, end, round(float(score), 6), f, reference))
+        rows.append(_hypothesis(p, h.tokens, end, float(score), f, reference))
     return sorted(rows, key=lambda r: -r["score"])

@@ -63,9 +63,10 @@
       const flags = [];
       if (line.truncated) flags.push("source cut to 400 pieces");
       if (line.unknown) flags.push("no source piece is known to the model");
-      this.tgtWords = (h ? h.tgt_pieces : []).map((p, k) => el("span", {
-        class: "tgt-word" + (k < h.forced ? " forced" : ""), "data-t": k,
-        text: (p.startsWith("\u2581") && k ? " " : "") + NMT.showPiece(p)}));
+      this.tgtWords = (h ? h.tgt_pieces : []).map((p, k) => el("span", {  // </s>: drawn by CSS
+        class: "tgt-word" + (k < h.forced ? " forced" : "") + (p === "</s>" ? " eos" : ""),
+        "data-t": k, title: p === "</s>" ? "end of sentence (</s>)" : null,
+        text: p === "</s>" ? "" : p.replace(/^\u2581/, k ? " " : "")}));
       this.srcWords = line.src_pieces.map((p, j) => el("span", {class: "src-word", "data-s": j,
         text: NMT.showPiece(p)}));
       const srcRow = el("div", {class: "src-words"});

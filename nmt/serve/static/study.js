@@ -3,8 +3,8 @@
    on the axis; clicking a bucket lists its sentences with each loaded model's output. */
 "use strict";
 (function (NMT) {
-  const COLORS = ["#1f5fbf", "#d1495b", "#2a9d8f", "#e9a03b", "#6a4c93", "#43aa8b",
-                  "#8d6e63", "#f15bb5", "#577590", "#90be6d"];
+  const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#17becf",
+                  "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"];
   NMT.study = {data: null, set: null};
 
   NMT.loadStudies = async function () {

@@ -1,7 +1,7 @@
 """Real-model measurements of ``nmt serve`` (docs/serve.md): the README's screenshot, and a
 load test of 200 requests at concurrency 8 against ``nmt translate`` on the same lines.
 
-    .venv/bin/python results/serve/run_real.py ADDITIVE.pt NONE.pt [--skip-load]
+    .venv/bin/python benchmarks/serve/run_real.py ADDITIVE.pt NONE.pt [--skip-load] [--skip-shots]
 
 Starts ``nmt serve`` as a subprocess (one torch thread) with the two checkpoints and
 reports/deen_long_study, drives the page in the system's chromium for the screenshots
@@ -78,7 +78,13 @@ def screenshots(url: str) -> None:
         b.close()
 
 
-def load(url: str, additive: str) -> dict[str, object]:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load(url: str, additive: str, pid: int) -> dict[str, object]:
     sys.path.insert(0, str(REPO))
     from nmt.data.corpus import read_lines
 
@@ -91,19 +97,24 @@ def load(url: str, additive: str) -> dict[str, object]:
             return r.status_code, time.perf_counter() - t, text
 
         one(lines[0])
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), cpu_seconds(pid)
         with ThreadPoolExecutor(8) as pool:
             answers = list(pool.map(one, lines))
-        wall = time.perf_counter() - t
+        wall, serve_cpu = time.perf_counter() - t, cpu_seconds(pid) - cpu
     errors = sum(a[0] != 200 for a in answers)
     lat = [a[1] * 1000 for a in answers]
     src = OUT / "load_lines.de"
     src.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    import resource
+
     t = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     r = subprocess.run([sys.executable, "-m", "nmt", "translate", additive, "-i", str(src),
                         "-o", str(OUT / "load_lines.en")], cwd=REPO, capture_output=True,
                        text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     cli_wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cli_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     assert r.returncode == 0, r.stderr
     cli = (OUT / "load_lines.en").read_text(encoding="utf-8").splitlines()
     same = sum(a[2] == c for a, c in zip(answers, cli, strict=True))
@@ -113,14 +124,17 @@ def load(url: str, additive: str) -> dict[str, object]:
 
     torch.set_num_threads(1)
     translator = Translator.from_checkpoint(additive, "cpu", threads=1)
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     translator.translate(lines)
-    batch_wall = time.perf_counter() - t
+    batch_wall, batch_cpu = time.perf_counter() - t, time.process_time() - cpu
     src.unlink()
     (OUT / "load_lines.en").unlink()
     return {"requests": len(lines), "concurrency": 8, "errors": errors,
             "p50_ms": round(percentile(lat, 50), 1), "p95_ms": round(percentile(lat, 95), 1),
             "serve_sentences_per_s": round(len(lines) / wall, 2),
+            "serve_cpu_ms_per_sentence": round(1000 * serve_cpu / len(lines), 1),
+            "translate_cpu_ms_per_sentence_with_loading": round(1000 * cli_cpu / len(lines), 1),
+            "translate_cpu_ms_per_sentence_in_process": round(1000 * batch_cpu / len(lines), 1),
             "translate_wall_s_with_loading": round(cli_wall, 1),
             "translate_sentences_per_s_with_loading": round(len(lines) / cli_wall, 2),
             "translate_sentences_per_s_in_process": round(len(lines) / batch_wall, 2),
@@ -133,9 +147,10 @@ def main() -> None:
     proc = start_server(additive, none, port)
     try:
         url = f"http://127.0.0.1:{port}"
-        screenshots(url)
+        if "--skip-shots" not in sys.argv:
+            screenshots(url)
         if "--skip-load" not in sys.argv:
-            report = load(url, additive)
+            report = load(url, additive, proc.pid)
             (OUT / "load.json").write_text(json.dumps(report, indent=1) + "\n")
             print(json.dumps(report))
     finally:
