@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -33,9 +34,11 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def client(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> TestClient:
+def client(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[TestClient]:
     synthetic = synthetic_study(tmp_path_factory.mktemp("study") / "synthetic")
-    return TestClient(build_app(models, [REAL_STUDY, synthetic]))
+    with TestClient(build_app(models, [REAL_STUDY, synthetic])) as c:  # one event loop
+        yield c
 
 
 def post(client: TestClient, **body: Any) -> Any:

@@ -208,7 +208,7 @@ def test_examples_picker_and_offline_docs(page: Any, url: str) -> None:
     open_page(page, url)
     page.select_option("#set", "test_2016_flickr_joined")
     page.select_option("#bucket", "31-40")
-    page.wait_for_selector("#examples li[data-id]")
+    page.wait_for_selector("#examples[data-bucket='31-40'] li[data-id]")
     item = page.locator("#examples li[data-id]").first
     words = int(item.inner_text().split(")")[0].strip("("))
     assert 31 <= words <= 40

@@ -77,15 +77,17 @@
     if (name === "study") NMT.showStudy().catch((e) => NMT.status(e.message, true));
   };
 
-  let examplesOffset = 0;
+  let examplesOffset = 0, examplesAsked = 0;
   async function listExamples(offset) {
-    const s = NMT.state, list = $("examples");
+    const s = NMT.state, list = $("examples"), asked = ++examplesAsked;
     examplesOffset = offset;
     if (!s.set) { list.replaceChildren(); return; }
     const q = `split=${encodeURIComponent(s.set)}&limit=10&offset=${offset}` +
       (s.bucket ? `&bucket=${encodeURIComponent(s.bucket)}` : "");
     try {
       const ex = await NMT.api(`/api/examples?${q}`);
+      if (asked !== examplesAsked) return;  // a later choice is on its way
+      list.dataset.set = s.set; list.dataset.bucket = s.bucket;
       list.replaceChildren(...ex.examples.map((e) => NMT.el("li", {
         value: e.id + 1, title: e.reference, "data-id": e.id, onclick: () => NMT.useExample(e),
         text: `(${e.words}) ${e.source}`})));
