@@ -174,7 +174,7 @@ def _figure2(study: StudyConfig, runs: list[PlannedRun], rows: list[BucketRow], 
     name = f"figure2_{ts.name}.png"
     main_cap = runs[0].cfg.data.max_train_words
     plot_bleu_by_length(curves_from_rows([r for r in rows if r.system in axis]), out / name,
-                        f"{ts.name}: BLEU by source length, "
+                        f"{ts.name}: BLEU by source length\n"  # one line is cut at 10 pt
                         f"-{'/-'.join(map(str, study.extra_caps))} (dashed) and -{main_cap} "
                         "models, 95% bootstrap CI",
                         dashed=[r.label for r in runs if r.cap is not None])
