@@ -57,7 +57,8 @@ def test_evaluate_side_by_side_with_json(trained, tmp_path):
     assert "decoding of tiny_additive: beam search, beam 5" in r.stdout
     data = json.loads(out.read_text())
     assert len(data) == 2
-    assert {"bleu", "chrf", "signature", "buckets"} <= data[0].keys()
+    assert {"bleu", "chrf", "signature", "buckets", "bleu_papers", "papers_signature"} <= \
+        data[0].keys()
     assert sum(b["n"] for b in data[0]["buckets"]) == 1014
     assert [(b["min_len"], b["max_len"]) for b in data[0]["buckets"]] == [(1, 10), (11, None)]
 
@@ -296,6 +297,8 @@ def test_select_chooses_alpha_on_val_and_scores_test(trained, tmp_path):
     test = summary["test"]["test_2016_flickr"]
     assert test["signature"].startswith("nrefs:1|") and 0 <= test["beam_bleu"] <= 100
     assert "test_2016_flickr: BLEU greedy" in r.stdout
+    assert "test_2016_flickr: BLEU papers (lc, Moses) greedy" in r.stdout
+    assert test["papers_signature"].endswith("+moses-tok.en+lc")
     assert not list(trained["additive"].glob("averaged.pt"))  # --average 0 writes nothing
 
 

@@ -49,3 +49,44 @@ def test_table_has_one_column_per_system():
     header = table.splitlines()[0]
     assert "good" in header and "bad" in header
     assert "BLEU 1-10 (n=2)" in table and "signature" in table
+
+
+def test_papers_bleu_is_lowercased_moses_tokenized_bleu():
+    """A hypothesis that differs from its reference by case and by how punctuation is
+    attached scores higher by the papers' BLEU than by cased detokenized sacreBLEU, and
+    exactly what sacreBLEU gives on the strings tokenized and lowercased by hand."""
+    from sacrebleu.metrics import BLEU
+
+    from nmt.evaluation.metrics import papers_bleu
+
+    hyps = ["a man isn't running, he's strolling.", "Two dogs play in the snow ."]
+    refs = ["A man isn't running , he's walking .", "two dogs play in the snow."]
+    value, signature = papers_bleu(hyps, refs, "en")
+    # tokenizer.perl -l en: "isn't" -> "isn 't", "he's" -> "he 's", punctuation split off
+    by_hand = BLEU(tokenize="none").corpus_score(
+        ["a man isn 't running , he 's strolling .", "two dogs play in the snow ."],
+        [["a man isn 't running , he 's walking .", "two dogs play in the snow ."]]).score
+    assert value == pytest.approx(by_hand, abs=1e-9)
+    s = score(hyps, refs, ["x", "y"], tgt_lang="en")
+    assert s.bleu_papers == pytest.approx(by_hand, abs=1e-9) and s.bleu < value
+    assert s.papers_signature == signature
+    assert signature.startswith("nrefs:1|case:lc|eff:no|tok:none|")
+    assert signature.endswith("+moses-tok.en+lc")
+    # only where the target language is given: training's validation and the benches
+    # score as before
+    assert score(hyps, refs, ["x", "y"]).bleu_papers is None
+    with pytest.raises(ValueError, match="counts must match"):
+        papers_bleu(hyps, refs[:1], "en")
+
+
+def test_papers_bleu_is_a_named_row_with_its_signature_in_the_table():
+    refs = ["A man, in a red shirt.", "Two dogs."]
+    hyps = ["a man , in a red shirt .", "two dogs ."]
+    with_papers = format_table(["sys"], [score(hyps, refs, ["x", "y"], tgt_lang="en")])
+    rows = with_papers.splitlines()
+    row = next(r for r in rows if r.startswith("BLEU papers (lc, Moses)"))
+    assert row.split()[-1] == "100.00"  # while cased sacreBLEU sees "A" and "a" differ
+    assert float(rows[2].split()[-1]) < 100 and rows[2].startswith("BLEU ")
+    sig = next(r for r in rows if r.startswith("BLEU papers (lc, Moses) signature"))
+    assert "lowercased, Moses-tokenized" in sig and sig.endswith("+moses-tok.en+lc")
+    assert "BLEU papers" not in format_table(["sys"], [score(hyps, refs, ["x", "y"])])

@@ -129,6 +129,7 @@ def select(
     """Choose checkpoint and length penalty on val, then score the test splits."""
     from nmt.commands.select import SelectOptions, parse_alphas
     from nmt.commands.select import select as run_select
+    from nmt.evaluation.metrics import PAPERS_LABEL
 
     try:
         opts = SelectOptions(beam=beam, alphas=parse_alphas(alphas), average=average,
@@ -145,6 +146,9 @@ def select(
         typer.echo(f"{split}: BLEU greedy {t['greedy_bleu']:.2f}, beam {summary['beam']} alpha "
                    f"{summary['alpha']:g} {t['beam_bleu']:.2f} (chrF {t['beam_chrf']:.2f}); "
                    f"{t['signature']}")
+        typer.echo(f"{split}: {PAPERS_LABEL} greedy {t['greedy_bleu_papers']:.2f}, beam "
+                   f"{t['beam_bleu_papers']:.2f} (lowercased, Moses-tokenized, as published; "
+                   f"not comparable with the line above); {t['papers_signature']}")
     if json_out is not None:
         json_out.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
         typer.echo(f"wrote {json_out}", err=True)

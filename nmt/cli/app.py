@@ -63,6 +63,9 @@ def train(
 @app.command()
 def evaluate(
     checkpoints: list[Path] = typer.Argument(..., help="One or more checkpoints."),
+    ensemble: bool = typer.Option(False, "--ensemble", help="Also decode the checkpoints "
+                                  "together as one ensemble (the mean of their "
+                                  "probabilities at each step), one more system."),
     split: str | None = typer.Option(None, help="Named split (default: first test split)."),
     src: Path | None = typer.Option(None, help="Source file (instead of --split)."),
     ref: Path | None = typer.Option(None, help="Reference file (with --src)."),
@@ -78,7 +81,8 @@ def evaluate(
     device: str = DEVICE_OPTION,
     precision: str | None = PRECISION_OPTION,
 ) -> None:
-    """Decode a test set and report sacreBLEU, chrF and BLEU by source length."""
+    """Decode a test set and report sacreBLEU, chrF, BLEU by source length and the
+    papers' BLEU (lowercased, Moses-tokenized)."""
     from nmt.commands.evaluate import evaluate_checkpoints
 
     if json_out is not None and not json_out.parent.is_dir():
@@ -89,7 +93,8 @@ def evaluate(
                                       n_examples=examples, data_path=data_path,
                                       beam_size=beam, alpha=alpha,
                                       length_penalty=_length_penalty(length_penalty),
-                                      device=device, workers=workers, precision=precision)
+                                      device=device, workers=workers, precision=precision,
+                                      ensemble=ensemble)
     except USER_ERRORS as e:
         fail(e)
     if os.environ.get("RANK", "0") != "0":
@@ -112,7 +117,9 @@ def _same_file(a: Path, b: Path) -> bool:
 
 @app.command()
 def translate(
-    checkpoint: Path = typer.Argument(..., help="Checkpoint file."),
+    checkpoints: list[Path] = typer.Argument(..., help="Checkpoint file; several: decode them "
+                                             "as one ensemble (the mean of their "
+                                             "probabilities at each step)."),
     input: Path | None = typer.Option(None, "--input", "-i", help="Input file (default stdin)."),
     output: Path | None = typer.Option(None, "--output", "-o",
                                        help="Output file (default stdout)."),
@@ -133,8 +140,9 @@ def translate(
 ) -> None:
     """Translate interactively (terminal) or as a filter (one line out per line in)."""
     from nmt.commands.translate import run_filter, run_interactive
+    from nmt.inference.ensemble import LoadedEnsemble, load_ensemble
     from nmt.inference.translate import Decoding
-    from nmt.model.checkpoint import load_checkpoint
+    from nmt.model.checkpoint import Loaded, load_checkpoint
     from nmt.ops.device import pick_device
 
     # `-` is standard input / output, as for other filters
@@ -143,10 +151,9 @@ def translate(
     try:
         # the filter writes as it goes, and a heatmap replaces its file: neither may be a
         # file that is read (or, for --plot, the --output)
-        for name, written, read in (("--output", output, (("--input", input),
-                                                           ("checkpoint", checkpoint))),
-                                    ("--plot", plot, (("--input", input),
-                                                      ("checkpoint", checkpoint),
+        read_ckpts = tuple(("checkpoint", c) for c in checkpoints)
+        for name, written, read in (("--output", output, (("--input", input), *read_ckpts)),
+                                    ("--plot", plot, (("--input", input), *read_ckpts,
                                                       ("--output", output)))):
             for option, path in read:
                 if written is not None and path is not None and _same_file(written, path):
@@ -163,7 +170,11 @@ def translate(
                 image_format(plot)
             except ValueError as e:
                 raise ValueError(f"--plot {e}") from None
-        loaded = load_checkpoint(checkpoint, pick_device(device, "--device"))
+        dev = pick_device(device, "--device")
+        # one checkpoint decodes with its own model, not an ensemble of one
+        loaded: Loaded | LoadedEnsemble = (load_checkpoint(checkpoints[0], dev)
+                                           if len(checkpoints) == 1
+                                           else load_ensemble(checkpoints, dev))
         decoding = Decoding.from_config(loaded.cfg, beam_size=beam, alpha=alpha,
                                         length_penalty=_length_penalty(length_penalty),
                                         n_best=nbest, precision=precision)

@@ -1,12 +1,14 @@
 """``nmt evaluate``: decode a test set with one or more checkpoints and score them side by side.
 
-Corpus BLEU, chrF, BLEU by source length and the sacreBLEU signatures; the scoring itself
-is nmt/evaluation/metrics.py.
+Corpus BLEU, chrF, BLEU by source length, the papers' BLEU (lowercased, Moses-tokenized)
+and the sacreBLEU signatures; the scoring itself is nmt/evaluation/metrics.py. With
+``--ensemble`` the checkpoints are also decoded as one ensemble (nmt/inference/ensemble.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,9 +19,10 @@ from nmt.config.load import parse_buckets
 from nmt.config.schema import DataConfig
 from nmt.data.corpus import DataError, read_lines, read_split
 from nmt.evaluation.metrics import Scores, format_table, score
+from nmt.inference.ensemble import LoadedEnsemble, load_ensemble
 from nmt.inference.translate import Decoding, truncation_warning
 from nmt.inference.translator import Translator
-from nmt.model.checkpoint import load_checkpoint
+from nmt.model.checkpoint import Loaded, load_checkpoint
 from nmt.ops.device import pick_device
 
 
@@ -74,28 +77,47 @@ def test_set(loaded, *, split: str | None, src: Path | None, ref: Path | None,
     return name, [p.src for p in pairs], [p.tgt for p in pairs]
 
 
+def _systems(checkpoints: list[Path], dev: torch.device, ensemble: bool
+             ) -> Iterator[tuple[str, Loaded | LoadedEnsemble]]:
+    """(checkpoint label, loaded) for each checkpoint, then, with ``ensemble``, for their
+    ensemble; loaded one at a time, so that memory holds one model (or one ensemble)."""
+    for path in checkpoints:
+        yield str(path), load_checkpoint(path, dev)
+    if ensemble:
+        yield "+".join(map(str, checkpoints)), load_ensemble(checkpoints, dev)
+
+
 def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
                          src: Path | None = None, ref: Path | None = None,
                          buckets: str = "1-10,11-20,21-30,31-", batch_size: int = 64,
                          n_examples: int = 0, data_path: str | None = None,
                          beam_size: int | None = None, alpha: float | None = None,
                          length_penalty: str | None = None, device: str = "auto",
-                         workers: int | None = None, precision: str | None = None) -> Report:
+                         workers: int | None = None, precision: str | None = None,
+                         ensemble: bool = False) -> Report:
     """Translate the test set with each checkpoint and score it. Search settings default
     to each checkpoint's ``search`` config; given values override them. ``workers``:
     batches decoded at once (:class:`nmt.inference.translator.Translator`). ``precision``: the
-    search's matrix products (``search.precision``; ``--precision``).
+    search's matrix products (``search.precision``; ``--precision``). With ``ensemble``
+    the checkpoints are also decoded together as one more system, an
+    :class:`nmt.inference.ensemble.Ensemble` with the first checkpoint's search settings
+    and test set, named ``ensemble of N``.
 
     Raises:
-        CheckpointError, DataError, ValueError (bad ``buckets``), DeviceError (``device``
-        is not available here), PrecisionError (a ``precision`` this device cannot use).
+        CheckpointError, DataError, ValueError (bad ``buckets``; ``ensemble`` with fewer
+        than two checkpoints), DeviceError (``device`` is not available here),
+        PrecisionError (a ``precision`` this device cannot use). CheckpointError also for
+        an ensemble of checkpoints with different vocabularies (names both files).
     """
     ranges = parse_buckets(buckets)
+    if ensemble and len(checkpoints) < 2:
+        raise ValueError(f"--ensemble needs at least two checkpoints, got {len(checkpoints)}")
     dev = pick_device(device, "--device")
     names, results, records, example_lines, warnings = [], [], [], [], []
-    for path in checkpoints:
-        loaded = load_checkpoint(path, dev)
-        label, sources, references = test_set(loaded, split=split, src=src, ref=ref,
+    for path, loaded in _systems(checkpoints, dev, ensemble):
+        is_ensemble = isinstance(loaded, LoadedEnsemble)
+        members = loaded.members if isinstance(loaded, LoadedEnsemble) else [loaded]
+        label, sources, references = test_set(members[0], split=split, src=src, ref=ref,
                                               data_path=data_path)
         decoding = Decoding.from_config(
             loaded.cfg, beam_size=beam_size, alpha=alpha, length_penalty=length_penalty,
@@ -108,13 +130,16 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
         warning = truncation_warning(translations, f"{label} ({path})")
         if warning:
             warnings.append(warning)
-        s: Scores = score(hyps, references, sources, ranges)
-        name = loaded.cfg.name if loaded.cfg.name not in names else str(path)
+        s: Scores = score(hyps, references, sources, ranges, tgt_lang=loaded.cfg.data.tgt_lang)
+        base = f"ensemble of {len(members)}" if is_ensemble else loaded.cfg.name
+        name = base if base not in names else path
         names.append(name)
         results.append(s)
-        records.append({"checkpoint": str(path), "name": loaded.cfg.name, "test_set": label,
-                        "attention": loaded.cfg.model.attention, "search": decoding.describe(),
-                        "search_precision": decoding.precision, **s.to_json()})
+        records.append({"checkpoint": path, "name": base, "test_set": label,
+                        "attention": ", ".join(m.cfg.model.attention for m in members),
+                        "search": decoding.describe(), "search_precision": decoding.precision,
+                        **({"ensemble": [str(p) for p in checkpoints]} if is_ensemble else {}),
+                        **s.to_json()})
         for i in range(min(n_examples, len(sources))):
             k = i * max(len(sources) // max(n_examples, 1), 1)
             example_lines += [f"[{name}] SRC: {sources[k]}", f"[{name}] REF: {references[k]}",
@@ -122,6 +147,9 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
     table = f"test set: {records[0]['test_set']} ({len(references)} sentences)\n"
     table += "".join(f"decoding of {n}: {r['search']}\n"
                      for n, r in zip(names, records, strict=True))
+    if ensemble:
+        table += (f"ensemble of {len(checkpoints)}: {', '.join(map(str, checkpoints))} "
+                  "(mean of the models' probabilities at each step)\n")
     table += format_table(names, results)
     if example_lines:
         table += "\n\nexample translations:\n" + "\n".join(example_lines)

@@ -7,7 +7,8 @@ reports the recipes.
 2. On the validation split, decode ``best.pt`` (and ``averaged.pt``) greedily and with beam
    search for each GNMT alpha; choose the checkpoint and alpha with the highest
    validation BLEU under beam search. The test sets are never used for choosing.
-3. Decode every test split with the choice, greedy and beam (sacreBLEU signatures kept).
+3. Decode every test split with the choice, greedy and beam (sacreBLEU signatures kept),
+   scored also by the papers' BLEU (lowercased, Moses-tokenized; beside, not instead).
 
 Everything runs in this process; nothing is written but ``averaged.pt`` and the JSON
 the caller asks for.
@@ -142,7 +143,10 @@ def select(run: Path, opts: SelectOptions = SelectOptions(),
         tests[split] = {"greedy_bleu": g["bleu"], "beam_bleu": b["bleu"],
                         "beam_gain": round(b["bleu"] - g["bleu"], 2),
                         "greedy_chrf": g["chrf"], "beam_chrf": b["chrf"],
-                        "signature": b["signature"], "chrf_signature": b["chrf_signature"]}
+                        "signature": b["signature"], "chrf_signature": b["chrf_signature"],
+                        "greedy_bleu_papers": g["bleu_papers"],
+                        "beam_bleu_papers": b["bleu_papers"],
+                        "papers_signature": b["papers_signature"]}
     log_file = run / "valid_log.jsonl"
     log_rows = ([json.loads(line) for line in log_file.read_text(encoding="utf-8").splitlines()
                  if line.strip()] if log_file.is_file() else [])

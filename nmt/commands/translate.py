@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import BinaryIO, TextIO
 
 from nmt.data.corpus import GZIP_ERRORS, open_bytes
+from nmt.inference.ensemble import LoadedEnsemble
 from nmt.inference.translate import (
     MAX_SOURCE_PIECES,
     Decoding,
@@ -80,7 +81,20 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def run_interactive(loaded: Loaded, *, show_attention: bool, decoding: Decoding,
+def _attention_types(loaded: Loaded | LoadedEnsemble) -> list[str]:
+    if isinstance(loaded, LoadedEnsemble):
+        return loaded.attention_types
+    return [loaded.cfg.model.attention]
+
+
+def _model_label(loaded: Loaded | LoadedEnsemble) -> str:
+    """``additive attention``, or ``ensemble of 2 (additive, dot)``."""
+    if isinstance(loaded, LoadedEnsemble):
+        return loaded.describe()
+    return f"{loaded.cfg.model.attention} attention"
+
+
+def run_interactive(loaded: Loaded | LoadedEnsemble, *, show_attention: bool, decoding: Decoding,
                     plot: Path | None = None, stdin: TextIO = sys.stdin,
                     stdout: TextIO = sys.stdout) -> int:
     """Prompt, translate each line, print; empty lines are skipped; Ctrl-D/Ctrl-C quit.
@@ -93,7 +107,7 @@ def run_interactive(loaded: Loaded, *, show_attention: bool, decoding: Decoding,
         as shells expect), at the prompt or during a translation.
     """
     d = loaded.cfg.data
-    stdout.write(f"nmt {d.src_lang}->{d.tgt_lang} ({loaded.cfg.model.attention} attention; "
+    stdout.write(f"nmt {d.src_lang}->{d.tgt_lang} ({_model_label(loaded)}; "
                  f"{decoding.describe()}). Type a sentence; Ctrl-D to quit.\n")
     if stdin is sys.stdin:  # a terminal in another encoding must not end the session
         stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
@@ -129,9 +143,9 @@ def run_interactive(loaded: Loaded, *, show_attention: bool, decoding: Decoding,
                          else "(no heatmap: this model has no attention weights)\n")
 
 
-def run_filter(loaded: Loaded, *, input_path: Path | None, output_path: Path | None,
-               show_attention: bool, decoding: Decoding, batch_size: int = 64,
-               plot: Path | None = None, workers: int | None = None,
+def run_filter(loaded: Loaded | LoadedEnsemble, *, input_path: Path | None,
+               output_path: Path | None, show_attention: bool, decoding: Decoding,
+               batch_size: int = 64, plot: Path | None = None, workers: int | None = None,
                lines_per_chunk: int | None = None) -> None:
     """Translate every line of ``input_path`` (or stdin) to ``output_path`` (or stdout),
     ``workers`` batches at once (:class:`nmt.inference.translator.Translator`).
@@ -143,7 +157,9 @@ def run_filter(loaded: Loaded, *, input_path: Path | None, output_path: Path | N
     chunk size (each batch is searched alone).
 
     With ``show_attention`` the alignments go to stderr so stdout keeps one line per input;
-    with ``plot`` one heatmap per non-empty line is drawn (see :func:`plot_path`).
+    with ``plot`` one heatmap per non-empty line is drawn (see :func:`plot_path`). An
+    ensemble (:class:`nmt.inference.ensemble.LoadedEnsemble`) shows, and draws, the mean
+    attention of its members that have attention.
 
     Raises:
         ValueError: ``plot`` with a model that has no attention (the fixed-vector model);
@@ -157,7 +173,7 @@ def run_filter(loaded: Loaded, *, input_path: Path | None, output_path: Path | N
         what = ("is a directory" if output_path.is_dir()
                 else f"folder {output_path.parent} does not exist")
         raise ValueError(f"--output {output_path}: {what}")
-    if plot is not None and loaded.cfg.model.attention == "none":
+    if plot is not None and all(a == "none" for a in _attention_types(loaded)):
         raise ValueError("--plot: the fixed-vector model (attention: none) has no attention "
                          "weights to draw")
     lines_per_chunk = lines_per_chunk or 16 * batch_size

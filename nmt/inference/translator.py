@@ -1,4 +1,5 @@
-"""The Translator: one model with its vocabularies, decoding settings and thread policy;
+"""The Translator: one model (or an ensemble, :mod:`nmt.inference.ensemble`) with its
+vocabularies, decoding settings and thread policy;
 source strings in, one :class:`~nmt.inference.translate.Translation` per line out, in order.
 
 ``nmt translate``, ``nmt evaluate``, ``nmt heads``, ``nmt bench``, the study reports and
@@ -9,7 +10,7 @@ validation during training all translate through it, so sources are encoded one 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -108,7 +109,8 @@ class Translator:
     """A model ready to translate lines, with one thread policy.
 
     Args:
-        model: a :class:`nmt.model.seq2seq.Seq2Seq` (put in eval mode here).
+        model: a :class:`nmt.model.seq2seq.Seq2Seq`, or an
+            :class:`nmt.inference.ensemble.Ensemble` of several (put in eval mode here).
         src_vocab, tgt_vocab: its vocabularies.
         decoding: the default search settings (:meth:`Decoding.from_config` of a
             checkpoint's config, or :class:`Decoding`'s defaults); each call may override.
@@ -150,6 +152,25 @@ class Translator:
         from nmt.model.checkpoint import load_checkpoint
 
         loaded = load_checkpoint(path, device)
+        kwargs.setdefault("decoding", Decoding.from_config(loaded.cfg))
+        return cls(loaded.model, loaded.src_vocab, loaded.tgt_vocab, **kwargs)
+
+    @classmethod
+    def from_checkpoints(cls, paths: Sequence[str | Path], device: torch.device | str = "cpu",
+                         **kwargs: Any) -> Translator:
+        """:meth:`from_checkpoint` for one path; for several, a Translator of their
+        :class:`nmt.inference.ensemble.Ensemble` (mean probability at each step), decoding
+        with the first checkpoint's ``search`` settings unless ``decoding`` is given.
+
+        Raises:
+            nmt.model.checkpoint.CheckpointError: no paths, a file that is not a usable
+                checkpoint, or checkpoints with different vocabularies (names both files).
+        """
+        if len(paths) == 1:
+            return cls.from_checkpoint(paths[0], device, **kwargs)
+        from nmt.inference.ensemble import load_ensemble
+
+        loaded = load_ensemble(paths, device)
         kwargs.setdefault("decoding", Decoding.from_config(loaded.cfg))
         return cls(loaded.model, loaded.src_vocab, loaded.tgt_vocab, **kwargs)
 
