@@ -25,6 +25,7 @@ from nmt.data.batches import (
 )
 from nmt.data.corpus import DataError, Pair, read_split
 from nmt.data.longsets import long_sentence_set
+from nmt.data.noise import SampledExampleSet, Sampling
 from nmt.data.store import filter_stats, open_or_prepare
 from nmt.data.vocab import Vocab, train_vocab
 from nmt.evaluation.metrics import score
@@ -134,7 +135,15 @@ def _memory_training_set(cfg: Config, payload: dict | None, log: Callable[[str],
         src_vocab, tgt_vocab = vocabs_of(payload, cfg.out_dir() / "last.pt")
     else:  # joined pairs repeat sentences: the vocabulary sees each original pair once
         src_vocab, tgt_vocab = build_vocabs(cfg, [p for p in raw_train if p.src and p.tgt], log)
-    return ExampleSet(encode_pairs(train_pairs, src_vocab, tgt_vocab)), valid_pairs, \
+    sampling = Sampling.from_config(cfg.subwords)
+    if sampling is None:
+        return ExampleSet(encode_pairs(train_pairs, src_vocab, tgt_vocab)), valid_pairs, \
+            src_vocab, tgt_vocab
+    sides = "sources and targets" if sampling.target else "sources"
+    log(f"subword sampling: every epoch samples the segmentation of the training {sides} "
+        f"(alpha {sampling.alpha}, nbest_size {sampling.nbest_size}); validation and "
+        "decoding keep the best one")
+    return SampledExampleSet(train_pairs, src_vocab, tgt_vocab, sampling), valid_pairs, \
         src_vocab, tgt_vocab
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import yaml
 
+from nmt.config.noise import validate_noise
 from nmt.config.schema import ATTENTION_TYPES, Config, ConfigError, StudyConfig, plain
 
 
@@ -213,6 +214,7 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"subwords.vocab_size: must be at least 8, got {s.vocab_size}")
     if not 0.0 < s.character_coverage <= 1.0:
         raise ConfigError("subwords.character_coverage: must be in (0, 1]")
+    validate_noise(cfg)
     if m.attention in ("dot", "scaled_dot") and m.dec_hidden != 2 * m.enc_hidden:
         raise ConfigError(
             f"model.attention: {m.attention!r} scores s.h_i and needs model.dec_hidden "

@@ -90,6 +90,17 @@ class SubwordConfig:
     # character of its input: 200,000 Multi30k-length pairs peak at 1 GiB, 1,000,000 at
     # 4 GiB. (data.store memory gives SentencePiece every pair; it samples 2M sentences.)
     sample_size: int = 200_000
+    # subword regularisation (Kudo 2018): each training epoch segments the training sources
+    # again by sampling from SentencePiece (seeded by train.seed and the epoch, so a run and
+    # its resume see the same samples); validation, test and all decoding keep the one best
+    # segmentation. unigram: the smoothing alpha of P(x)^alpha (Kudo's 0.1-0.5); bpe:
+    # BPE-dropout's probability of dropping a merge (Provilkov et al. 2020), below 1.
+    # null or 0: no sampling. Needs data.store memory.
+    sampling_alpha: float | None = None
+    # unigram: sample from the whole lattice (-1, forward-filtering backward-sampling) or
+    # from the nbest_size best segmentations (2..512); bpe: -1 only
+    nbest_size: int = -1
+    sample_target: bool = False  # also sample the training targets' segmentation
 
 
 @dataclass(frozen=True)
@@ -118,6 +129,13 @@ class ModelConfig:
     # b in softmax(W h~ + b), and the additive scorer's key projection U h_i + b
     output_bias: bool = True
     attention_bias: bool = True
+    # training only: each source piece (not EOS) is replaced by UNK with this probability,
+    # a new draw every step, so the model cannot lean on any one piece (word dropout as in
+    # Sennrich et al. 2016, WMT16; Gal & Ghahramani 2016); the UNK embedding plays the
+    # dropped word. 0 = off
+    word_dropout: float = 0.0
+    # also drop the decoder's input pieces (not BOS); what it must predict stays intact
+    word_dropout_target: bool = False
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,27 @@ class Vocab:
         SentencePiece for the whole list, which is faster for many sentences)."""
         return self.sp.encode(texts, out_type=int)
 
+    def sample_batch(self, texts: list[str], *, alpha: float, nbest_size: int,
+                     seed: int) -> list[list[int]]:
+        """A sampled segmentation of each text, as piece ids (no BOS/EOS): subword
+        regularisation (Kudo 2018: unigram, from the ``nbest_size`` best or, with
+        -1, from the whole lattice, P(x)^alpha smoothed), or for a BPE model BPE-dropout
+        with probability ``alpha`` (Provilkov et al. 2020). Equal ``seed`` (0..2^32-2) and
+        texts give equal samples, whatever was sampled before.
+
+        Raises:
+            ValueError: SentencePiece refuses ``alpha`` or ``nbest_size`` (the config checks
+                of nmt/config/noise.py come first).
+        """
+        # SentencePiece draws from a generator of its own, not torch's or Python's. Each
+        # list call runs on fresh worker threads seeded from the global seed, so setting it
+        # right before a single-threaded call makes the call a function of ``seed``; the
+        # global seed stays set (SentencePiece cannot restore its default of random_device):
+        # a SentencePiece model trained later in the process samples its input with it
+        spm.set_random_generator_seed(seed)
+        return self.sp.encode(texts, out_type=int, enable_sampling=True, alpha=alpha,
+                              nbest_size=nbest_size, num_threads=1)
+
     def pieces(self, text: str) -> list[str]:
         """Pieces of ``text`` as strings (for showing alignments)."""
         return self.sp.encode(text, out_type=str)

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from nmt.config.schema import Config
 from nmt.data.batches import Example, ExampleSet, TrainingSet
+from nmt.data.noise import drop_words, step_generator
 from nmt.data.vocab import Vocab
 from nmt.model.checkpoint import CheckpointError, make_payload, save_atomic, weights_mismatch
 from nmt.model.seq2seq import Seq2Seq
@@ -186,7 +187,12 @@ class Trainer:
             TrainingError: the loss is NaN or infinite and ``train.on_nonfinite_loss`` is stop.
         """
         st, t = self.state, self.t
-        batch = self.train_set.collate(chunk).to(self.device)
+        batch = self.train_set.collate(chunk)
+        if self.cfg.model.word_dropout:  # off: no draw at all, so runs stay bit-identical
+            batch = drop_words(batch, self.cfg.model.word_dropout,
+                               target=self.cfg.model.word_dropout_target,
+                               generator=step_generator(t.seed, st.step, self.rank))
+        batch = batch.to(self.device)
         with autocast(self.device, self.amp_dtype):
             loss_sum = self.net(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out,
                                 label_smoothing=t.label_smoothing)  # fp32
