@@ -136,3 +136,39 @@ def test_an_empty_config_file_is_refused_not_trained_on_defaults(tmp_path):
         empty.write_text(text)
         with pytest.raises(ConfigError, match=r"empty\.yaml: the config is empty"):
             load_config(empty)
+
+
+@pytest.mark.parametrize("override, key", [
+    ("model.attention=dot", "model.attention"),
+    ("model.attention = dot", "model.attention"),
+    ("model={attention: dot, emb_dim: 8}", "model.attention"),
+    ("name=mine", "name"),
+])
+def test_a_study_override_of_a_key_the_study_sets_is_refused(tmp_path, override, key):
+    """The study sets model.attention and name per model: such an override was ignored."""
+    from nmt.config.load import load_study_config
+
+    path = tmp_path / "s.yaml"
+    path.write_text(f"overrides: ['train.seed=3', '{override}']\n")
+    with pytest.raises(ConfigError) as e:
+        load_study_config(path)
+    assert str(e.value).startswith(f"{path}: overrides: {override!r} sets {key}, which the "
+                                   "study sets for each model itself, so it would be ignored; ")
+    assert "\n" not in str(e.value)
+    path.write_text("overrides: ['train.seed=3', 'model.emb_dim=8', 'data.max_train_words=30']\n")
+    load_study_config(path)  # keys the study leaves alone
+    path.write_text("attentions: [none, additive]\n")  # the same on the command line
+    with pytest.raises(ConfigError, match=re.escape(
+            "with override 'overrides=[model.attention=dot]': overrides: 'model.attention=dot' "
+            "sets model.attention")):
+        load_study_config(path, ["overrides=[model.attention=dot]"])
+
+
+@pytest.mark.parametrize("name", ["café", "run ü", "-lead", ".hidden", "a/b", "ＡＢ"])
+def test_the_run_name_check_says_exactly_what_it_accepts(name):
+    with pytest.raises(ConfigError) as e:
+        from_dict({"name": name})
+    assert str(e.value) == (f"name: {name!r} must be ASCII letters (A-Z, a-z), digits (0-9), "
+                            "'.', '_' or '-', beginning with a letter or digit (it names the "
+                            "run directory)")
+    from_dict({"name": "Run_1.a-b"})

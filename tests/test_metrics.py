@@ -2,7 +2,7 @@
 
 import pytest
 
-from nmt.config.load import parse_buckets
+from nmt.config.buckets import parse_buckets
 from nmt.evaluation.metrics import format_table, score
 
 

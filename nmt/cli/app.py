@@ -208,7 +208,8 @@ def average(
     last: int | None = typer.Option(None, min=1, help="Use only the last N checkpoints."),
 ) -> None:
     """Average the weights of the last N checkpoints of a run into one checkpoint."""
-    from nmt.model.checkpoint import average_checkpoints, save_atomic
+    from nmt.model.average import average_checkpoints, check_output
+    from nmt.model.checkpoint import save_atomic
 
     paths: list[Path] = []
     for p in inputs:
@@ -223,6 +224,7 @@ def average(
         if not paths:
             raise CheckpointError(f"no step_*.pt checkpoints in {', '.join(map(str, inputs))} "
                                   "(train with train.keep_checkpoints=N)")
+        check_output(paths, output)
         save_atomic(average_checkpoints(paths), output)
     except USER_ERRORS as e:
         fail(e)

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from nmt.config.load import parse_buckets
+from nmt.config.buckets import parse_buckets
 from nmt.config.schema import DataConfig
 from nmt.data.corpus import DataError, read_lines, read_split
 from nmt.evaluation.metrics import Scores, format_table, score

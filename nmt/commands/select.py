@@ -25,7 +25,8 @@ from typing import Any
 
 from nmt.commands.evaluate import evaluate_checkpoints, stored_corpus
 from nmt.data.corpus import read_split
-from nmt.model.checkpoint import average_checkpoints, read_payload, save_atomic, stored_config
+from nmt.model.average import average_checkpoints
+from nmt.model.checkpoint import read_payload, save_atomic, stored_config
 
 
 class SelectError(ValueError):

@@ -45,7 +45,8 @@ def train_all(study: StudyConfig, runs: list[PlannedRun],
         while pending or active:
             while pending and len(active) < study.parallel:
                 run = pending.pop(0)
-                log(f"{run.cfg.name}: {run.action} ({run.out_dir / 'train.log'})")
+                note = f" from {run.note}" if run.note else ""
+                log(f"{run.cfg.name}: {run.action}{note} ({run.out_dir / 'train.log'})")
                 active.append((run, _start(run, study)))
             time.sleep(2.0)
             for run, proc in list(active):

@@ -3,7 +3,11 @@
 Each model is an ordinary ``nmt train`` run, ``runs/{run_prefix}_{label}``: the study's base
 config with the study's overrides and the model's attention (and, on the extra axes, its
 training-length cap or head count). A finished run whose stored config equals the expected
-one is reused, an unfinished one is resumed, a run with a different config is an error.
+one is reused, an unfinished one is resumed, a run with a different config is an error. A
+run directory is judged by its own files, as ``nmt train`` judges it (nmt/model/rundir.py):
+one whose ``last.pt`` is gone is resumed from its latest checkpoint (``nmt train --resume``
+warns), and one holding an earlier run's files but no checkpoint to resume is an error,
+never trained over.
 """
 
 from __future__ import annotations
@@ -12,9 +16,11 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.config.load import config_differences, load_config
+from nmt.config.differences import config_differences, describe_differences
+from nmt.config.load import load_config
 from nmt.config.schema import RESUME_ADJUSTABLE, Config, ConfigError, StudyConfig
 from nmt.model.checkpoint import read_payload, stored_config
+from nmt.model.rundir import listed, resume_source, run_files
 
 
 class StudyError(RuntimeError):
@@ -30,6 +36,7 @@ class PlannedRun:
     action: str  # "reuse" | "resume" | "train"
     cap: int | None = None  # data.max_train_words of an extra training-length run
     heads: int | None = None  # model.heads of an extra multi-head run
+    note: str = ""  # why the action differs from the usual one, for the study's log
 
     @property
     def label(self) -> str:
@@ -71,8 +78,9 @@ def plan(study: StudyConfig) -> list[PlannedRun]:
     ``head_counts``) whether to reuse, resume or train it.
 
     Raises:
-        StudyError: an existing run was trained with a different config, or two models of
-            the study would be the same model (e.g. a head count equal to the
+        StudyError: an existing run was trained with a different config, a run directory
+            holds an earlier run's files but no checkpoint to resume from (named), or two
+            models of the study would be the same model (e.g. a head count equal to the
             ``multihead`` model's own).
         ConfigError: the base config or an override is invalid (a ``head_counts`` entry
             is named), or the report's ``beam_size`` / ``alphas`` cannot work.
@@ -101,19 +109,36 @@ def plan(study: StudyConfig) -> list[PlannedRun]:
             raise StudyError(f"{label} and {seen[key]} would be the same model (their configs "
                              "differ only in the name); remove one from the study")
         seen[key] = label
-        last = cfg.out_dir() / "last.pt"
-        action = "train"
-        if last.exists():
-            payload = read_payload(last)
-            stored = stored_config(payload, last)
-            diffs = config_differences(stored.to_dict(), cfg.to_dict())
-            fixed = [d for d in diffs if d[0] not in RESUME_ADJUSTABLE]
-            if fixed:
-                diff = "; ".join(f"{k}: {a!r} (run) vs {b!r} (study)" for k, a, b in fixed)
-                raise StudyError(f"{last} was trained with a different config ({diff}); "
-                                 "delete the run or change run_prefix")
-            counters = (payload.get("train_state") or {}).get("counters", {})
-            # a changed budget (steps, minutes, epochs...) resumes the run with the new one
-            action = "reuse" if counters.get("done") and not diffs else "resume"
-        runs.append(PlannedRun(attention, cfg, action, cap, heads))
+        action, note = _action(cfg)
+        runs.append(PlannedRun(attention, cfg, action, cap, heads, note))
     return runs
+
+
+def _action(cfg: Config) -> tuple[str, str]:
+    """What to do with the run directory of ``cfg``, and a note when it is not the usual
+    (see the module docstring).
+
+    Raises:
+        StudyError: see :func:`plan`.
+    """
+    out = cfg.out_dir()
+    found = run_files(out)
+    if not found:
+        return "train", ""
+    source, warning = resume_source(out)
+    if source is None:
+        raise StudyError(f"{out} holds files of an earlier run ({listed(found)}) but no "
+                         "checkpoint to resume from; delete the run or change run_prefix")
+    payload = read_payload(source)
+    stored = stored_config(payload, source)
+    diffs = config_differences(stored.to_dict(), cfg.to_dict())
+    fixed = [d for d in diffs if d[0] not in RESUME_ADJUSTABLE]
+    if fixed:
+        raise StudyError(f"{source} was trained with a different config "
+                         f"({describe_differences(fixed, 'run', 'study')}); "
+                         "delete the run or change run_prefix")
+    if warning:
+        return "resume", f"{source.name}, since last.pt is missing"
+    counters = (payload.get("train_state") or {}).get("counters", {})
+    # a changed budget (steps, minutes, epochs...) resumes the run with the new one
+    return ("reuse" if counters.get("done") and not diffs else "resume"), ""

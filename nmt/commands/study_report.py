@@ -25,7 +25,7 @@ from nmt.commands.study_decode import (
 )
 from nmt.commands.study_plan import PlannedRun
 from nmt.commands.train import training_pairs
-from nmt.config.load import parse_buckets
+from nmt.config.buckets import parse_buckets
 from nmt.config.schema import StudyConfig
 from nmt.evaluation.bootstrap import BucketRow, bucket_drop, format_markdown, study_table
 from nmt.evaluation.metrics import bucket_label, score

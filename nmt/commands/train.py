@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import yaml
 
-from nmt.config.load import config_differences
+from nmt.config.differences import config_differences, describe_differences
 from nmt.config.schema import RESUME_ADJUSTABLE, Config, ConfigError, DataConfig
 from nmt.data.batches import (
     ExampleSet,
@@ -32,6 +33,7 @@ from nmt.evaluation.metrics import score
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
 from nmt.model.checkpoint import CheckpointError, read_payload, stored_config, vocabs_of
+from nmt.model.rundir import nothing_to_resume, refuse_reuse, resume_source, set_aside_records_after
 from nmt.model.seq2seq import build_model, count_parameters
 from nmt.ops.device import pick_device
 from nmt.ops.precision import autocast_dtype
@@ -121,18 +123,21 @@ def _log_filter(d: DataConfig, stats: FilterStats, log: Callable[[str], None]) -
 TrainingData = tuple[TrainingSet, list[Pair], Vocab, Vocab]  # train set, val pairs, vocabs
 
 
-def _memory_training_set(cfg: Config, payload: dict | None, log: Callable[[str], None]
+Resumed = tuple[dict, Path]  # the checkpoint payload a run continues, and its file
+
+
+def _memory_training_set(cfg: Config, resumed: Resumed | None, log: Callable[[str], None]
                          ) -> TrainingData:
     """Every training pair read, filtered and encoded into a list (``data.store: memory``);
-    the vocabulary is the checkpoint's (``payload``) or trained on the split."""
+    the vocabulary is the resumed checkpoint's or trained on the split."""
     d = cfg.data
     raw_train, train_pairs, stats = training_pairs(d)
     _log_filter(d, stats, log)
     if not train_pairs:
         raise DataError(f"no training pairs left in split {d.train_split!r}")
     valid_pairs = read_split(d, d.valid_split, d.valid_limit)
-    if payload is not None:
-        src_vocab, tgt_vocab = vocabs_of(payload, cfg.out_dir() / "last.pt")
+    if resumed is not None:
+        src_vocab, tgt_vocab = vocabs_of(*resumed)
     else:  # joined pairs repeat sentences: the vocabulary sees each original pair once
         src_vocab, tgt_vocab = build_vocabs(cfg, [p for p in raw_train if p.src and p.tgt], log)
     sampling = Sampling.from_config(cfg.subwords)
@@ -147,13 +152,13 @@ def _memory_training_set(cfg: Config, payload: dict | None, log: Callable[[str],
         src_vocab, tgt_vocab
 
 
-def _arrow_training_set(cfg: Config, payload: dict | None, rank: int,
+def _arrow_training_set(cfg: Config, resumed: Resumed | None, rank: int,
                         log: Callable[[str], None]) -> TrainingData:
     """The memory-mapped training store of ``{out_dir}/data/`` (``data.store: arrow``),
     reused when it matches and prepared by rank 0 otherwise (nmt/data/store.py)."""
     d, out = cfg.data, cfg.out_dir()
     valid_pairs = read_split(d, d.valid_split, d.valid_limit)  # small: fail before hours of work
-    vocabs = vocabs_of(payload, out / "last.pt") if payload is not None else None
+    vocabs = vocabs_of(*resumed) if resumed is not None else None
     opened = open_or_prepare(cfg, out / "data", vocabs=vocabs,
                              make_vocabs=sample_vocab_trainer(cfg, log), log=log,
                              prepare=rank == 0)
@@ -177,9 +182,9 @@ def _resume_config(stored: Config, given: Config, path, log: Callable[[str], Non
     diffs = config_differences(stored.to_dict(), given.to_dict())
     fixed = [d for d in diffs if d[0] not in RESUME_ADJUSTABLE]
     if fixed:
-        shown = "; ".join(f"{k}: {a!r} (stored) vs {b!r} (given)" for k, a, b in fixed)
         raise ConfigError(f"{path}: --resume with a configuration that differs from the one "
-                          f"the run was trained with ({shown}); only "
+                          f"the run was trained with "
+                          f"({describe_differences(fixed, 'stored', 'given')}); only "
                           f"{', '.join(RESUME_ADJUSTABLE)} may change on resume")
     for key, a, b in diffs:
         log(f"resume: {key} changed from {a!r} to {b!r}")
@@ -192,7 +197,10 @@ def _silent(_msg: str) -> None:
 
 def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] = print
                  ) -> TrainState:
-    """Train a model as configured; with ``resume`` continue ``{out_dir}/last.pt``.
+    """Train a model as configured; with ``resume`` continue ``{out_dir}/last.pt`` (or,
+    when it is gone, the run's latest checkpoint, with a warning; see
+    nmt/model/rundir.py). A fresh run never writes into a directory holding an earlier
+    run's files.
 
     Raises:
         DataError, CheckpointError, ConfigError, TrainingError.
@@ -206,24 +214,31 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     autocast_dtype(cfg.train.precision, device)
     autocast_dtype(cfg.search.precision, device, "search.precision")
     out = cfg.out_dir()
-    payload = None
+    resumed: Resumed | None = None
     if resume:
-        if not (out / "last.pt").exists():
-            raise CheckpointError(f"--resume: nothing to resume, {out / 'last.pt'} does not "
-                                  "exist (this run has not started; drop --resume)")
-        payload = read_payload(out / "last.pt")
-        cfg = _resume_config(stored_config(payload, out / "last.pt"), cfg, out / "last.pt", log)
+        source, warning = resume_source(out)
+        if source is None:
+            raise nothing_to_resume(out)
+        payload = read_payload(source)
+        cfg = _resume_config(stored_config(payload, source), cfg, source, log)
         if payload.get("train_state") is None:
-            raise CheckpointError(f"{out / 'last.pt'}: has no training state to resume")
-    elif (out / "last.pt").exists():
-        raise CheckpointError(f"{out / 'last.pt'} exists: pass --resume to continue that run, "
-                              f"or choose another train.out_dir / name")
+            raise CheckpointError(f"{source}: has no training state to resume")
+        if warning:
+            log(warning)
+        if rank == 0:
+            note = set_aside_records_after(out, int(payload["train_state"]["counters"]
+                                                    .get("step", 0)))
+            if note:
+                log(note)
+        resumed = (payload, source)
+    else:
+        refuse_reuse(out)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     if cfg.data.store == "arrow":
-        train_set, valid_pairs, src_vocab, tgt_vocab = _arrow_training_set(cfg, payload, rank, log)
+        train_set, valid_pairs, src_vocab, tgt_vocab = _arrow_training_set(cfg, resumed, rank, log)
     else:
-        train_set, valid_pairs, src_vocab, tgt_vocab = _memory_training_set(cfg, payload, log)
+        train_set, valid_pairs, src_vocab, tgt_vocab = _memory_training_set(cfg, resumed, log)
     log(f"vocabulary: {len(src_vocab)} source / {len(tgt_vocab)} target pieces")
     d = cfg.data
     valid_ex = encode_pairs([p for p in valid_pairs if p.src and p.tgt], src_vocab, tgt_vocab)
@@ -259,7 +274,9 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
                 "len_ratio_joined": round(j.len_ratio or 0.0, 3)}
 
     state = train(cfg, model, src_vocab, tgt_vocab, train_set=train_set,
-                  valid_examples=valid_ex, validate=validate, resume=payload, log=log)
+                  valid_examples=valid_ex, validate=validate,
+                  resume=resumed[0] if resumed else None,
+                  resume_path=resumed[1] if resumed else None, log=log)
     if rank != 0:
         return state
     (out / "summary.json").write_text(json.dumps(

@@ -2,9 +2,9 @@
 
 The schema, every key with its type and default, is nmt/config/schema.py. An unknown key, a value
 of the wrong type or an impossible value raises :class:`~nmt.config.schema.ConfigError` naming
-the dotted key (``model.atention: unknown key``) before any work starts. Also here: the
-differences between two configs (for ``--resume`` and study reuse) and the source-length
-bucket syntax (``1-10,11-20,21-``).
+the dotted key (``model.atention: unknown key``) before any work starts. The differences
+between two configs (for ``--resume``, study reuse and averaging) are in
+nmt/config/differences.py, the source-length bucket syntax in nmt/config/buckets.py.
 """
 
 from __future__ import annotations
@@ -18,57 +18,16 @@ from typing import Any, Literal
 
 import yaml
 
+from nmt.config.buckets import parse_buckets
 from nmt.config.noise import validate_noise
-from nmt.config.schema import ATTENTION_TYPES, Config, ConfigError, StudyConfig, plain
-
-
-def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = ""
-                       ) -> list[tuple[str, Any, Any]]:
-    """Every dotted key whose value differs between two nested config dicts, in key order,
-    as ``(key, value in a, value in b)``."""
-    out = []
-    for k in sorted(set(a) | set(b)):
-        va, vb = a.get(k), b.get(k)
-        if isinstance(va, dict) and isinstance(vb, dict):
-            out += config_differences(va, vb, f"{prefix}{k}.")
-        elif va != vb:
-            out.append((f"{prefix}{k}", va, vb))
-    return out
-
-
-def parse_buckets(text: str, option: str = "--buckets") -> tuple[tuple[int, int | None], ...]:
-    """Parse ``"1-10,11-20,21-30,31-"`` (a trailing ``-`` or ``+`` means no upper bound).
-
-    Raises:
-        ValueError: malformed, empty, overlapping or unordered ranges.
-    """
-    buckets: list[tuple[int, int | None]] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            raise ValueError(f"{option}: empty range in {text!r}")
-        if part.endswith("+") or part.endswith("-"):
-            lo, hi = part[:-1], None
-        elif "-" in part:
-            lo, hi_s = part.split("-", 1)
-            hi = int(hi_s) if hi_s.strip().isdigit() else None
-            if hi is None:
-                raise ValueError(f"{option}: bad range {part!r}; use e.g. 1-10,11-20,21-")
-        else:
-            raise ValueError(f"{option}: bad range {part!r}; use e.g. 1-10,11-20,21-")
-        if not lo.strip().isdigit():
-            raise ValueError(f"{option}: bad range {part!r}; use e.g. 1-10,11-20,21-")
-        lo_i = int(lo)
-        if lo_i < 1:
-            raise ValueError(f"{option}: range {part!r} starts below 1 word")
-        if hi is not None and hi < lo_i:
-            raise ValueError(f"{option}: range {part!r} ends before it starts")
-        if buckets and (buckets[-1][1] is None or lo_i <= buckets[-1][1]):
-            raise ValueError(f"{option}: range {part!r} overlaps or precedes the one before")
-        buckets.append((lo_i, hi))
-    if not buckets:
-        raise ValueError(f"{option}: no range given")
-    return tuple(buckets)
+from nmt.config.schema import (
+    ATTENTION_TYPES,
+    STUDY_SET_KEYS,
+    Config,
+    ConfigError,
+    StudyConfig,
+    plain,
+)
 
 
 def _coerce(value: Any, tp: Any, key: str) -> Any:
@@ -241,8 +200,9 @@ def _validate(cfg: Config) -> None:
             f"model.emb_dim ({m.emb_dim})"
         )
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", cfg.name):
-        raise ConfigError(f"name: {cfg.name!r} must be letters, digits, '.', '_' or '-' "
-                          "(it names the run directory)")
+        raise ConfigError(f"name: {cfg.name!r} must be ASCII letters (A-Z, a-z), digits (0-9), "
+                          "'.', '_' or '-', beginning with a letter or digit (it names the run "
+                          "directory)")
     if d.src_lang == d.tgt_lang:
         raise ConfigError(f"data.tgt_lang: same as data.src_lang ({d.src_lang!r})")
     if t.device != "auto" and not (t.device == "cpu" or t.device.startswith("cuda")):
@@ -330,6 +290,7 @@ def load_study_config(path: str | Path, overrides: list[str] | None = None) -> S
     raw = apply_overrides(_read_yaml(path), overrides or [])
     try:
         cfg = _build(StudyConfig, raw, "")
+        _refuse_overrides_the_study_sets(cfg.overrides)
         for a in cfg.attentions:
             if a not in ATTENTION_TYPES:
                 raise ConfigError(f"attentions: {a!r} is not one of {', '.join(ATTENTION_TYPES)}")
@@ -371,6 +332,22 @@ def load_study_config(path: str | Path, overrides: list[str] | None = None) -> S
     except ConfigError as e:
         raise ConfigError(f"{_where(path, overrides, e)}: {e}") from None
     return cfg
+
+
+def _refuse_overrides_the_study_sets(overrides: tuple[str, ...]) -> None:
+    """An override of a key the study sets for each model itself would be replaced
+    without a word (``STUDY_SET_KEYS``); it is an error naming the override."""
+    for text in overrides:
+        path, value = parse_override(text)
+        for key, instead in STUDY_SET_KEYS.items():
+            parts = key.split(".")
+            # model.attention=dot, or the whole section: model={attention: dot, ...}
+            node: Any = {path[-1]: value}
+            for part in parts[len(path) - 1:]:
+                node = node.get(part) if isinstance(node, dict) else None
+            if parts[:len(path)] == path and node is not None:
+                raise ConfigError(f"overrides: {text!r} sets {key}, which the study sets for "
+                                  f"each model itself, so it would be ignored; {instead}")
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:

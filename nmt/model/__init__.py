@@ -1,2 +1,2 @@
 """The encoder-decoder: alignment scorers, encoder, decoder, loss, the model factory, FLOP
-counts and the checkpoint file."""
+counts, the checkpoint file, checkpoint averaging and the run directory's layout."""

@@ -1,9 +1,10 @@
 """The checkpoint file: self-describing, versioned, written atomically.
 
-A checkpoint holds the resolved config, both SentencePiece models (bytes), the model's
-``state_dict`` and, for resuming, optimizer state, step, epoch position, best score and
-random states. It is written to a temporary file in the same directory, flushed to disk,
-then renamed over the old one, so a crash at any moment leaves the previous complete file.
+A checkpoint holds the id of the training run it comes from, the resolved config, both
+SentencePiece models (bytes), the model's ``state_dict`` and, for resuming, optimizer
+state, step, epoch position, best score and random states. It is written to a temporary
+file in the same directory, flushed to disk, then renamed over the old one, so a crash at
+any moment leaves the previous complete file.
 
 Reading is safe for files from strangers: a checkpoint is data, never code. It is loaded
 with ``torch.load(weights_only=True)``, whose unpickler accepts only tensors and plain
@@ -19,6 +20,7 @@ import errno
 import os
 import pickle
 import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,19 +75,35 @@ def save_atomic(payload: dict[str, Any], path: str | Path) -> None:
         raise
 
 
+def new_run_id() -> str:
+    """A fresh run id: made when a training run starts, kept across ``--resume``."""
+    return uuid.uuid4().hex
+
+
 def make_payload(cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab, *,
-                 train_state: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Everything needed to translate with, and (with ``train_state``) resume, a run."""
+                 train_state: dict[str, Any] | None = None,
+                 run_id: str | None = None) -> dict[str, Any]:
+    """Everything needed to translate with, and (with ``train_state``) resume, a run.
+
+    ``run_id`` names the training run the weights come from (see :func:`run_id_of`); a
+    payload made without one is a run of its own and gets a fresh id."""
     module = getattr(model, "module", model)  # unwrap DistributedDataParallel
     return {
         "format": FORMAT,
         "version": VERSION,
+        "run_id": run_id or new_run_id(),
         "config": cfg.to_dict(),
         "src_spm": src_vocab.model_bytes,
         "tgt_spm": tgt_vocab.model_bytes,
         "model": module.state_dict(),
         "train_state": train_state,
     }
+
+
+def run_id_of(payload: dict[str, Any]) -> str | None:
+    """The id of the training run a checked payload comes from; None for checkpoints
+    written before nmt stored run ids (they stay loadable)."""
+    return payload.get("run_id")
 
 
 def read_payload(path: str | Path) -> dict[str, Any]:
@@ -138,7 +156,8 @@ def _refused_global(message: str) -> str:
 def _layout_problem(payload: dict[str, Any]) -> str | None:
     """What is missing or of the wrong type in a payload (``None`` when it is well formed).
 
-    Layout (see :func:`make_payload`): ``config`` dict; ``src_spm``, ``tgt_spm`` bytes;
+    Layout (see :func:`make_payload`): ``run_id`` str (absent in older files);
+    ``config`` dict; ``src_spm``, ``tgt_spm`` bytes;
     ``model`` dict of str -> tensor; ``train_state`` None or a dict with ``optimizer``
     (dict), ``schedule`` (dict or None), ``rng`` (dict with a ``torch`` tensor and a
     ``python`` tuple) and ``counters`` (dict of str keys).
@@ -152,6 +171,8 @@ def _layout_problem(payload: dict[str, Any]) -> str | None:
             return f"key '{key}' is missing"
         if not isinstance(payload[key], tp):
             return f"'{key}' is a {kind(payload[key])}, expected {tp.__name__}"
+    if "run_id" in payload and not isinstance(payload["run_id"], str):
+        return f"'run_id' is a {kind(payload['run_id'])}, expected str"
     for name, value in payload["model"].items():
         if not isinstance(name, str) or not isinstance(value, torch.Tensor):
             return f"model entry {name!r} is a {kind(value)}, expected a tensor"
@@ -240,65 +261,3 @@ def vocabs_of(payload: dict[str, Any], path: str | Path) -> tuple[Vocab, Vocab]:
     except Exception as e:  # sentencepiece raises RuntimeError/OSError on bad bytes
         raise CheckpointError(f"{path}: damaged nmt checkpoint: stored SentencePiece model "
                               f"cannot be loaded ({type(e).__name__})") from None
-
-
-def _task_mismatch(a: dict[str, Any], b: dict[str, Any]) -> str | None:
-    """Why two payloads' weights cannot be averaged (None when they can): another model
-    config, language pair, subword settings or SentencePiece model, or the first tensor
-    whose name or shape differs (with both shapes)."""
-    langs = ("src_lang", "tgt_lang")
-    if a["config"].get("model") != b["config"].get("model"):
-        return "another model configuration"
-    if any(a["config"].get("data", {}).get(k) != b["config"].get("data", {}).get(k) for k in langs):
-        return "another language pair"
-    if a["config"].get("subwords") != b["config"].get("subwords") or \
-            a["src_spm"] != b["src_spm"] or a["tgt_spm"] != b["tgt_spm"]:
-        return "another vocabulary (subword settings or SentencePiece model)"
-    for key in a["model"]:
-        if key not in b["model"]:
-            return f"tensor {key!r} is missing in one of them"
-        if a["model"][key].shape != b["model"][key].shape:
-            return (f"tensor {key!r} has shape {tuple(a['model'][key].shape)} here but "
-                    f"{tuple(b['model'][key].shape)} there")
-    extra = [k for k in b["model"] if k not in a["model"]]
-    return f"tensor {extra[0]!r} is missing in one of them" if extra else None
-
-
-def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
-    """Average the model weights of several checkpoints of one run (e.g. the last N
-    validation checkpoints, as in Vaswani et al. 2017, sec. 6.1); config, vocabularies
-    and metadata come from the last one, training state is dropped.
-
-    Raises:
-        CheckpointError: no paths, an unreadable file, or checkpoints that differ in model
-            config, language pair, subword settings, SentencePiece models or tensor shapes
-            (the message names the first mismatching tensor and both shapes).
-
-    Floating-point weights are summed in float64 and cast back to their dtype, so the
-    average is the same whatever the order of ``paths``; integer tensors (counters) are
-    taken from the last checkpoint.
-    """
-    if not paths:
-        raise CheckpointError("no checkpoints to average")
-    payloads = [read_payload(p) for p in paths]
-    for p, payload in zip(paths, payloads, strict=True):
-        stored_config(payload, p)  # an invalid stored config is refused, as translate does
-    last = payloads[-1]
-    for path, payload in zip(paths, payloads, strict=True):
-        why = _task_mismatch(payload, last)
-        if why:
-            raise CheckpointError(f"{path}: a different model, language pair or vocabulary from "
-                                  f"{paths[-1]} ({why}); only checkpoints of one run can be "
-                                  "averaged")
-    averaged = {}
-    for key, value in last["model"].items():
-        if value.is_floating_point():
-            # float64 sum: the result does not depend on the order of the files
-            total = torch.zeros(value.shape, dtype=torch.float64)
-            for payload in payloads:
-                total += payload["model"][key].to(torch.float64)
-            averaged[key] = (total / len(payloads)).to(value.dtype)
-        else:
-            averaged[key] = value
-    return {**last, "model": averaged, "train_state": None,
-            "averaged_from": [str(p) for p in paths]}

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nmt.commands.evaluate import stored_corpus
-from nmt.config.load import parse_buckets
+from nmt.config.buckets import parse_buckets
 from nmt.config.schema import DataConfig
 from nmt.data.corpus import DataError, read_split, resolve_source
 from nmt.data.longsets import long_sentence_set

@@ -16,6 +16,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -26,7 +27,15 @@ from nmt.config.schema import Config
 from nmt.data.batches import Example, ExampleSet, TrainingSet
 from nmt.data.noise import drop_words, step_generator
 from nmt.data.vocab import Vocab
-from nmt.model.checkpoint import CheckpointError, make_payload, save_atomic, weights_mismatch
+from nmt.model.checkpoint import (
+    CheckpointError,
+    make_payload,
+    new_run_id,
+    run_id_of,
+    save_atomic,
+    weights_mismatch,
+)
+from nmt.model.rundir import step_name
 from nmt.model.seq2seq import Seq2Seq
 from nmt.ops.device import pick_device
 from nmt.ops.precision import autocast, autocast_dtype, native_bf16, precision_name
@@ -78,6 +87,7 @@ class Trainer:
                 "train.precision=auto chooses fp32 here")
         self.schedule = Schedule(self.optimizer, self.t)
         self.state = TrainState()
+        self.run_id = new_run_id()  # every checkpoint of this run carries it (averaging)
         self.started = time.monotonic()
         self.batches_per_epoch = 1  # set by each epoch; for the fractional-epoch log
 
@@ -91,9 +101,10 @@ class Trainer:
                 dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
         return device
 
-    def restore(self, payload: dict[str, Any]) -> None:
+    def restore(self, payload: dict[str, Any], path: Path) -> None:
         """Continue from a checkpoint payload written by :meth:`save` (already checked by
-        :func:`nmt.model.checkpoint.read_payload`).
+        :func:`nmt.model.checkpoint.read_payload`), read from ``path``; the run keeps its
+        run id (a checkpoint older than run ids gives the run a new one).
 
         Raises:
             CheckpointError: the weights, optimizer state, random state or counters do not
@@ -102,7 +113,7 @@ class Trainer:
         ts = payload["train_state"]
         why = weights_mismatch(self.model, payload["model"])
         if why:
-            raise CheckpointError(f"{self.out / 'last.pt'}: cannot resume: {why}")
+            raise CheckpointError(f"{path}: cannot resume: {why}")
         try:
             self.model.load_state_dict(payload["model"])
             self.optimizer.load_state_dict(ts["optimizer"])
@@ -113,8 +124,9 @@ class Trainer:
             self.state = TrainState.from_counters(ts["counters"])
         except (RuntimeError, ValueError, TypeError, KeyError) as e:
             why = str(e).strip().splitlines()[0][:200]
-            raise CheckpointError(f"{self.out / 'last.pt'}: cannot resume from this checkpoint "
+            raise CheckpointError(f"{path}: cannot resume from this checkpoint "
                                   f"({type(e).__name__}: {why})") from None
+        self.run_id = run_id_of(payload) or self.run_id
         self.state.interrupted = None
         self.started = time.monotonic() - self.state.elapsed_s
         st = self.state
@@ -145,8 +157,8 @@ class Trainer:
               "rng": rng_state(), "counters": self.state.__dict__.copy()}
         if self.scaler is not None:
             ts["grad_scaler"] = self.scaler.state_dict()
-        save_atomic(make_payload(self.cfg, self.model, *self.vocabs, train_state=ts),
-                    self.out / name)
+        save_atomic(make_payload(self.cfg, self.model, *self.vocabs, train_state=ts,
+                                 run_id=self.run_id), self.out / name)
 
     def _shared(self, value: float) -> float:
         """Rank 0's ``value``, on every rank (under torchrun); a no-op on one process.
@@ -305,7 +317,7 @@ class Trainer:
             st.done = bool(flag.item())
         self.save("last.pt")
         if t.keep_checkpoints and self.rank == 0:
-            self.save(f"step_{st.step:08d}.pt")
+            self.save(step_name(st.step))
             for old in sorted(self.out.glob("step_*.pt"))[: -t.keep_checkpoints]:
                 old.unlink()
 
@@ -345,7 +357,7 @@ class Trainer:
 def train(cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab, *,
           train_set: TrainingSet | list[Example], valid_examples: list[Example],
           validate: Validate, resume: dict[str, Any] | None = None,
-          log: Callable[[str], None] = print) -> TrainState:
+          resume_path: Path | None = None, log: Callable[[str], None] = print) -> TrainState:
     """Train ``model`` until the epoch/time budget or early stopping; returns the counters.
 
     Args:
@@ -353,7 +365,9 @@ def train(cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab, *,
             (e.g. the memory-mapped store of nmt/data/store.py).
         validate: called with the model in eval mode at every validation (each epoch, and
             every ``train.valid_every_steps`` steps); returns a dict with ``bleu`` (0-100).
-        resume: a checkpoint payload whose ``train_state`` is continued.
+        resume: a checkpoint payload whose ``train_state`` is continued (with its run id).
+        resume_path: the file ``resume`` was read from, for messages (default
+            ``{out_dir}/last.pt``).
 
     Raises:
         TrainingError: a NaN or infinite loss (names the step); nothing is saved over
@@ -363,7 +377,7 @@ def train(cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab, *,
     trainer = Trainer(cfg, model, src_vocab, tgt_vocab, train_set=train_set,
                       valid_examples=valid_examples, validate=validate, log=log)
     if resume is not None:
-        trainer.restore(resume)
+        trainer.restore(resume, resume_path or cfg.out_dir() / "last.pt")
     else:
         torch.manual_seed(cfg.train.seed)
         random.seed(cfg.train.seed)

@@ -1,0 +1,160 @@
+"""Checkpoint averaging (``nmt average``, ``nmt select``): the weights of several
+checkpoints of one training run, summed in float64.
+
+Averaging is sound only along one run's trajectory (e.g. its last N validation
+checkpoints, Vaswani et al. 2017, sec. 6.1): two independently trained models, even of
+one architecture and vocabulary, have unrelated weights, and their mean translates worse
+than either. So a checkpoint's run is checked, not only its shapes:
+
+* Every checkpoint holds the id of the run it comes from (made when the run starts, kept
+  across ``--resume``); checkpoints of two ids are refused, both files named.
+* Checkpoints written before nmt stored run ids have none. Where one of two files has no
+  id, they count as one run when their stored configurations are equal in every key but
+  those ``--resume`` may change for budget and hardware (``RESUME_ADJUSTABLE`` except
+  ``name`` and ``train.out_dir``): the seed, the run name and the output directory must
+  match. Two trainings with the very same config, seed and name (a run deleted and
+  trained again) cannot be told apart this way.
+* Whatever the ids, differing configurations are refused naming every differing key
+  with both values, as ``--resume`` does; the same file twice (by path or by content) and
+  an output that is one of the inputs are refused too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.config.differences import config_differences, describe_differences
+from nmt.config.schema import RESUME_ADJUSTABLE
+from nmt.model.checkpoint import CheckpointError, read_payload, run_id_of, stored_config
+from nmt.model.rundir import is_run_checkpoint, run_files
+
+# what may differ between checkpoints without run ids that still count as one run
+_LEGACY_FREE = tuple(k for k in RESUME_ADJUSTABLE if k not in ("name", "train.out_dir"))
+
+
+def _content_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _refuse_duplicates(paths: list[Path]) -> None:
+    """Each checkpoint once: the same resolved path or the same bytes twice is refused."""
+    by_path: dict[Path, Path] = {}
+    by_hash: dict[str, Path] = {}
+    for p in paths:
+        resolved = p.resolve()
+        if resolved in by_path:
+            first = by_path[resolved]
+            spelled = "" if str(first) == str(p) else f" (also as {first})"
+            raise CheckpointError(f"{p}: given twice{spelled}; each checkpoint can be averaged "
+                                  "once")
+        by_path[resolved] = p
+        digest = _content_hash(p)
+        if digest in by_hash:
+            raise CheckpointError(f"{p}: the same checkpoint as {by_hash[digest]} (identical "
+                                  "contents); each checkpoint can be averaged once")
+        by_hash[digest] = p
+
+
+def _run_mismatch(path: Path, a: dict[str, Any], other: Path, b: dict[str, Any]) -> str | None:
+    """Why checkpoints ``a`` (file ``path``) and ``b`` (file ``other``) are not of one run
+    (see the module docstring), as a message naming both files; None when they are."""
+    id_a, id_b = run_id_of(a), run_id_of(b)
+    diffs = config_differences(a["config"], b["config"])
+    if id_a and id_b and id_a != id_b:
+        shown = (f"; configurations differ: {describe_differences(diffs, str(path), str(other))}"
+                 if diffs else "; same configuration, trained twice")
+        return (f"{path} and {other} are checkpoints of different training runs (run ids "
+                f"{id_a[:8]} and {id_b[:8]}{shown})")
+    fixed = [d for d in diffs if d[0] not in (RESUME_ADJUSTABLE if id_a and id_b
+                                              else _LEGACY_FREE)]
+    if fixed:
+        legacy = "" if id_a and id_b else "; without a run id, one run is told by its config"
+        return (f"{path} and {other} have different configurations "
+                f"({describe_differences(fixed, str(path), str(other))}{legacy})")
+    return None
+
+
+def _weights_mismatch(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """Why two payloads of one configuration still cannot be averaged: another
+    SentencePiece model, or the first tensor whose name or shape differs (both shapes)."""
+    if a["src_spm"] != b["src_spm"] or a["tgt_spm"] != b["tgt_spm"]:
+        return "another vocabulary (SentencePiece model)"
+    for key in a["model"]:
+        if key not in b["model"]:
+            return f"tensor {key!r} is missing in one of them"
+        if a["model"][key].shape != b["model"][key].shape:
+            return (f"tensor {key!r} has shape {tuple(a['model'][key].shape)} here but "
+                    f"{tuple(b['model'][key].shape)} there")
+    extra = [k for k in b["model"] if k not in a["model"]]
+    return f"tensor {extra[0]!r} is missing in one of them" if extra else None
+
+
+def check_output(paths: list[Path], output: Path, option: str = "--output") -> None:
+    """Check that writing the average to ``output`` loses nothing.
+
+    Raises:
+        CheckpointError: ``output`` is one of ``paths`` (the average would replace it), or
+            it is named like a training checkpoint (``last.pt``, ``best.pt``,
+            ``step_*.pt``) in a directory that holds a run, whose resume it would break.
+    """
+    for p in paths:
+        same = (output.samefile(p) if output.exists() and p.exists()
+                else output.resolve() == p.resolve())
+        if same:
+            raise CheckpointError(f"{option} {output}: is the input {p}; the average would "
+                                  "replace it: write it to another file")
+    if is_run_checkpoint(output.name) and run_files(output.parent):
+        raise CheckpointError(f"{option} {output}: {output.parent} holds a training run and "
+                              f"{output.name} is one of its checkpoint names; write the "
+                              "average to another name (e.g. averaged.pt)")
+
+
+def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
+    """Average the model weights of several checkpoints of one run; config, vocabularies,
+    run id and metadata come from the last one, training state is dropped.
+
+    Raises:
+        CheckpointError: no paths, an unreadable file, the same checkpoint twice (by path
+            or content), checkpoints of different runs or configurations (both files and
+            every differing config key named), or different SentencePiece models or tensor
+            shapes (the first mismatching tensor and both shapes named).
+
+    Floating-point weights are summed in float64 and cast back to their dtype, so the
+    average is the same whatever the order of ``paths``; integer tensors (counters) are
+    taken from the last checkpoint.
+    """
+    if not paths:
+        raise CheckpointError("no checkpoints to average")
+    payloads = [read_payload(p) for p in paths]
+    for p, payload in zip(paths, payloads, strict=True):
+        stored_config(payload, p)  # an invalid stored config is refused, as translate does
+    _refuse_duplicates(paths)
+    last = payloads[-1]
+    for path, payload in zip(paths[:-1], payloads[:-1], strict=True):
+        why = _run_mismatch(path, payload, paths[-1], last)
+        if why:
+            raise CheckpointError(f"{why}; only checkpoints of one run can be averaged")
+        why = _weights_mismatch(payload, last)
+        if why:
+            raise CheckpointError(f"{path}: cannot be averaged with {paths[-1]} ({why}); "
+                                  "only checkpoints of one run can be averaged")
+    averaged = {}
+    for key, value in last["model"].items():
+        if value.is_floating_point():
+            # float64 sum: the result does not depend on the order of the files
+            total = torch.zeros(value.shape, dtype=torch.float64)
+            for payload in payloads:
+                total += payload["model"][key].to(torch.float64)
+            averaged[key] = (total / len(payloads)).to(value.dtype)
+        else:
+            averaged[key] = value
+    return {**last, "model": averaged, "train_state": None,
+            "averaged_from": [str(p) for p in paths]}

@@ -1,0 +1,144 @@
+"""The run directory (``train.out_dir``): which files a training run leaves there, and
+which checkpoint ``--resume`` continues.
+
+A directory is reused only by ``--resume``, and only from its own files. A run writes
+``last.pt``, ``best.pt``, ``step_*.pt`` (``train.keep_checkpoints``), ``valid_log.jsonl``
+and ``summary.json``; a fresh run in a directory holding any of these (or any other
+``*.pt``) is refused, since it would replace ``best.pt``, delete the old ``step_*.pt``
+and append to the old log. ``config.yaml``, ``train.log`` and the ``data/`` store are not
+the run's results and do not count.
+
+``--resume`` continues ``last.pt``. When that file is gone but the run's other checkpoints
+are there, it continues the latest of ``best.pt`` and ``step_*.pt`` that holds training
+state, with a warning. Either way the validation records of ``valid_log.jsonl`` after the
+checkpoint's step (validations whose checkpoint was lost) are moved to
+``valid_log.set_aside.jsonl``, so the log holds one history and nothing is deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from nmt.model.checkpoint import CheckpointError, read_payload
+
+LAST, BEST, LOG, SUMMARY = "last.pt", "best.pt", "valid_log.jsonl", "summary.json"
+SET_ASIDE = "valid_log.set_aside.jsonl"
+_STEP = re.compile(r"step_(\d+)\.pt")
+
+
+def step_name(step: int) -> str:
+    """The file name of the checkpoint kept at ``step`` (``train.keep_checkpoints``)."""
+    return f"step_{step:08d}.pt"
+
+
+def is_run_checkpoint(name: str) -> bool:
+    """Whether ``name`` is one of the checkpoint names a training run writes."""
+    return name in (LAST, BEST) or _STEP.fullmatch(name) is not None
+
+
+def run_files(out: Path) -> list[str]:
+    """The names of the files in ``out`` that a training run left there (checkpoints,
+    validation log, summary), sorted; empty when ``out`` is new or holds none."""
+    if not out.is_dir():
+        return []
+    return sorted(p.name for p in out.iterdir()
+                  if p.is_file() and (p.suffix == ".pt" or p.name in (LOG, SUMMARY)))
+
+
+def listed(names: list[str], at_most: int = 6) -> str:
+    """File names for a one-line message: the first ``at_most``, then how many more."""
+    more = f" and {len(names) - at_most} more" if len(names) > at_most else ""
+    return ", ".join(names[:at_most]) + more
+
+
+def refuse_reuse(out: Path) -> None:
+    """Check that a fresh (not resumed) run may write into ``out``.
+
+    Raises:
+        CheckpointError: ``out`` holds files of an earlier run (they are named).
+    """
+    found = run_files(out)
+    if found:
+        raise CheckpointError(
+            f"{out} holds files of an earlier run ({listed(found)}); a fresh run would "
+            "replace or mix with them: pass --resume to continue that run, or choose another "
+            "name / train.out_dir")
+
+
+def _counters_step(path: Path) -> int | None:
+    """The step of a checkpoint with training state; None when it has none."""
+    ts = read_payload(path).get("train_state")
+    return None if ts is None else int(ts["counters"].get("step", 0))
+
+
+def resume_source(out: Path) -> tuple[Path | None, str | None]:
+    """The checkpoint ``--resume`` continues in ``out``, and a warning when it is not
+    ``last.pt``: ``(last.pt, None)``, or the latest of ``best.pt`` and ``step_*.pt`` with
+    training state, or ``(None, None)`` when there is none.
+
+    Raises:
+        CheckpointError: a checkpoint that must be read to choose is unreadable.
+    """
+    if (out / LAST).exists():
+        return out / LAST, None
+    candidates: list[tuple[int, Path]] = []
+    steps = sorted((int(m.group(1)), p) for p in out.glob("step_*.pt")
+                   if (m := _STEP.fullmatch(p.name)))
+    if steps:  # the newest kept checkpoint; every one of them has training state
+        candidates.append(steps[-1])
+    if (out / BEST).is_file() and (step := _counters_step(out / BEST)) is not None:
+        candidates.append((step, out / BEST))
+    if not candidates:
+        return None, None
+    # on a tie best.pt and step_N.pt were saved at the same validation: either will do
+    step, path = max(candidates, key=lambda c: c[0])
+    return path, (f"warning: {out / LAST} is missing; resuming from {path}, the latest "
+                  f"checkpoint of this run (step {step}); what was trained after it is "
+                  "trained again")
+
+
+def nothing_to_resume(out: Path) -> CheckpointError:
+    """The error of ``--resume`` when :func:`resume_source` found no checkpoint: a new
+    run, or one whose checkpoints are gone (then a fresh run would be refused too)."""
+    found = run_files(out)
+    if not found:
+        return CheckpointError(f"--resume: nothing to resume, {out / LAST} does not exist "
+                               "(this run has not started; drop --resume)")
+    return CheckpointError(f"--resume: nothing to resume in {out}: no {LAST}, {BEST} or "
+                           f"step_*.pt with training state, only {listed(found)}; choose "
+                           "another name / train.out_dir for a new run")
+
+
+def set_aside_records_after(out: Path, step: int) -> str | None:
+    """Move the records of ``{out}/valid_log.jsonl`` after ``step`` (validations of a part
+    of the run whose checkpoint is lost) to ``valid_log.set_aside.jsonl``, so that the
+    resumed run's records do not follow them; returns a note saying so, or None when
+    there were none. The log is replaced atomically.
+
+    Raises:
+        OSError: the log cannot be read or written.
+    """
+    log = out / LOG
+    if not log.is_file():
+        return None
+    keep: list[str] = []
+    later: list[str] = []
+    for line in log.read_text(encoding="utf-8").splitlines(keepends=True):
+        try:
+            record_step = json.loads(line).get("step")
+        except (ValueError, AttributeError):
+            record_step = None  # not a record of nmt's: left where it is
+        line = line if line.endswith("\n") else line + "\n"
+        (later if isinstance(record_step, int) and record_step > step else keep).append(line)
+    if not later:
+        return None
+    with open(out / SET_ASIDE, "a", encoding="utf-8") as f:
+        f.writelines(later)
+    tmp = out / f".{LOG}.tmp"
+    tmp.write_text("".join(keep), encoding="utf-8")
+    os.replace(tmp, log)
+    return (f"warning: moved {len(later)} validation record(s) after step {step} from {log} "
+            f"to {out / SET_ASIDE}: their checkpoint is gone")
