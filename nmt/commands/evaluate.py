@@ -16,8 +16,9 @@ import torch
 from nmt.config.load import parse_buckets
 from nmt.config.schema import DataConfig
 from nmt.data.corpus import DataError, read_lines, read_split
+from nmt.data.digest import file_sha256
 from nmt.evaluation.metrics import Scores, format_table, score
-from nmt.inference.translate import Decoding, truncation_warning
+from nmt.inference.translate import Decoding, truncation_warning, unfinished_warning
 from nmt.inference.translator import Translator
 from nmt.model.checkpoint import load_checkpoint
 from nmt.ops.device import pick_device
@@ -92,8 +93,10 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
     """
     ranges = parse_buckets(buckets)
     dev = pick_device(device, "--device")
-    names, results, records, example_lines, warnings = [], [], [], [], []
+    names, results, records, example_lines = [], [], [], []
+    warnings: list[str] = []
     for path in checkpoints:
+        digest = file_sha256(path) if Path(path).is_file() else None
         loaded = load_checkpoint(path, dev)
         label, sources, references = test_set(loaded, split=split, src=src, ref=ref,
                                               data_path=data_path)
@@ -102,17 +105,23 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
             precision=precision).on(dev, "--precision")
         with torch.inference_mode():
             translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding,
-                                    batch_size=batch_size, workers=workers)
+                                    batch_size=batch_size, workers=workers,
+                                    warn=warnings.append)
+            decoding = translator.decoding  # a beam over the vocabulary is capped to it
             translations = translator.translate(sources)
         hyps = [t.text for t in translations]
-        warning = truncation_warning(translations, f"{label} ({path})")
-        if warning:
-            warnings.append(warning)
+        for warning in (truncation_warning(translations, f"{label} ({path})"),
+                        unfinished_warning(translations, f"{label} ({path})")):
+            if warning:
+                warnings.append(warning)
         s: Scores = score(hyps, references, sources, ranges)
         name = loaded.cfg.name if loaded.cfg.name not in names else str(path)
         names.append(name)
         results.append(s)
-        records.append({"checkpoint": str(path), "name": loaded.cfg.name, "test_set": label,
+        # the digest names the weights scored: a later best.pt under the same name is another
+        # model, and nmt serve shows this score only beside the file with this digest
+        records.append({"checkpoint": str(path), "checkpoint_sha256": digest,
+                        "name": loaded.cfg.name, "test_set": label,
                         "attention": loaded.cfg.model.attention, "search": decoding.describe(),
                         "search_precision": decoding.precision, **s.to_json()})
         for i in range(min(n_examples, len(sources))):
