@@ -243,7 +243,7 @@ def test_evaluate_ensemble_adds_one_system(checkpoints, tmp_path):
     assert all(x["bleu_papers"] is not None for x in records)
     # without --ensemble: the checkpoints side by side, no ensemble
     r = CliRunner().invoke(app, ["evaluate", str(a), str(b), *files])
-    assert r.exit_code == 0 and "ensemble" not in r.output
+    assert r.exit_code == 0 and "ensemble of" not in r.output
     r = CliRunner().invoke(app, ["evaluate", "--ensemble", str(a), *files])
     assert r.exit_code == 2 and "--ensemble needs at least two checkpoints, got 1" in r.output
     r = CliRunner().invoke(app, ["evaluate", "--ensemble", str(a), str(c), *files])

@@ -147,6 +147,7 @@ def test_stops_at_length_limit_without_eos(K):
         assert hyps[0].log_prob == pytest.approx(limit * math.log(0.25), abs=1e-4)
     g = greedy(TableModel(never_eos), src, src_len, max_ratio=1.5)
     assert [len(h.tokens) for h in g] == limits
+    assert not any(h.complete for hyps in out for h in hyps) and not any(h.complete for h in g)
 
 
 def test_length_penalty_formulas():
@@ -229,8 +230,8 @@ def test_n_best_sorted_distinct_and_scored(toy_vocabs, penalty):
     assert len(out) == batch.src.size(0)
     for hyps, n_src in zip(out, batch.src_len.tolist(), strict=True):
         assert len(hyps) == 5
-        scores = [h.score for h in hyps]
-        assert scores == sorted(scores, reverse=True)
+        order = [(not h.complete, -h.score) for h in hyps]  # complete ones first, then by score
+        assert order == sorted(order)
         assert len({tuple(h.tokens) for h in hyps}) == 5
         for h in hyps:
             steps = h.attention.size(0)  # |Y|: tokens, plus the EOS row when produced
@@ -349,6 +350,80 @@ def test_hypotheses_cut_at_the_limit_are_flagged_and_ranked_by_the_same_rule():
     for h in out:
         assert h.score == pytest.approx(normalised_score(h.log_prob, limit, "average"))
     assert [h.score for h in out] == sorted((h.score for h in out), reverse=True)
+
+
+# Markov on the last piece: the hypothesis that never ends, A A A (P = 0.729 at the limit
+# of 3), has a far higher log P than any complete one (B EOS: 0.1, A A EOS: 0.081)
+RUN_ON = {BOS: {A: 0.9, B_: 0.1}, A: {A: 0.9, EOS: 0.1}, B_: {EOS: 1.0}}
+
+
+class RunOnModel(MarkovModel):
+    def step(self, prev, state, mem):
+        rows = torch.full((prev.size(0), V9), float("-inf"), dtype=torch.float64)
+        for r, p in enumerate(prev.tolist()):
+            for tok, prob in RUN_ON.get(p, {}).items():
+                rows[r, tok] = math.log(prob)
+        return rows, StubState(state.t + 1), None
+
+
+@pytest.mark.parametrize("kind", ["none", "average", "gnmt"])
+def test_n_best_lists_hold_translations_before_hypotheses_cut_at_the_limit(monkeypatch, kind):
+    import nmt.inference.search as search
+
+    monkeypatch.setattr(search, "max_output_length",
+                        lambda src_len, ratio, extra=10: torch.full_like(src_len, 3))
+    src, src_len = _stub_src([2])
+
+    def ranked(complete):  # (tokens, P incl. EOS) best first under the penalty in use
+        return [t for t, p in sorted(complete, key=lambda c: -normalised_score(
+            math.log(c[1]), len(c[0]) + 1, kind, 0.6))]
+
+    # beam 2 finds B EOS and A A EOS; the cut A A A, though it scores best, is not listed
+    two = beam_search(RunOnModel(), src, src_len, beam_size=2, n_best=2, length_penalty=kind)[0]
+    assert [h.tokens for h in two] == ranked([([B_], 0.1), ([A, A], 0.081)])
+    assert all(h.complete for h in two)
+    one = beam_search(RunOnModel(), src, src_len, beam_size=2, n_best=1, length_penalty=kind)[0]
+    assert one[0].complete and one[0].tokens == two[0].tokens
+    # asked for more than the three complete ones beam 4 finds: the cut one comes last
+    four = beam_search(RunOnModel(), src, src_len, beam_size=4, n_best=4,
+                       length_penalty=kind)[0]
+    assert [h.tokens for h in four] == [*ranked([([B_], 0.1), ([A], 0.09), ([A, A], 0.081)]),
+                                        [A, A, A]]
+    assert [h.complete for h in four] == [True, True, True, False]
+    cut = four[-1]
+    assert cut.score > four[0].score  # ranked after the complete ones all the same
+    # scored as forced decoding scores its pieces: their log P (no EOS term) over lp(3)
+    assert cut.log_prob == pytest.approx(3 * math.log(0.9), abs=1e-12)
+    assert cut.score == pytest.approx(normalised_score(cut.log_prob, 3, kind, 0.6), abs=1e-12)
+
+
+@pytest.mark.parametrize("K", [1, 3])
+def test_scores_of_complete_and_cut_hypotheses_agree_with_forced_decoding(toy_vocabs, K,
+                                                                          monkeypatch):
+    import nmt.inference.search as search
+    from nmt.serve.forced import forced_pass
+
+    # limits as long as the sources: some hypotheses end within them, some are cut
+    monkeypatch.setattr(search, "max_output_length",
+                        lambda src_len, ratio, extra=10: src_len // 2)
+    model, batch = _trained(toy_vocabs, "additive", "bahdanau"), _batch(*toy_vocabs)
+    if K == 1:
+        nbest = [[h] for h in greedy(model, batch.src, batch.src_len)]
+    else:
+        nbest = beam_search(model, batch.src, batch.src_len, beam_size=K, n_best=K,
+                            length_penalty="average")
+    kinds = set()
+    for i, hyps in enumerate(nbest):
+        n = int(batch.src_len[i])
+        targets = [h.tokens + ([EOS] if h.complete else []) for h in hyps]
+        for h, t, f in zip(hyps, targets, forced_pass(model, batch.src[i, :n].tolist(),
+                                                       targets), strict=True):
+            kinds.add(h.complete)
+            assert h.log_prob == pytest.approx(sum(f.token_logprobs), abs=1e-4)
+            want = sum(f.token_logprobs) if K == 1 else normalised_score(
+                sum(f.token_logprobs), len(t), "average")
+            assert h.score == pytest.approx(want, abs=1e-4)
+    assert kinds == {True, False}  # both kinds were checked
 
 
 def _rows_per_step(model, monkeypatch) -> list[int]:

@@ -108,8 +108,9 @@ def test_translate_shapes_scores_and_nbest_order(client: TestClient) -> None:
             assert line["fixed_vector"] == (r["model"] == "none") == r["fixed_vector"]
             hyps = line["hypotheses"]
             assert len(hyps) == 3
-            scores = [h["score"] for h in hyps]
-            assert scores == sorted(scores, reverse=True)
+            # complete hypotheses first, by score, then those cut at the length limit
+            order = [(not h["complete"], -h["score"]) for h in hyps]
+            assert order == sorted(order)
             assert line["tgt_pieces"] == hyps[0]["tgt_pieces"] and line["text"] == hyps[0]["text"]
             for h in hyps:
                 T = len(h["tgt_pieces"])
@@ -180,8 +181,8 @@ def test_forced_prefix_starts_every_hypothesis(client: TestClient) -> None:
                 n = h["forced"]
                 assert h["tgt_pieces"][:n] == lp["hypotheses"][0]["tgt_pieces"][:n]
                 assert len(h["token_logprobs"]) == len(h["tgt_pieces"])
-            scores = [h["score"] for h in lp["hypotheses"]]
-            assert scores == sorted(scores, reverse=True)
+            order = [(not h["complete"], -h["score"]) for h in lp["hypotheses"]]
+            assert order == sorted(order)
             changed |= lf["text"] != lp["text"]
     assert changed
     # greedy continues a prefix too

@@ -5,6 +5,7 @@ errors naming file and line, and training end to end (one process and DDP)."""
 import dataclasses
 import gzip
 import json
+import os
 import random
 import subprocess
 from pathlib import Path
@@ -192,11 +193,95 @@ def test_cache_is_reused_and_a_changed_file_or_setting_invalidates_it(corpus, tm
     capped = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, max_train_words=5))
     assert why(capped) == "data.max_train_words changed"
     write_split(local, "train", "en", ["changed"] * 500)
-    assert why(cfg) == "train.en changed (size or modification time)"
+    assert why(cfg) == "the content of train.en changed"
     logs = []
     rebuilt = prepare(cfg, log=logs.append)
     assert not rebuilt.reused and "preparing" in logs[0] and "train.en changed" in logs[0]
     assert rebuilt.train_set.rows(np.array([0]))[1] == [rebuilt.tgt_vocab.encode("changed")]
+
+
+def _swap_keeping_size_and_mtime(path: Path, i: int, j: int) -> None:
+    """Swap lines ``i`` and ``j`` of a plain file, then give it back its modification
+    time (what ``cp -p``, ``rsync -a`` and ``touch -r`` do): size and mtime are unchanged."""
+    before = path.stat()
+    lines = path.read_bytes().split(b"\n")
+    lines[i], lines[j] = lines[j], lines[i]
+    path.write_bytes(b"\n".join(lines))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
+def test_nmt40_a_content_change_that_keeps_size_and_mtime_rebuilds_the_store(tmp_path):
+    """NMT-40: two target lines swapped, size and mtime restored: the old store would train
+    on stale pairs. The content key sees the change, and the new store has the new pairs."""
+    local = tmp_path / "corpus"
+    write_split(local, "train", "de", ["der hund", "die katze", "ein haus", "der mann"] * 10)
+    write_split(local, "train", "en", ["the dog", "the cat", "a house", "the man"] * 10)
+    cfg = small_config(local, tmp_path / "run")
+    first = prepare(cfg, log=lambda _m: None)
+    _swap_keeping_size_and_mtime(local / "train.en", 1, 2)
+    logs: list[str] = []
+    again = prepare(cfg, log=logs.append)
+    assert not again.reused
+    assert "preparing" in logs[0] and "the content of train.en changed" in logs[0]
+    _src, tgt = again.train_set.rows(np.array([1, 2]))
+    assert tgt == [again.tgt_vocab.encode("a house"), again.tgt_vocab.encode("the cat")]
+    # a resumed run (the checkpoint's vocabulary) is not served the stale store either
+    _swap_keeping_size_and_mtime(local / "train.en", 1, 2)
+    resumed = prepare(cfg, vocabs=(first.src_vocab, first.tgt_vocab), log=lambda _m: None)
+    assert not resumed.reused
+    assert resumed.train_set.rows(np.array([1]))[1] == [first.tgt_vocab.encode("the cat")]
+
+
+def test_store_key_is_content_a_moved_or_touched_file_still_reuses(tmp_path):
+    local = tmp_path / "corpus"
+    write_split(local, "train", "de", ["der hund", "die katze"] * 10)
+    write_split(local, "train", "en", ["the dog", "the cat"] * 10)
+    cfg = small_config(local, tmp_path / "run")
+    prepare(cfg, log=lambda _m: None)
+    os.utime(local / "train.de", ns=(1, 1))  # a new time, the same content
+    assert prepare(cfg, log=lambda _m: None).reused
+
+
+def test_store_refuses_a_file_that_changes_while_it_is_prepared(tmp_path):
+    local = tmp_path / "corpus"
+    write_split(local, "train", "de", ["der hund", "die katze"] * 10)
+    write_split(local, "train", "en", ["the dog", "the cat"] * 10)
+    cfg = small_config(local, tmp_path / "run")
+    want = nmt.data.store.fingerprint(cfg, nmt.data.store.source_files(cfg.data))
+    vocabs = build_vocabs(cfg, [Pair("der hund", "the dog", "")])
+    _swap_keeping_size_and_mtime(local / "train.en", 0, 1)  # after the key was taken
+    cache = tmp_path / "run" / "data"
+    with pytest.raises(DataError, match=r"train\.en: changed while the training store was "
+                                        r"being prepared"):
+        nmt.data.store.prepare_store(cfg.data, cache, vocabs=vocabs, want=want,
+                                     log=lambda _m: None)
+    assert not (cache / "manifest.json").exists() and not (cache / "train.arrow").exists()
+    with pytest.raises(DataError, match="changed while"):
+        sample_pairs(cfg.data, 100, seed=1, log=lambda _m: None, want=want)
+
+
+def test_store_without_content_keys_or_with_other_vocab_files_is_rebuilt(tmp_path):
+    local = tmp_path / "corpus"
+    write_split(local, "train", "de", ["der hund", "die katze"] * 10)
+    write_split(local, "train", "en", ["the dog", "the cat"] * 10)
+    cfg = small_config(local, tmp_path / "run")
+    prepare(cfg, log=lambda _m: None)
+    cache = tmp_path / "run" / "data"
+    want = nmt.data.store.fingerprint(cfg, nmt.data.store.source_files(cfg.data))
+    manifest = json.loads((cache / "manifest.json").read_text())
+    # a store of an older nmt recorded sizes and times: it cannot vouch for the content
+    old = {**manifest, "sources": [{"path": s["path"], "bytes": 1, "mtime_ns": 1}
+                                   for s in manifest["sources"]]}
+    (cache / "manifest.json").write_text(json.dumps(old))
+    assert "before stores recorded the content" in stale_reason(cache, want, None)
+    (cache / "manifest.json").write_text(json.dumps(manifest))
+    assert stale_reason(cache, want, None) is None
+    other = build_vocabs(cfg, [Pair("ganz andere wörter", "other words entirely", "")])
+    (cache / "vocab.tgt.model").write_bytes(other[1].model_bytes)
+    assert stale_reason(cache, want, None) == ("its vocabulary files are not the ones it was "
+                                               "encoded with")
 
 
 def test_bad_files_are_errors_naming_file_and_line_and_leave_no_cache(tmp_path):

@@ -113,8 +113,10 @@ def test_interactive_lists_the_n_best_with_their_scores(toy_vocabs):
     rows = [r.removeprefix("> ") for r in out.getvalue().splitlines()]
     rows = [r for r in rows if r[:2] in ("1.", "2.", "3.")]
     assert code == 0 and [r[:2] for r in rows] == ["1.", "2.", "3."], out.getvalue()
-    scores = [float(r.rsplit("(", 1)[1].rstrip(")")) for r in rows]
-    assert scores == sorted(scores, reverse=True)
+    # complete hypotheses first, by score; those cut at the length limit marked, after them
+    order = [("[cut at the length limit" in r, -float(r.rsplit("(", 1)[1].rstrip(")")))
+             for r in rows]
+    assert order == sorted(order)
 
 
 def test_gzip_input_is_decompressed_and_a_damaged_one_named(toy_vocabs, tmp_path, capsys):
@@ -205,3 +207,60 @@ def test_translator_encodes_cuts_and_flags_one_way(toy_vocabs):
     before = torch.get_num_threads()
     Translator(model, *toy_vocabs, Decoding(beam_size=1), threads=1).translate(["ein mann"])
     assert torch.get_num_threads() == before
+
+
+def test_a_beam_wider_than_the_target_vocabulary_is_capped_with_one_warning(toy_vocabs,
+                                                                            tmp_path, capsys):
+    """``nmt bench --beam 100000`` on a 64-piece vocabulary ran for minutes: every command
+    searches through the Translator, which caps the beam at the vocabulary (and says so)."""
+    from nmt.inference.translator import Translator
+
+    loaded, V = _loaded(toy_vocabs), len(toy_vocabs[1])
+    warned: list[str] = []
+    wide = Translator(loaded.model, *toy_vocabs, Decoding(beam_size=100_000, n_best=2),
+                      warn=warned.append)
+    assert wide.decoding.beam_size == V and wide.decoding.n_best == 2
+    assert warned == [f"warning: beam 100000 is more than the {V} pieces of the target "
+                      f"vocabulary; searching with beam {V}"]
+    out = wide.translate(LINES[:2])
+    out = wide.translate(LINES[:2], Decoding(beam_size=100_000, n_best=2))
+    assert len(warned) == 1  # once per decoding, not per call
+    ref = translate_lines(loaded.model, *toy_vocabs, LINES[:2],
+                          decoding=Decoding(beam_size=V, n_best=2))
+    assert [(t.text, t.nbest) for t in out] == [(t.text, t.nbest) for t in ref]
+    assert Decoding(beam_size=3).capped(V) == (Decoding(beam_size=3), None)
+    capped, line = Decoding(beam_size=99, n_best=99).capped(8)
+    assert (capped.beam_size, capped.n_best) == (8, 8) and line.endswith("and n_best 99 to 8")
+    # translate's filter (stderr) and the interactive prompt print the one line
+    _, err = _filter(loaded, b"ein mann\n", tmp_path, capsys,
+                     decoding=Decoding(beam_size=100_000))
+    assert err.count("is more than the") == 1 and f"searching with beam {V}" in err
+
+
+def test_evaluate_and_serve_cap_or_refuse_a_beam_wider_than_the_vocabulary(toy_vocabs,
+                                                                           tmp_path):
+    from types import SimpleNamespace
+
+    from nmt.commands.evaluate import evaluate_checkpoints
+    from nmt.config.load import from_dict
+    from nmt.model.checkpoint import make_payload, save_atomic
+    from nmt.serve.decode import decoding_for
+    from nmt.serve.limits import ApiError
+    from nmt.serve.schemas import TranslateRequest
+
+    V = len(toy_vocabs[1])
+    cfg = from_dict({"model": {"emb_dim": 16, "enc_hidden": 16, "dec_hidden": 32,
+                               "attn_dim": 16, "output_dim": 16, "dropout": 0.0}})
+    save_atomic(make_payload(cfg, tiny_model(*toy_vocabs), *toy_vocabs), tmp_path / "m.pt")
+    (tmp_path / "s.txt").write_text("ein mann läuft .\n")
+    (tmp_path / "r.txt").write_text("a man runs .\n")
+    report = evaluate_checkpoints([tmp_path / "m.pt"], src=tmp_path / "s.txt",
+                                  ref=tmp_path / "r.txt", beam_size=100_000, device="cpu")
+    assert any(f"searching with beam {V}" in w for w in report.warnings)
+    assert report.json[0]["search"].startswith(f"beam search, beam {V},")
+    # nmt serve: a 6-piece vocabulary (the API allows beams up to 16)
+    small = SimpleNamespace(id="m", decoding=Decoding(beam_size=12),
+                            loaded=SimpleNamespace(tgt_vocab=list(range(6))))
+    with pytest.raises(ApiError, match="beam 8 is more than the 6 target pieces of model 'm'"):
+        decoding_for(small, TranslateRequest(lines=["x"], beam=8))
+    assert decoding_for(small, TranslateRequest(lines=["x"])).beam_size == 6  # its default

@@ -194,6 +194,7 @@ def measure_decoding(subject: Subject, sources: list[str], references: list[str]
         decoding = decoding.on(device, "--decode-precision")
         translator = Translator(subject.model, subject.src_vocab, subject.tgt_vocab, decoding,
                                 batch_size=opts.batch_size, workers=opts.workers)
+        decoding = translator.decoding  # a beam over the vocabulary is capped to it
         with torch.inference_mode():
             translator.translate(sources[:8])
             sync(device)

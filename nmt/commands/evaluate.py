@@ -18,9 +18,10 @@ import torch
 from nmt.config.buckets import parse_buckets
 from nmt.config.schema import DataConfig
 from nmt.data.corpus import DataError, read_lines, read_split
+from nmt.data.digest import file_sha256
 from nmt.evaluation.metrics import Scores, format_table, score
 from nmt.inference.ensemble import LoadedEnsemble, load_ensemble
-from nmt.inference.translate import Decoding, truncation_warning
+from nmt.inference.translate import Decoding, truncation_warning, unfinished_warning
 from nmt.inference.translator import Translator
 from nmt.model.checkpoint import Loaded, load_checkpoint
 from nmt.ops.device import pick_device
@@ -113,10 +114,14 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
     if ensemble and len(checkpoints) < 2:
         raise ValueError(f"--ensemble needs at least two checkpoints, got {len(checkpoints)}")
     dev = pick_device(device, "--device")
-    names, results, records, example_lines, warnings = [], [], [], [], []
+    names, results, records, example_lines = [], [], [], []
+    warnings: list[str] = []
     for path, loaded in _systems(checkpoints, dev, ensemble):
         is_ensemble = isinstance(loaded, LoadedEnsemble)
         members = loaded.members if isinstance(loaded, LoadedEnsemble) else [loaded]
+        # the digest names the weights scored: a later best.pt under the same name is another
+        # model, and nmt serve shows this score only beside the file with this digest
+        digest = file_sha256(path) if not is_ensemble and Path(path).is_file() else None
         label, sources, references = test_set(members[0], split=split, src=src, ref=ref,
                                               data_path=data_path)
         decoding = Decoding.from_config(
@@ -124,18 +129,22 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
             precision=precision).on(dev, "--precision")
         with torch.inference_mode():
             translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding,
-                                    batch_size=batch_size, workers=workers)
+                                    batch_size=batch_size, workers=workers,
+                                    warn=warnings.append)
+            decoding = translator.decoding  # a beam over the vocabulary is capped to it
             translations = translator.translate(sources)
         hyps = [t.text for t in translations]
-        warning = truncation_warning(translations, f"{label} ({path})")
-        if warning:
-            warnings.append(warning)
+        for warning in (truncation_warning(translations, f"{label} ({path})"),
+                        unfinished_warning(translations, f"{label} ({path})")):
+            if warning:
+                warnings.append(warning)
         s: Scores = score(hyps, references, sources, ranges, tgt_lang=loaded.cfg.data.tgt_lang)
         base = f"ensemble of {len(members)}" if is_ensemble else loaded.cfg.name
         name = base if base not in names else path
         names.append(name)
         results.append(s)
-        records.append({"checkpoint": path, "name": base, "test_set": label,
+        records.append({"checkpoint": path, "checkpoint_sha256": digest, "name": base,
+                        "test_set": label,
                         "attention": ", ".join(m.cfg.model.attention for m in members),
                         "search": decoding.describe(), "search_precision": decoding.precision,
                         **({"ensemble": [str(p) for p in checkpoints]} if is_ensemble else {}),

@@ -138,9 +138,11 @@ def select(run: Path, opts: SelectOptions = SelectOptions(),
     log(f"chosen on {opts.valid_split}: {ckpt} beam {opts.beam} alpha {chosen['alpha']:g} "
         f"(val BLEU {chosen['bleu']:.2f})")
     tests = {}
+    digest = None
     for split in opts.test_splits:
         g = evaluate([ckpt], split, 1, 0.0)[0]
         b = evaluate([ckpt], split, opts.beam, chosen["alpha"])[0]
+        digest = b["checkpoint_sha256"]
         tests[split] = {"greedy_bleu": g["bleu"], "beam_bleu": b["bleu"],
                         "beam_gain": round(b["bleu"] - g["bleu"], 2),
                         "greedy_chrf": g["chrf"], "beam_chrf": b["chrf"],
@@ -152,7 +154,8 @@ def select(run: Path, opts: SelectOptions = SelectOptions(),
     log_rows = ([json.loads(line) for line in log_file.read_text(encoding="utf-8").splitlines()
                  if line.strip()] if log_file.is_file() else [])
     last = log_rows[-1] if log_rows else {}
-    return {"run": str(run), "chosen_checkpoint": str(ckpt), "beam": opts.beam,
+    return {"run": str(run), "chosen_checkpoint": str(ckpt),
+            "chosen_checkpoint_sha256": digest, "beam": opts.beam,
             "alpha": chosen["alpha"], "averaged_from": averaged_from,
             "epochs": last.get("epochs_done", last.get("epoch")),
             "training_minutes": round(last["elapsed_s"] / 60, 1) if last else None,

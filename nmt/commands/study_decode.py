@@ -1,23 +1,48 @@
 """What a study report decodes and how: its test sets (the splits and their joined
 long-sentence sets) and each model's search, greedy or beam with the GNMT alpha chosen on
-validation; translations are cached beside each checkpoint."""
+validation; translations are cached beside each checkpoint.
+
+A cached translation file ``hyps/{name}`` is reused only when its key file
+``hyps/{name}.key.json`` says it was made from the same content: the SHA-256 of the
+checkpoint file, of the source lines (a joined set's lines, so ``join_ks`` counts), the
+whole decoding (beam, length penalty, alpha, length ratio, precision, n-best), the
+Translator's batch and source-length settings and ``HYPS_FORMAT``; and when the file
+still holds the lines the key records. File times and sizes are never trusted (a
+checkpoint copied with ``cp -p`` keeps its old time). Anything else is translated again.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from nmt.commands.study_plan import PlannedRun
 from nmt.config.schema import StudyConfig
 from nmt.data.corpus import DataError, read_split
+from nmt.data.digest import file_sha256, lines_sha256
 from nmt.data.longsets import long_sentence_set
 from nmt.evaluation.metrics import score
-from nmt.inference.translate import Decoding, truncation_warning
+from nmt.inference.translate import (
+    MAX_SOURCE_PIECES,
+    Decoding,
+    truncation_warning,
+    unfinished_warning,
+)
 from nmt.inference.translator import Translator
-from nmt.model.checkpoint import Loaded
+from nmt.model.checkpoint import Loaded, load_checkpoint
+
+# bump when the search changes what it returns for the same checkpoint and settings, so
+# that translations cached by an older search are made again (2: hypotheses cut at the
+# length limit rank after complete ones)
+HYPS_FORMAT = 2
+BATCH_SIZE = 64  # sentences per batch of the report's searches (part of the cache key)
 
 
 @dataclass
@@ -76,45 +101,101 @@ def _tag(decoding: Decoding) -> str:
     return "greedy" if decoding.beam_size == 1 else f"beam{decoding.beam_size}_a{decoding.alpha:g}"
 
 
-def _cached(run: PlannedRun, name: str) -> Path | None:
-    """The cache file ``hyps/{name}`` of ``run``, when it is newer than best.pt."""
-    cache = run.out_dir / "hyps" / name
-    fresh = cache.exists() and cache.stat().st_mtime >= (run.out_dir / "best.pt").stat().st_mtime
-    return cache if fresh else None
+def load_models(runs: list[PlannedRun]) -> tuple[dict[str, Loaded], dict[str, str]]:
+    """Each run's ``best.pt`` loaded, and the SHA-256 of that file (the checkpoint part of
+    the key of its cached translations), both by label.
+
+    Raises:
+        CheckpointError: a ``best.pt`` cannot be loaded.
+        OSError: a ``best.pt`` cannot be read.
+    """
+    models, digests = {}, {}
+    for r in runs:
+        digests[r.label] = file_sha256(r.out_dir / "best.pt")
+        models[r.label] = load_checkpoint(r.out_dir / "best.pt")
+    return models, digests
+
+
+def cache_key(checkpoint_sha256: str, sources: list[str], decoding: Decoding) -> dict[str, Any]:
+    """What cached translations of ``sources`` must have been made from to be reused (see
+    the module docstring). Raises nothing."""
+    return {"format": HYPS_FORMAT, "checkpoint_sha256": checkpoint_sha256,
+            "sources_sha256": lines_sha256(sources), "lines": len(sources),
+            "decoding": dataclasses.asdict(decoding),
+            "translator": {"batch_size": BATCH_SIZE, "max_src_pieces": MAX_SOURCE_PIECES}}
+
+
+def _stale(path: Path, want: dict[str, Any]) -> tuple[list[str] | None, str]:
+    """(the cached translations in ``path``, "") when its key file matches ``want``, else
+    (None, why they are not reused)."""
+    try:
+        got = json.loads(path.with_name(path.name + ".key.json").read_text(encoding="utf-8"))
+        hyps = path.read_text(encoding="utf-8").split("\n")[:-1]
+    except (OSError, ValueError):
+        return None, ("not cached yet" if not path.exists()
+                      else "cached translations without a readable key")
+    if not isinstance(got, dict) or not isinstance(got.get("key"), dict):
+        return None, "cached translations without a readable key"
+    old: dict[str, Any] = got["key"]
+    for k, v in want.items():
+        if old.get(k) != v:
+            what = {"checkpoint_sha256": "the checkpoint", "sources_sha256": "the source lines",
+                    "lines": "the source lines", "format": "the search's output format"
+                    }.get(k, f"the {k} settings")
+            return None, f"cached translations are stale: {what} changed"
+    if got.get("hyps_sha256") != lines_sha256(hyps) or len(hyps) != want["lines"]:
+        return None, "cached translations are not the lines their key records"
+    return hyps, ""
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _translate(run: PlannedRun, loaded: Loaded, sources: list[str], decoding: Decoding,
-               name: str, log: Callable[[str], None]) -> list[str]:
+               name: str, log: Callable[[str], None], checkpoint_sha256: str) -> list[str]:
     """Translations of ``sources``, cached beside the checkpoint (``hyps/{name}``, the
-    greedy ones as ``hyps/{set}.txt``) until best.pt changes."""
-    cache = _cached(run, name)
-    if cache is not None:
-        hyps = cache.read_text(encoding="utf-8").split("\n")[:-1]
-        if len(hyps) == len(sources):
-            return hyps
-    log(f"{run.cfg.name}: translating {name} ({len(sources)} sentences, {decoding.describe()})")
+    greedy ones as ``hyps/{set}.txt``) under the key :func:`cache_key`."""
+    path = run.out_dir / "hyps" / name
+    want = cache_key(checkpoint_sha256, sources, decoding)
+    hyps, why = _stale(path, want)
+    if hyps is not None:
+        return hyps
+    log(f"{run.cfg.name}: translating {name} ({len(sources)} sentences, "
+        f"{decoding.describe()}; {why})")
     with torch.inference_mode():
-        translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding)
+        translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding,
+                                batch_size=BATCH_SIZE, max_src_pieces=MAX_SOURCE_PIECES,
+                                warn=log)
         out = translator.translate(sources)
     hyps = [" ".join(t.text.split()) for t in out]
-    warning = truncation_warning(out, f"{run.cfg.name} on {name}")
-    if warning:
-        log(warning)
-    path = run.out_dir / "hyps" / name
+    for warning in (truncation_warning(out, f"{run.cfg.name} on {name}"),
+                    unfinished_warning(out, f"{run.cfg.name} on {name}")):
+        if warning:
+            log(warning)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+    # the key is written last: a crash between the two leaves a file no key vouches for
+    path.with_name(path.name + ".key.json").unlink(missing_ok=True)
+    _write_atomic(path, "".join(h + "\n" for h in hyps))
+    _write_atomic(path.with_name(path.name + ".key.json"),
+                  json.dumps({"key": want, "hyps_sha256": lines_sha256(hyps)}, indent=1))
     return hyps
 
 
 def decode(run: PlannedRun, loaded: Loaded, ts: TestSet, decoding: Decoding,
-            log: Callable[[str], None]) -> list[str]:
+           log: Callable[[str], None], checkpoint_sha256: str) -> list[str]:
+    """Translations of test set ``ts`` by ``run``'s model (``loaded``, read from the file
+    whose SHA-256 is ``checkpoint_sha256``), from the cache when its key matches."""
     tag = _tag(decoding)
     name = f"{ts.name}.txt" if tag == "greedy" else f"{ts.name}.{tag}.txt"
-    return _translate(run, loaded, ts.sources, decoding, name, log)
+    return _translate(run, loaded, ts.sources, decoding, name, log, checkpoint_sha256)
 
 
 def choose_alpha(study: StudyConfig, run: PlannedRun, loaded: Loaded,
-                 log: Callable[[str], None]) -> tuple[float, dict[str, float]]:
+                 log: Callable[[str], None], checkpoint_sha256: str
+                 ) -> tuple[float, dict[str, float]]:
     """The GNMT alpha of ``study.alphas`` with the highest validation score under beam
     search of ``study.beam_size``, and the score of each (the mean of BLEU on the
     validation split and on it joined ``data.valid_join_ks`` at a time, the score training
@@ -128,24 +209,27 @@ def choose_alpha(study: StudyConfig, run: PlannedRun, loaded: Loaded,
     scores = {}
     for alpha in study.alphas:
         dec = beam_decoding(loaded, study.beam_size, alpha)
-        bleus = [score(_translate(run, loaded, src, dec, f"{name}.{_tag(dec)}.txt", log), ref,
-                       src, ((1, None),)).bleu for name, src, ref in sets]
+        bleus = [score(_translate(run, loaded, src, dec, f"{name}.{_tag(dec)}.txt", log,
+                                  checkpoint_sha256), ref, src, ((1, None),)).bleu
+                 for name, src, ref in sets]
         scores[f"{alpha:g}"] = round(sum(bleus) / len(bleus), 2)
     best = max(study.alphas, key=lambda a: scores[f"{a:g}"])
     return best, scores
 
 
 def report_decodings(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Loaded],
-               log: Callable[[str], None]) -> tuple[dict[str, Decoding], dict[str, dict]]:
+                     log: Callable[[str], None], digests: dict[str, str]
+                     ) -> tuple[dict[str, Decoding], dict[str, dict]]:
     """Each model's report decoding (beam search with its alpha chosen on val, or greedy
-    when ``beam_size`` is 1) and the validation scores of the alphas tried."""
+    when ``beam_size`` is 1) and the validation scores of the alphas tried; ``digests``:
+    each checkpoint's SHA-256 by label (:func:`load_models`)."""
     decodings, choice = {}, {}
     for r in runs:
         loaded = models[r.label]
         if study.beam_size == 1:
             decodings[r.label] = greedy_decoding(loaded)
             continue
-        alpha, scores = choose_alpha(study, r, loaded, log)
+        alpha, scores = choose_alpha(study, r, loaded, log, digests[r.label])
         decodings[r.label] = beam_decoding(loaded, study.beam_size, alpha)
         choice[r.label] = {"alpha": alpha, "val_score_by_alpha": scores}
     return decodings, choice

@@ -20,6 +20,7 @@ from nmt.commands.study_decode import (
     TestSet,
     decode,
     greedy_decoding,
+    load_models,
     load_test_sets,
     report_decodings,
 )
@@ -27,6 +28,7 @@ from nmt.commands.study_plan import PlannedRun
 from nmt.commands.train import training_pairs
 from nmt.config.buckets import parse_buckets
 from nmt.config.schema import StudyConfig
+from nmt.data.digest import lines_sha256
 from nmt.evaluation.bootstrap import BucketRow, bucket_drop, format_markdown, study_table
 from nmt.evaluation.metrics import bucket_label, score
 from nmt.evaluation.plots import (
@@ -37,7 +39,7 @@ from nmt.evaluation.plots import (
 )
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
-from nmt.model.checkpoint import Loaded, load_checkpoint
+from nmt.model.checkpoint import Loaded
 
 
 def _falloff(rows: list[BucketRow], system: str) -> str:
@@ -190,10 +192,10 @@ def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str]
     """
     out = Path(study.report_dir.format(name=study.name))
     out.mkdir(parents=True, exist_ok=True)
-    models = {r.label: load_checkpoint(r.out_dir / "best.pt") for r in runs}
+    models, digests = load_models(runs)
     test_sets = load_test_sets(study, models[runs[0].label], log)
     buckets = parse_buckets(study.buckets)
-    decodings, alpha_choice = report_decodings(study, runs, models, log)
+    decodings, alpha_choice = report_decodings(study, runs, models, log, digests)
     search = ("greedy search" if study.beam_size == 1 else
               f"beam search, beam {study.beam_size}, GNMT length penalty with each model's "
               "alpha chosen on the validation score among "
@@ -214,8 +216,8 @@ def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str]
     kw: dict[str, Any] = dict(baseline=study.baseline, min_bucket=study.min_bucket,
                               n_samples=study.n_samples, seed=study.bootstrap_seed)
     for ts in test_sets:
-        systems = {r.label: decode(r, models[r.label], ts, decodings[r.label], log)
-                   for r in runs}
+        systems = {r.label: decode(r, models[r.label], ts, decodings[r.label], log,
+                                   digests[r.label]) for r in runs}
         overall = study_table(systems, ts.references, ts.sources, ((1, None),), **kw)
         rows = study_table(systems, ts.references, ts.sources, buckets, **kw)
         plot = f"bleu_by_length_{ts.name}.png"
@@ -234,14 +236,15 @@ def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str]
         record: dict[str, Any] = {
                   "overall": [asdict(r) for r in overall], "buckets": [asdict(r) for r in rows],
                   "drops": drops, "signature": sig.signature,
-                  "chrf_signature": sig.chrf_signature}
+                  "chrf_signature": sig.chrf_signature,
+                  "sources_sha256": lines_sha256(ts.sources)}
         if drops:
             table = _drop_table(study, drops)
             md += table
             if ts.name.endswith("_joined") and not headline:
                 headline = table
         if study.beam_size > 1:
-            md_g, record["greedy"] = _greedy_section(study, runs, models, ts, log)
+            md_g, record["greedy"] = _greedy_section(study, runs, models, ts, log, digests)
             md += md_g
         results["test_sets"][ts.name] = record
     if headline:
@@ -262,10 +265,11 @@ def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str]
 
 
 def _greedy_section(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Loaded],
-                    ts: TestSet, log: Callable[[str], None]) -> tuple[list[str], dict]:
+                    ts: TestSet, log: Callable[[str], None], digests: dict[str, str]
+                    ) -> tuple[list[str], dict]:
     """The same set decoded greedily: BLEU by length and the drop table."""
-    systems = {r.label: decode(r, models[r.label], ts, greedy_decoding(models[r.label]), log)
-               for r in runs}
+    systems = {r.label: decode(r, models[r.label], ts, greedy_decoding(models[r.label]), log,
+                               digests[r.label]) for r in runs}
     rows = study_table(systems, ts.references, ts.sources, parse_buckets(study.buckets),
                        baseline=study.baseline, min_bucket=study.min_bucket,
                        n_samples=study.n_samples, seed=study.bootstrap_seed)

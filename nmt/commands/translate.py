@@ -18,6 +18,7 @@ from nmt.inference.translate import (
     cut_lines_warning,
     invalid_lines_warning,
     strongest_alignment,
+    unfinished_lines_warning,
     unknown_lines_warning,
 )
 from nmt.inference.translator import Translator
@@ -94,12 +95,17 @@ def _model_label(loaded: Loaded | LoadedEnsemble) -> str:
     return f"{loaded.cfg.model.attention} attention"
 
 
+# marks a hypothesis that reached the length limit before </s> at the prompt
+_CUT = "  [cut at the length limit, no end of sentence]"
+
+
 def run_interactive(loaded: Loaded | LoadedEnsemble, *, show_attention: bool, decoding: Decoding,
                     plot: Path | None = None, stdin: TextIO = sys.stdin,
                     stdout: TextIO = sys.stdout) -> int:
     """Prompt, translate each line, print; empty lines are skipped; Ctrl-D/Ctrl-C quit.
     With ``decoding.n_best`` > 1 the N best hypotheses are listed, best first, each with
-    its score (log-probability after the length penalty). With ``plot`` the heatmap of
+    its score (log-probability after the length penalty); one cut at the length limit
+    before ``</s>`` is marked, and listed after the complete ones. With ``plot`` the heatmap of
     the latest sentence (of the best hypothesis) is written there.
 
     Returns:
@@ -132,10 +138,10 @@ def run_interactive(loaded: Loaded | LoadedEnsemble, *, show_attention: bool, de
             stdout.write("(warning: the model knows no piece of this input (<unk>); "
                          "the translation is a guess)\n")
         if decoding.n_best > 1 and tr.nbest:
-            stdout.write("".join(f"{k}. {_one_line(text)}  ({sc:.4f})\n"
-                                 for k, (text, sc) in enumerate(tr.nbest, 1)))
+            stdout.write("".join(f"{k}. {_one_line(text)}{'' if done else _CUT}  ({sc:.4f})\n"
+                                 for k, (text, sc, done) in enumerate(tr.nbest, 1)))
         else:
-            stdout.write(_one_line(tr.text) + "\n")
+            stdout.write(_one_line(tr.text) + ("" if tr.complete else _CUT) + "\n")
         if show_attention:
             stdout.write("\n".join(_attention_lines(tr)) + "\n")
         if plot is not None:
@@ -184,6 +190,7 @@ def run_filter(loaded: Loaded | LoadedEnsemble, *, input_path: Path | None,
     out = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout
     cut: list[int] = []  # input lines (from 1) whose source was cut to MAX_SOURCE_PIECES
     unknown: list[int] = []  # input lines (from 1) of which the model knows no piece
+    unfinished: list[int] = []  # input lines (from 1) with a hypothesis cut at the limit
     invalid: list[int] = []  # input lines (from 1) with invalid UTF-8
     first = 0  # index of the chunk's first line in the whole input
     drawn = 0
@@ -209,8 +216,11 @@ def run_filter(loaded: Loaded | LoadedEnsemble, *, input_path: Path | None,
                     cut.append(i + 1)
                 if tr.unknown:
                     unknown.append(i + 1)
+                listed = tr.nbest or [(tr.text, tr.score or 0.0, tr.complete)]
+                if tr.text and not all(done for _t, _s, done in listed):
+                    unfinished.append(i + 1)
                 if decoding.n_best > 1:  # Moses n-best format: index ||| hypothesis ||| score
-                    for text, sc in tr.nbest or [(tr.text, tr.score or 0.0)]:
+                    for text, sc, _done in listed:
                         out.write(f"{i} ||| {_one_line(text)} ||| {sc:.4f}\n")
                 else:
                     out.write(_one_line(tr.text) + "\n")
@@ -229,6 +239,7 @@ def run_filter(loaded: Loaded | LoadedEnsemble, *, input_path: Path | None,
         if input_path is not None:
             source.close()
     for warning in (invalid_lines_warning(invalid, where), cut_lines_warning(cut, where),
-                    unknown_lines_warning(unknown, where)):
+                    unknown_lines_warning(unknown, where),
+                    unfinished_lines_warning(unfinished, where, decoding.n_best > 1)):
         if warning:
             print(warning, file=sys.stderr)

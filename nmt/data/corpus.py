@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
-from typing import BinaryIO, cast
+from typing import Any, BinaryIO, cast
 from urllib.parse import urlparse
 
 from nmt.config.schema import DataConfig
@@ -86,10 +86,12 @@ def _clean(line: str) -> str:
     return line.replace("\t", " ").strip()
 
 
-def iter_lines(path: Path, bad: list[str]) -> Iterator[str]:
+def iter_lines(path: Path, bad: list[str], digest: Any = None) -> Iterator[str]:
     """The lines of a plain or gzip text file, cleaned (see module docstring), one at a
     time, so that memory does not grow with the file. A line that is not UTF-8 is skipped
-    and described (``file:line: ...``) in ``bad``; the caller raises for them.
+    and described (``file:line: ...``) in ``bad``; the caller raises for them. ``digest``
+    (a ``hashlib`` object) is fed every line's bytes as read, so that a caller who streams
+    the file anyway gets its content key (:func:`nmt.data.digest.content_sha256`).
 
     Raises:
         DataError: the file is missing, or a cut-short or corrupt gzip (raised when the
@@ -100,6 +102,8 @@ def iter_lines(path: Path, bad: list[str]) -> Iterator[str]:
     try:
         with open_bytes(path) as f:
             for lineno, raw in enumerate(f, 1):
+                if digest is not None:
+                    digest.update(raw)
                 try:
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
@@ -167,11 +171,13 @@ def split_files(directory: Path, split: str, src_lang: str, tgt_lang: str) -> tu
             _find_split_file(directory, split, tgt_lang))
 
 
-def iter_dir_split(directory: Path, split: str, src_lang: str, tgt_lang: str) -> Iterator[Pair]:
+def iter_dir_split(directory: Path, split: str, src_lang: str, tgt_lang: str,
+                   digests: tuple[Any, Any] | None = None) -> Iterator[Pair]:
     """The pairs of :func:`read_dir_split`, one at a time: both files are read in step,
     line by line, so memory does not grow with the corpus. Every pair is yielded before the
     problems of the files are raised, so a consumer must treat its output as provisional
-    until the iterator is exhausted.
+    until the iterator is exhausted. ``digests``: two ``hashlib`` objects fed the source's
+    and the target's bytes (see :func:`iter_lines`).
 
     Raises:
         DataError: as :func:`read_dir_split`, with the same messages (invalid UTF-8 naming
@@ -181,8 +187,10 @@ def iter_dir_split(directory: Path, split: str, src_lang: str, tgt_lang: str) ->
     bad_src: list[str] = []
     bad_tgt: list[str] = []
     n_src = n_tgt = 0
+    d_src, d_tgt = digests or (None, None)
     # None (never a line) marks the end of the shorter file
-    for s, t in zip_longest(iter_lines(src_path, bad_src), iter_lines(tgt_path, bad_tgt)):
+    for s, t in zip_longest(iter_lines(src_path, bad_src, d_src),
+                            iter_lines(tgt_path, bad_tgt, d_tgt)):
         n_src += s is not None
         n_tgt += t is not None
         if s is not None and t is not None:

@@ -8,10 +8,13 @@ and written once into an Arrow file that a ``datasets.Dataset`` memory-maps: col
 ``src`` (piece ids ending in EOS), ``tgt`` (piece ids), ``src_len`` and ``tgt_len``.
 
 The cache lives in ``{out_dir}/data/`` beside a manifest (``manifest.json``) that records
-the source files' paths, sizes and modification times, the filter settings and the
-vocabulary's hash; a run whose files, settings and vocabulary match reuses it (``--resume``
-never prepares again), anything else rebuilds it. The vocabulary is trained on a seeded
-reservoir sample of ``subwords.sample_size`` pairs, drawn while streaming.
+the SHA-256 of the source files' content, the filter settings and the vocabulary's hash
+(nmt/data/store_key.py); a run whose files, settings and vocabulary match reuses it
+(``--resume`` never prepares again), anything else rebuilds it. Sizes and modification
+times are not trusted: an edit that keeps both (two lines swapped, then ``cp -p``,
+``rsync -a`` or ``touch -r``) rebuilds it too. Checking costs one read of both files per
+run. The vocabulary is trained on a seeded reservoir sample of ``subwords.sample_size``
+pairs, drawn while streaming.
 
 Batches are index arrays: the lengths are two numpy arrays, and
 :func:`nmt.data.batches.token_batches` is the rule of
@@ -20,12 +23,10 @@ Batches are index arrays: the lengths are two numpy arrays, and
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,14 +37,24 @@ import torch
 
 from nmt.config.schema import Config, DataConfig
 from nmt.data.batches import Batch, FilterStats, IndexBatches, skip_reason, token_batches
-from nmt.data.corpus import DataError, Pair, iter_dir_split, resolve_source, split_files
+from nmt.data.corpus import DataError
+from nmt.data.store_key import (
+    MANIFEST,
+    TABLE,
+    VOCAB_FILES,
+    cached_vocabs,
+    checked_pairs,
+    fingerprint,
+    read_manifest,
+    sample_pairs,
+    source_files,
+    stale_reason,
+    vocab_hashes,
+)
 from nmt.data.vocab import BOS, EOS, PAD, Vocab
 
-STORE_FORMAT = 1  # bump when the columns or the encoding change: older caches are rebuilt
 CHUNK_PAIRS = 50_000  # pairs encoded and written at a time: bounds the memory of preparing
 SHOWN_SKIPPED = 10  # skipped pairs named in the manifest and the log
-MANIFEST, TABLE = "manifest.json", "train.arrow"
-VOCAB_FILES = ("vocab.src.model", "vocab.tgt.model")
 
 
 class ArrowTrainingSet:
@@ -117,142 +128,6 @@ def _flat_ids(column: pa.ChunkedArray) -> torch.Tensor:
     return torch.from_numpy(flat.astype(np.int64))
 
 
-# ---------------------------------------------------------------- the source files
-
-
-def source_files(d: DataConfig) -> tuple[Path, Path]:
-    """The training split's source and target files.
-
-    Raises:
-        DataError: the data is not a directory of ``{split}.{lang}[.gz]`` files, or a
-            file is missing.
-    """
-    if resolve_source(d) != "dir" or not d.path:
-        raise DataError(f"data.store: arrow streams a directory of {{split}}.{{lang}}[.gz] "
-                        f"files, but data.path {d.path!r} is not a directory from here "
-                        f"({Path.cwd()}); set data.path, or data.store=memory for the hub")
-    return split_files(Path(d.path).expanduser(), d.train_split, d.src_lang, d.tgt_lang)
-
-
-def iter_training_pairs(d: DataConfig) -> Iterator[Pair]:
-    """The training split's pairs as read (the first ``data.train_limit`` of them), one at
-    a time; the rest of the files is still read to check them, as the in-memory reader
-    does.
-
-    Raises:
-        DataError: see :func:`nmt.data.corpus.iter_dir_split`.
-    """
-    directory = Path(d.path).expanduser()  # type: ignore[arg-type]  # checked by source_files
-    for i, pair in enumerate(iter_dir_split(directory, d.train_split, d.src_lang, d.tgt_lang)):
-        if d.train_limit is None or i < d.train_limit:
-            yield pair
-
-
-def sample_pairs(d: DataConfig, size: int, *, seed: int, log: Callable[[str], None]
-                 ) -> tuple[list[str], list[str]]:
-    """A uniform sample of at most ``size`` training pairs with both sides non-empty (the
-    pairs the in-memory vocabulary is trained on), drawn in one streaming pass by
-    reservoir sampling (Vitter's algorithm R) with ``random.Random(seed)``: deterministic,
-    memory bounded by ``size``; a split of at most ``size`` such pairs comes back whole,
-    in order.
-
-    Returns:
-        (sources, targets), aligned.
-
-    Raises:
-        DataError: see :func:`nmt.data.corpus.iter_dir_split`.
-    """
-    rng = random.Random(seed)
-    reservoir: list[tuple[str, str]] = []
-    seen = 0
-    began = time.monotonic()
-    for p in iter_training_pairs(d):
-        if not (p.src and p.tgt):
-            continue
-        if seen < size:
-            reservoir.append((p.src, p.tgt))
-        else:
-            j = rng.randrange(seen + 1)
-            if j < size:
-                reservoir[j] = (p.src, p.tgt)
-        seen += 1
-        if seen % 1_000_000 == 0:
-            log(f"vocabulary sample: {seen:,} pairs read, {time.monotonic() - began:.0f} s")
-    log(f"vocabulary sample: {len(reservoir):,} of {seen:,} pairs "
-        f"({time.monotonic() - began:.0f} s)")
-    return [s for s, _ in reservoir], [t for _, t in reservoir]
-
-
-# ---------------------------------------------------------------- the cache
-
-
-def vocab_hashes(src_vocab: Vocab, tgt_vocab: Vocab) -> list[str]:
-    """SHA-256 of both serialized SentencePiece models (hex)."""
-    return [hashlib.sha256(v.model_bytes).hexdigest() for v in (src_vocab, tgt_vocab)]
-
-
-def fingerprint(cfg: Config, files: tuple[Path, Path]) -> dict[str, Any]:
-    """What a cache must match to be reused: the store format, each source file's
-    resolved path, size (bytes) and modification time (ns), the reading and filter
-    settings, and the settings the vocabulary was trained with."""
-    d = cfg.data
-    return {
-        "format": STORE_FORMAT,
-        "sources": [{"path": str(f.resolve()), "bytes": f.stat().st_size,
-                     "mtime_ns": f.stat().st_mtime_ns} for f in files],
-        "data": {"src_lang": d.src_lang, "tgt_lang": d.tgt_lang, "train_split": d.train_split,
-                 "max_train_words": d.max_train_words, "train_limit": d.train_limit},
-        "vocab_settings": {**{f"subwords.{k}": v for k, v in
-                              cfg.to_dict()["subwords"].items()}, "train.seed": cfg.train.seed},
-    }
-
-
-def read_manifest(cache: Path) -> dict[str, Any] | None:
-    """The cache's manifest, or None when there is none (or it cannot be parsed)."""
-    try:
-        return json.loads((cache / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def stale_reason(cache: Path, want: dict[str, Any], vocabs: tuple[Vocab, Vocab] | None
-                 ) -> str | None:
-    """Why the cache in ``cache`` cannot serve a run with fingerprint ``want`` (a phrase
-    for the log), or None when it can. With ``vocabs`` (a resumed run) the cached
-    encoding must be theirs; without, the cached vocabulary must have been trained with
-    the same settings."""
-    manifest = read_manifest(cache)
-    if manifest is None or not (cache / TABLE).exists():
-        return "no prepared training data yet"
-    if manifest.get("format") != want["format"]:
-        return f"it was written in store format {manifest.get('format')}"
-    for old, new in zip(manifest.get("sources", []), want["sources"], strict=False):
-        if old != new:
-            name = Path(new["path"]).name
-            return (f"{name} changed (size or modification time)" if old["path"] == new["path"]
-                    else f"the training files are now {new['path']}")
-    changed = [k for k, v in want["data"].items() if manifest.get("data", {}).get(k) != v]
-    if changed:
-        return f"data.{changed[0]} changed"
-    if vocabs is not None:
-        if manifest.get("vocab_sha256") != vocab_hashes(*vocabs):
-            return "it was encoded with another vocabulary"
-        return None
-    changed = [k for k, v in want["vocab_settings"].items()
-               if manifest.get("vocab_settings", {}).get(k) != v]
-    if changed:
-        return f"{changed[0]} changed"
-    if not all((cache / f).exists() for f in VOCAB_FILES):
-        return "its vocabulary files are missing"
-    return None
-
-
-def cached_vocabs(cache: Path) -> tuple[Vocab, Vocab]:
-    """The (source, target) SentencePiece models stored with the cache."""
-    src, tgt = ((cache / f).read_bytes() for f in VOCAB_FILES)
-    return Vocab(src), Vocab(tgt)
-
-
 def _write_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_bytes(data)
@@ -271,8 +146,9 @@ def prepare_store(d: DataConfig, cache: Path, *, vocabs: tuple[Vocab, Vocab],
         The manifest.
 
     Raises:
-        DataError: a bad file (see :func:`nmt.data.corpus.iter_dir_split`); nothing is left
-            that a later run would take for a prepared store.
+        DataError: a bad file (see :func:`nmt.data.corpus.iter_dir_split`), or a file
+            whose content is no longer the one ``want`` records (changed while it was
+            read); nothing is left that a later run would take for a prepared store.
     """
     cache.mkdir(parents=True, exist_ok=True)
     (cache / MANIFEST).unlink(missing_ok=True)  # from now on the cache is invalid
@@ -289,7 +165,7 @@ def prepare_store(d: DataConfig, cache: Path, *, vocabs: tuple[Vocab, Vocab],
     try:
         with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
             chunk: list[tuple[str, str]] = []
-            for p in iter_training_pairs(d):
+            for p in checked_pairs(d, want):
                 counts["read"] += 1
                 why = skip_reason(p.src, p.tgt, d.max_train_words)
                 if why is not None:
@@ -387,7 +263,7 @@ def open_or_prepare(cfg: Config, cache: Path, *, vocabs: tuple[Vocab, Vocab] | N
     began = time.monotonic()
     if vocabs is None:
         sources, targets = sample_pairs(cfg.data, cfg.subwords.sample_size,
-                                        seed=cfg.train.seed, log=log)
+                                        seed=cfg.train.seed, log=log, want=want)
         if not sources:
             raise DataError(f"no training pairs with both sides non-empty in split "
                             f"{cfg.data.train_split!r}")

@@ -28,6 +28,7 @@ from torch import nn
 from nmt.config.schema import Config
 from nmt.data.vocab import Vocab
 from nmt.model.checkpoint import CheckpointError, Loaded, load_checkpoint
+from nmt.ops.precision import at_least_fp32
 
 
 @dataclass
@@ -78,9 +79,9 @@ class Ensemble(nn.Module):
         new_state = EnsembleParts(tuple(o[1] for o in outs))
         if len(outs) == 1:  # one member: its own numbers, bit for bit
             return outs[0][0], new_state, outs[0][2]
-        logp = torch.logsumexp(torch.stack([o[0].float() for o in outs]), dim=0)
+        logp = torch.logsumexp(torch.stack([at_least_fp32(o[0]) for o in outs]), dim=0)
         logp -= math.log(len(outs))
-        attns = [o[2].float() for o in outs if o[2] is not None]
+        attns = [at_least_fp32(o[2]) for o in outs if o[2] is not None]
         attn = torch.stack(attns).mean(0) if attns else None
         return logp, new_state, attn
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from nmt.data.vocab import BOS, EOS
+from nmt.ops.precision import at_least_fp32
 from nmt.ops.topk import top_k
 
 LENGTH_PENALTIES = ("gnmt", "average", "none")
@@ -29,9 +30,12 @@ class Hypothesis:
         attention: (len(tokens) + 1, S_real) attention weights per output step (EOS row
             included when produced, else len(tokens) rows), or None for the fixed-vector model.
         log_prob: total log-probability (nats) including EOS when it was produced.
-        complete: False when the search reached the length limit before EOS; such a
-            hypothesis is scored and ranked by the same rule as the others (its log P
-            simply has no EOS term), so it is returned only when nothing scores better.
+        complete: False when the search reached the length limit before EOS. Such a
+            hypothesis is not a translation but the start of one: its log P has no EOS
+            term, so it would often outscore finished ones. It is scored as forced
+            decoding scores the same pieces (``log P(pieces) / lp(len(pieces))``), ranked
+            after every complete hypothesis, and returned only when fewer than ``n_best``
+            complete ones were found.
     """
 
     tokens: list[int]
@@ -61,7 +65,7 @@ def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = 2
         max_ratio: output length limit is ``max_ratio * src_len + 10``.
 
     Returns:
-        B hypotheses in input order.
+        B hypotheses in input order; one cut at its length limit has ``complete=False``.
     """
     B, S = src.shape
     dev = src.device
@@ -69,7 +73,7 @@ def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = 2
     limits = max_output_length(src_len, max_ratio)  # (B,) on the CPU
     T = int(limits.max())
     tokens = torch.full((B, T), EOS, dtype=torch.long, device=dev)
-    scores = torch.zeros(B, device=dev)
+    scores: torch.Tensor | None = None  # (B,) in the step's dtype (fp64 for a float64 model)
     attn_all = None  # (B, T, S), filled as rows run
     rows = torch.arange(B, device=dev)  # the batch rows still running
     row_limits = limits.to(dev)
@@ -78,6 +82,8 @@ def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = 2
         logp, state, attn = model.step(prev, state, mem)  # (n, V), (n, S) or None
         best_logp, best = logp.max(dim=-1)
         tokens[rows, t] = best
+        if scores is None:
+            scores = logp.new_zeros(B)
         scores[rows] += best_logp
         if attn is not None:
             if attn_all is None:
@@ -91,6 +97,8 @@ def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = 2
             rows, row_limits, best = rows[keep], row_limits[keep], best[keep]
             mem, state = mem.index_select(keep), state.index_select(keep)
         prev = best
+    if scores is None:  # no step at all (a length limit of 0)
+        scores = torch.zeros(B, device=dev)
     out, scores_l = tokens.tolist(), scores.tolist()
     attn_all = None if attn_all is None else attn_all.cpu()
     hyps = []
@@ -99,7 +107,7 @@ def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = 2
         n = seq.index(EOS) if EOS in seq[:limit] else limit
         rows_b = n + 1 if n < limit else n  # the EOS row only when EOS was produced
         a = None if attn_all is None else attn_all[b, :rows_b, : int(src_len[b])].clone()
-        hyps.append(Hypothesis(seq[:n], scores_l[b], a, scores_l[b]))
+        hyps.append(Hypothesis(seq[:n], scores_l[b], a, scores_l[b], complete=n < limit))
     return hyps
 
 
@@ -194,13 +202,13 @@ def _candidates(logp: torch.Tensor, open_lp: torch.Tensor, K: int
     # no set order, and where a tie straddles its cut it may keep any of them: such rows
     # (rare) take the n1 best from a stable sort of the whole row instead.
     m = min(n1 + 1, V)
-    lp_m, tok_m = top_k(logp.float(), m)  # (B*K, m)
+    lp_m, tok_m = top_k(at_least_fp32(logp), m)  # (B*K, m)
     lp1, tok1 = lp_m[:, :n1], tok_m[:, :n1]
     if m > n1:
         straddle = (lp_m[:, n1 - 1] == lp_m[:, n1]).nonzero().squeeze(1)
         if straddle.numel():
-            whole = logp.index_select(0, straddle).float().sort(dim=-1, descending=True,
-                                                                 stable=True)
+            whole = at_least_fp32(logp.index_select(0, straddle)).sort(
+                dim=-1, descending=True, stable=True)
             lp1, tok1 = lp1.clone(), tok1.clone()
             lp1[straddle], tok1[straddle] = whole.values[:, :n1], whole.indices[:, :n1]
     tok1, by_id = tok1.sort(dim=-1)
@@ -267,9 +275,11 @@ def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int 
     score is >= ``max(open log P) / lp(limit)``, a bound no open hypothesis can beat (log P
     only falls, lp only grows): so every returned hypothesis, in any n-best position, is
     the best the beam can still produce under the length penalty in use (see
-    :func:`_is_done`; unlike the "K finished" rule of OpenNMT-py and fairseq). All
-    finished hypotheses, including those cut at the length limit without EOS
-    (``complete=False``), are ranked by the same ``log P / lp(|Y|)``. A sentence that is
+    :func:`_is_done`; unlike the "K finished" rule of OpenNMT-py and fairseq). A hypothesis
+    cut at the length limit without EOS (``complete=False``) is scored as forced decoding
+    of its pieces scores them, ``log P / lp(|pieces|)``, and ranked after every complete
+    one, so it is returned only when fewer than ``n_best`` complete hypotheses were found
+    (n-best lists hold translations first). A sentence that is
     done leaves the batch (its K rows are no longer computed) and the loop stops when every
     sentence is done; the first step runs once per sentence, since its K starts are equal.
     Beam size 1 gives exactly greedy's tokens.
@@ -284,7 +294,8 @@ def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int 
         n_best: hypotheses returned per sentence, 1..K.
 
     Returns:
-        per sentence (input order) its n_best hypotheses, best score first.
+        per sentence (input order) its n_best hypotheses: complete ones first, best score
+        first, then those cut at the length limit, best score first.
 
     Raises:
         ValueError: beam_size < 1, n_best outside 1..beam_size, unknown length_penalty,
@@ -339,4 +350,10 @@ def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int 
             cpu_idx = idx.cpu()
             limits, lp_limit = limits[cpu_idx], lp_limit[idx]
             lens = [lens[i] for i in going]
-    return [sorted(f, key=lambda h: -h.score)[:n_best] for f in finished]
+    return [rank(f)[:n_best] for f in finished]
+
+
+def rank(hyps: list[Hypothesis]) -> list[Hypothesis]:
+    """``hyps`` in n-best order: complete hypotheses by score (best first), then those cut
+    at the length limit by score; equal scores keep their order. Raises nothing."""
+    return sorted(hyps, key=lambda h: (not h.complete, -h.score))

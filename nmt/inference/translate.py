@@ -33,6 +33,10 @@ class Translation:
         truncated: the source was longer than the limit and was cut.
         unknown: no source piece is known to the model (only ``<unk>`` and word
             boundaries, e.g. a line of emoji): the translation is a guess.
+        complete: the hypothesis ended with ``</s>``; False when the search reached the
+            length limit first (``train.max_output_ratio``) and the output is cut.
+        nbest: with ``n_best`` > 1, (text, score, complete) per hypothesis: complete ones
+            first, best score first (:func:`nmt.inference.search.rank`).
     """
 
     source: str
@@ -43,7 +47,8 @@ class Translation:
     truncated: bool = False
     unknown: bool = False
     score: float | None = None  # the search's ranking score (nats, length-normalised in beam)
-    nbest: list[tuple[str, float]] | None = None  # (text, score), best first, with n_best > 1
+    nbest: list[tuple[str, float, bool]] | None = None
+    complete: bool = True
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,28 @@ class Decoding:
             else "length-normalised scores")
         return f"beam search, beam {self.beam_size}, {lp}{prec}"
 
+    def capped(self, vocab_size: int) -> tuple[Decoding, str | None]:
+        """This decoding with ``beam_size`` and ``n_best`` at most ``vocab_size``, the
+        target vocabulary, and the one-line warning to print when that changed them (else
+        None). A wider beam finds nothing more at the first step, where only
+        ``vocab_size`` extensions exist, and costs a search step over beam x vocabulary
+        rows (``--beam 100000`` on 64 pieces ran for minutes).
+
+        Raises:
+            ValueError: ``vocab_size`` < 1.
+        """
+        if vocab_size < 1:
+            raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
+        if self.beam_size <= vocab_size and self.n_best <= vocab_size:
+            return self, None
+        also = (f" and n_best {self.n_best} to {vocab_size}" if self.n_best > vocab_size
+                else "")
+        return (dataclasses.replace(self, beam_size=min(self.beam_size, vocab_size),
+                                    n_best=min(self.n_best, vocab_size)),
+                f"warning: beam {self.beam_size} is more than the {vocab_size} pieces of the "
+                f"target vocabulary; searching with beam {min(self.beam_size, vocab_size)}"
+                f"{also}")
+
     def on(self, device: torch.device, option: str = "search.precision") -> Decoding:
         """This decoding with ``auto`` precision resolved for ``device`` (fp32 or bf16), so
         that reports name what ran.
@@ -120,6 +147,23 @@ def truncation_warning(translations: list[Translation], where: str,
     10, then "..."); None when nothing was cut. Nothing is ever cut silently."""
     return cut_lines_warning([i + 1 for i, t in enumerate(translations) if t.truncated],
                              where, max_src_pieces)
+
+
+def unfinished_warning(translations: list[Translation], where: str) -> str | None:
+    """The warning for lines whose translation reached the length limit before ``</s>``
+    (:attr:`Translation.complete` false: the output is cut); None when there are none."""
+    return unfinished_lines_warning([i + 1 for i, t in enumerate(translations)
+                                     if t.text and not t.complete], where)
+
+
+def unfinished_lines_warning(lines: list[int], where: str, nbest: bool = False
+                             ) -> str | None:
+    """:func:`unfinished_warning` from the numbers (from 1) of the lines; ``nbest``: the
+    lines whose n-best list holds such a hypothesis (listed after the complete ones)."""
+    what = ("with hypotheses that reached the length limit without an end of sentence, "
+            "listed after the complete ones" if nbest else
+            "translated up to the length limit without an end of sentence: the output is cut")
+    return _lines_warning(lines, where, f"{what} (train.max_output_ratio)")
 
 
 def cut_lines_warning(cut: list[int], where: str,

@@ -9,8 +9,9 @@ validation during training all translate through it, so sources are encoded one 
 
 from __future__ import annotations
 
+import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -123,6 +124,10 @@ class Translator:
             ``inter_threads``; measured in results/speed/2026-11-30-c/).
         batch_size: sentences per batch. max_src_pieces: longer sources are cut
             (``truncated``); None never cuts.
+        warn: prints a one-line warning (default: to stderr); used when a beam wider than
+            the target vocabulary is searched at the vocabulary's size instead
+            (:meth:`Decoding.capped`), once per such decoding. Every command's beam passes
+            here, so none can run a search of beam x vocabulary rows by mistake.
 
     Translating holds a lock shared by all Translators of the process: torch's thread
     count is process-wide, so calls from several threads run one after another.
@@ -131,11 +136,14 @@ class Translator:
     def __init__(self, model: Any, src_vocab: Vocab, tgt_vocab: Vocab,
                  decoding: Decoding | None = None, *, threads: int | None = None,
                  workers: int | None = None, batch_size: int = 64,
-                 max_src_pieces: int | None = MAX_SOURCE_PIECES):
+                 max_src_pieces: int | None = MAX_SOURCE_PIECES,
+                 warn: Callable[[str], None] | None = None):
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
-        self.decoding = decoding or Decoding()
+        self.warn = warn or _to_stderr
+        self._warned: set[str] = set()
+        self.decoding = self.capped(decoding or Decoding())
         self.threads = threads or torch.get_num_threads()
         self.workers, self.batch_size, self.max_src_pieces = workers, batch_size, max_src_pieces
         self.device = next(model.parameters()).device
@@ -174,6 +182,15 @@ class Translator:
         kwargs.setdefault("decoding", Decoding.from_config(loaded.cfg))
         return cls(loaded.model, loaded.src_vocab, loaded.tgt_vocab, **kwargs)
 
+    def capped(self, decoding: Decoding) -> Decoding:
+        """``decoding`` with its beam at most the target vocabulary's size
+        (:meth:`Decoding.capped`); the warning goes to ``warn``, once per message."""
+        decoding, warning = decoding.capped(len(self.tgt_vocab))
+        if warning and warning not in self._warned:
+            self._warned.add(warning)
+            self.warn(warning)
+        return decoding
+
     def encode(self, line: str) -> EncodedSource:
         """The source pieces of one line, cut to ``max_src_pieces``; lone surrogates (from
         undecodable bytes) are replaced first, since they cannot reach SentencePiece."""
@@ -195,7 +212,7 @@ class Translator:
             nmt.ops.precision.PrecisionError: ``decoding.precision`` unknown, or fp16 on a
                 CPU.
         """
-        decoding = decoding or self.decoding
+        decoding = self.capped(decoding or self.decoding)
         amp_dtype = autocast_dtype(decoding.precision, self.device, "search.precision")
         self.model.eval()
         results: list[Translation] = []
@@ -236,14 +253,18 @@ class Translator:
 
     def _fill(self, r: Translation, nbest: list[Any], decoding: Decoding) -> None:
         hyp = nbest[0]
-        r.score = hyp.score
+        r.score, r.complete = hyp.score, hyp.complete
         if decoding.n_best > 1:
-            r.nbest = [(self.tgt_vocab.decode(h.tokens), h.score) for h in nbest]
+            r.nbest = [(self.tgt_vocab.decode(h.tokens), h.score, h.complete) for h in nbest]
         r.text = self.tgt_vocab.decode(hyp.tokens)
         r.tgt_pieces = [self.tgt_vocab.id_to_piece(x) for x in hyp.tokens]
         if hyp.attention is not None and hyp.attention.size(0) > len(hyp.tokens):
             r.tgt_pieces.append("</s>")
         r.attention = hyp.attention
+
+
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr)
 
 
 def translate_lines(model: Any, src_vocab: Vocab, tgt_vocab: Vocab, lines: list[str], *,

@@ -21,6 +21,8 @@ from typing import Protocol
 import torch
 from torch import nn
 
+from nmt.ops.precision import at_least_fp32
+
 
 class Attention(Protocol):
     """What the decoder calls on its attention, whichever kind (global, local, multi-head):
@@ -42,9 +44,11 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         mask: (..., S) bool, True on real positions (broadcastable to ``scores``).
 
     Returns:
-        (..., S) attention weights; a row with no real position is all zeros (not NaN).
+        (..., S) attention weights, fp32 for bf16/fp16 scores (normalised in fp32 under
+        autocast), else in the scores' own dtype (fp32, fp64); a row with no real position
+        is all zeros (not NaN).
     """
-    scores = scores.float()  # bf16/fp16 scores under autocast: normalise in fp32
+    scores = at_least_fp32(scores)
     mask = mask.expand_as(scores)
     scores = scores.masked_fill(~mask, float("-inf"))
     # softmax over an all -inf row is NaN (with NaN gradients); finite scores first, then 0
@@ -132,7 +136,8 @@ class AdditiveScorer(GlobalScorer):
         self.v = nn.Linear(attn_dim, 1, bias=False)
 
     def precompute(self, memory: torch.Tensor) -> torch.Tensor:
-        """(B, S, M) memory -> (B, S, A) keys ``U h_i``; in fp32 for search under autocast.
+        """(B, S, M) memory -> (B, S, A) keys ``U h_i``; at least fp32 for search under
+        autocast.
 
         Each search step adds the query's projection to the keys and takes tanh,
         elementwise work over (B, S, A) that a CPU does faster in fp32 than in bf16. Training
@@ -140,7 +145,7 @@ class AdditiveScorer(GlobalScorer):
         (benchmarks/speed/ab/attention_fp32_keys.py records both).
         """
         keys = self.U(memory)
-        return keys if torch.is_grad_enabled() else keys.float()
+        return keys if torch.is_grad_enabled() else at_least_fp32(keys)
 
     def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """(B, D) query, (B, S, A) keys -> (B, S) scores."""

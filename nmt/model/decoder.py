@@ -30,7 +30,7 @@ from torch import nn
 from nmt.data.vocab import PAD
 from nmt.model.attention_factory import build_attention
 from nmt.model.encoder import EncoderOutput
-from nmt.ops.precision import cast_for_autocast
+from nmt.ops.precision import at_least_fp32, cast_for_autocast
 from nmt.ops.step_matmul import StepWeights, step_addmm
 from nmt.ops.weight_grads import defer_weight_grads
 
@@ -207,11 +207,11 @@ class Decoder(nn.Module):
         Returns the new hidden states (L, B, D).
         """
         cell, D = cast(nn.GRUCell, self.cells[0]), self.hidden
-        # .float(): under autocast the products come back bf16/fp16, but the recurrent
-        # state stays fp32 (a no-op in fp32 training)
-        gi = weights.addmm("feed", y_gates, feed).float()  # (B, 3D)
-        h = hidden[0].float()
-        gh = weights.addmm("hh", cell.bias_hh, h).float()  # (B, 3D)
+        # under autocast the products come back bf16/fp16, but the recurrent state stays
+        # fp32 (a no-op in fp32 training; fp64 stays fp64)
+        gi = at_least_fp32(weights.addmm("feed", y_gates, feed))  # (B, 3D)
+        h = at_least_fp32(hidden[0])
+        gh = at_least_fp32(weights.addmm("hh", cell.bias_hh, h))  # (B, 3D)
         # split, not [:, a:b]: the backward of a split is one cat, of a slice a zero fill
         gi_rz, gi_n = gi.split((2 * D, D), dim=1)
         gh_rz, gh_n = gh.split((2 * D, D), dim=1)

@@ -43,12 +43,14 @@ class _SummedCrossEntropy(torch.autograd.Function):
         if want_grad:
             grad = x if overwrite else torch.empty_like(x)
         real = target != PAD
-        per_token = x.new_empty(N, dtype=torch.float32)
+        # bf16/fp16 logits are taken to fp32; fp32 and fp64 are computed in their own dtype
+        acc = torch.promote_types(x.dtype, torch.float32)
+        per_token = x.new_empty(N, dtype=acc)
         # chunks serve the CPU's caches; on a GPU one pass is better, and each chunk's
         # underflow check would be a device sync
         rows = max(1, CHUNK_ELEMENTS // max(V, 1)) if x.device.type == "cpu" else max(N, 1)
         for i in range(0, N, rows):
-            xc, tc = x[i:i + rows].float(), target[i:i + rows, None]
+            xc, tc = x[i:i + rows].to(acc), target[i:i + rows, None]
             p = torch.softmax(xc, dim=1)  # (n, V): one fused kernel while the chunk is in cache
             # -log p_y is the loss; where p_y underflows (a target more than ~87 nats below
             # the best piece) it is computed from the logits instead
@@ -108,7 +110,8 @@ def summed_cross_entropy(logits: torch.Tensor, target: torch.Tensor,
     ``(1 - eps) (lse(x) - x_y) + eps (lse(x) - mean(x))``, as in ``F.cross_entropy``.
 
     Args:
-        logits: (N, V) unnormalised scores (any float dtype; the loss is computed in fp32).
+        logits: (N, V) unnormalised scores (any float dtype; the loss is computed in fp32
+            for bf16/fp16 and fp32 logits, in fp64 for fp64 ones).
         target: (N,) target ids; PAD positions add nothing and get a zero gradient.
         label_smoothing: eps in [0, 1).
         overwrite_logits: when the loss needs a gradient, write it over ``logits`` (the
@@ -117,7 +120,7 @@ def summed_cross_entropy(logits: torch.Tensor, target: torch.Tensor,
             logits' dtype (bf16 logits under autocast: a bf16 gradient).
 
     Returns:
-        scalar fp32 tensor: the summed loss.
+        scalar tensor, fp32 (fp64 for fp64 logits): the summed loss.
     """
     return _SummedCrossEntropy.apply(logits, target, float(label_smoothing),
                                      bool(overwrite_logits))

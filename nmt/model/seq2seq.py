@@ -16,6 +16,7 @@ from nmt.data.vocab import PAD
 from nmt.model.decoder import Decoder, DecoderState, Memory
 from nmt.model.encoder import Encoder
 from nmt.model.loss import summed_cross_entropy
+from nmt.ops.precision import HALF_DTYPES
 from nmt.ops.step_matmul import step_addmm
 from nmt.ops.topk import top_k
 
@@ -42,7 +43,8 @@ class Seq2Seq(nn.Module):
 
     def step(self, prev: torch.Tensor, state: DecoderState, mem: Memory
              ) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None]:
-        """One search step: (B,) previous ids -> log-probabilities (B, V) in fp32, new
+        """One search step: (B,) previous ids -> log-probabilities (B, V) in fp32 (fp64 for
+        a float64 model), new
         state, attention weights (B, S) or None for the fixed-vector model.
 
         Under bf16/fp16 autocast (``search.precision``) the matrix products run in the
@@ -53,7 +55,7 @@ class Seq2Seq(nn.Module):
         out = self.decoder.step(prev, state, mem)
         # Seq2Seq.start passes the generator's weight for search steps
         logits = self.step_logits(out.pre_output, cast(torch.Tensor, mem.weights.generator))
-        if logits.dtype == torch.float32:
+        if logits.dtype not in HALF_DTYPES:  # fp32, or fp64 for a float64 model
             return F.log_softmax(logits, dim=-1), out.state, out.attention
         return self.exact_top_log_probs(logits, out.pre_output), out.state, out.attention
 

@@ -81,6 +81,22 @@ def autocast(device: torch.device, dtype: torch.dtype | None):
     return torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
 
 
+HALF_DTYPES = (torch.bfloat16, torch.float16)
+
+
+def at_least_fp32(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in fp32 when it is bf16/fp16, else ``t`` itself (fp32 and fp64 keep their
+    dtype: a float64 model, as gradcheck uses, must compute in float64 throughout).
+
+    Args:
+        t: a tensor of any shape, e.g. a step's scores (B, S) or logits (B, V).
+
+    Returns:
+        a tensor of the same shape and values. Raises nothing.
+    """
+    return t.float() if t.dtype in HALF_DTYPES else t
+
+
 def cast_for_autocast(t: torch.Tensor) -> torch.Tensor:
     """``t`` in the autocast dtype where autocast is on for its device, else ``t`` itself.
 

@@ -21,7 +21,7 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from nmt.data.batches import Example, collate
 from nmt.data.vocab import EOS
-from nmt.inference.search import max_output_length, normalised_score
+from nmt.inference.search import normalised_score
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import EncodedSource, fixed_torch_threads
 from nmt.ops.precision import autocast, autocast_dtype
@@ -45,13 +45,19 @@ class Prepared:
 
 def decoding_for(entry: ModelEntry, req: TranslateRequest) -> Decoding:
     """The checkpoint's decoding with the request's beam, n_best, alpha and length penalty
-    (a checkpoint beam over ``MAX_BEAM`` is served at ``MAX_BEAM``).
+    (a checkpoint beam over ``MAX_BEAM`` or over the target vocabulary is served at the
+    smaller of the two; :meth:`nmt.inference.translate.Decoding.capped`).
 
     Raises:
-        ApiError: 400 when n_best exceeds the beam.
+        ApiError: 400 when n_best exceeds the beam, or a requested beam exceeds the
+            model's target vocabulary.
     """
     d = entry.decoding
-    beam = req.beam or min(d.beam_size, MAX_BEAM)
+    pieces = len(entry.loaded.tgt_vocab)
+    if req.beam and req.beam > pieces:
+        raise bad_option(f"beam {req.beam} is more than the {pieces} target pieces of model "
+                         f"{entry.id!r}", "beam")
+    beam = req.beam or min(d.beam_size, MAX_BEAM, pieces)
     if req.n_best > beam:
         whose = "" if req.beam else f", the default of model {entry.id!r}"
         raise bad_option(f"n_best {req.n_best} is more than the beam ({beam}{whose})",
@@ -178,10 +184,8 @@ def run_model(p: Prepared, references: list[str | None], top_k: int, threads: in
                 batch = collate(examples)
                 nbest = search_after_prefix(model, batch.src.to(dev), batch.src_len, dec,
                                             p.prefix)
-                limits = max_output_length(batch.src_len, dec.max_ratio).tolist()
-                for ex, hyps, limit in zip(examples, nbest, limits, strict=True):
-                    out[ex.index] = _read_back(p, ex, hyps, limit, top_k,
-                                               references[ex.index])
+                for ex, hyps in zip(examples, nbest, strict=True):
+                    out[ex.index] = _read_back(p, ex, hyps, top_k, references[ex.index])
         elapsed = (time.perf_counter() - start) * 1000
     result_lines = [_line(p, i, out[i], references[i]) for i in range(len(p.lines))]
     return {"model": e.id, "attention": e.loaded.cfg.model.attention,
@@ -189,16 +193,15 @@ def run_model(p: Prepared, references: list[str | None], top_k: int, threads: in
             "time_ms": round(elapsed, 3), "lines": result_lines}
 
 
-def _read_back(p: Prepared, ex: Example, hyps: list[Any], limit: int, top_k: int,
+def _read_back(p: Prepared, ex: Example, hyps: list[Any], top_k: int,
                reference: str | None) -> list[dict[str, Any]]:
-    """The n-best list of one line, read back by a forced pass, best score first.
-
-    A greedy hypothesis ended with EOS when it is shorter than its length limit; beam
-    search says so itself (``complete``). With a prefix, each hypothesis is rescored as
-    a whole (its log P, prefix included, over the length penalty of its length)."""
+    """The n-best list of one line, read back by a forced pass: complete hypotheses
+    first, best score first, then those the search cut at the length limit
+    (``complete`` false; :func:`nmt.inference.search.rank`). With a prefix, each
+    hypothesis is rescored as a whole (its log P, prefix included, over the length
+    penalty of its length)."""
     dec, n_prefix = p.decoding, len(p.prefix)
-    ended = [h.complete and (dec.beam_size > 1 or len(h.tokens) - n_prefix < limit)
-             for h in hyps]
+    ended = [bool(h.complete) for h in hyps]
     targets = [h.tokens + ([EOS] if end else []) for h, end in zip(hyps, ended, strict=True)]
     forced = forced_pass(p.entry.loaded.model, ex.src, targets, top_k)
     rows = []
@@ -209,4 +212,4 @@ def _read_back(p: Prepared, ex: Example, hyps: list[Any], limit: int, top_k: int
             score = lp if dec.beam_size == 1 else float(
                 normalised_score(lp, len(t), dec.length_penalty, dec.alpha))
         rows.append(_hypothesis(p, h.tokens, end, float(score), f, reference))
-    return sorted(rows, key=lambda r: -r["score"])
+    return sorted(rows, key=lambda r: (not r["complete"], -r["score"]))

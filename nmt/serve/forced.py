@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from nmt.data.vocab import BOS, EOS
 from nmt.inference.search import Hypothesis, beam_search, greedy
 from nmt.inference.translate import Decoding
+from nmt.ops.precision import HALF_DTYPES
 
 
 @dataclass
@@ -53,7 +54,7 @@ def _step(model: Any, prev: torch.Tensor, state: Any, mem: Any
     fp32, new state, attention (B, S) or None, heads (B, h, S) or None."""
     out = model.decoder.step(prev, state, mem)
     logits = model.step_logits(out.pre_output, mem.weights.generator)
-    if logits.dtype == torch.float32:
+    if logits.dtype not in HALF_DTYPES:  # fp32, or fp64 for a float64 model
         logp = F.log_softmax(logits, dim=-1)
     else:
         logp = model.exact_top_log_probs(logits, out.pre_output)

@@ -8,7 +8,6 @@ Checkpoints are read by the safe loader (:func:`nmt.model.checkpoint.load_checkp
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import re
 import threading
@@ -18,6 +17,7 @@ from typing import Any
 
 import torch
 
+from nmt.data.digest import file_sha256
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
 from nmt.model.checkpoint import Loaded, load_checkpoint
@@ -72,20 +72,30 @@ def parse_model_spec(spec: str) -> tuple[str | None, Path]:
 
 def sha256_of(path: Path) -> str:
     """The hex sha256 of a file, read in 1 MiB blocks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
+    return file_sha256(path)
 
 
-def _stored_scores(path: Path) -> tuple[dict[str, Any] | None, float | None]:
+def _matches(record: dict[str, Any], digest_key: str, name: str | None, path: Path,
+             digest: str) -> bool | None:
+    """Whether a stored record scores this checkpoint: True when it records this file's
+    sha256 (``digest_key``), False when it records another, None when it records none
+    and names a file of this name (an older record, which cannot prove its weights)."""
+    recorded = record.get(digest_key)
+    if isinstance(recorded, str):
+        return recorded == digest
+    return None if name is None or Path(name).name == path.name else False
+
+
+def _stored_scores(path: Path, digest: str) -> tuple[dict[str, Any] | None, float | None]:
     """(test BLEU stored beside ``path``, best validation BLEU of its run) or None each.
 
     Test BLEU comes from ``nmt select --json`` summaries (``test`` per split, beam search
     with its signature) whose chosen checkpoint is this file, or ``nmt evaluate --json``
     records of this checkpoint, in any ``*.json`` file (under 2 MB) of its folder; the
-    validation BLEU from the run's ``summary.json``."""
+    validation BLEU from the run's ``summary.json``. A record is this checkpoint's when it
+    holds its sha256 ``digest``; one that holds another digest scored other weights
+    under the name and is left out; an older record with no digest is matched by file
+    name and shown with ``verified: false``."""
     found: list[dict[str, Any]] = []
     val = None
     for f in sorted(path.parent.glob("*.json")):
@@ -96,25 +106,31 @@ def _stored_scores(path: Path) -> tuple[dict[str, Any] | None, float | None]:
         except (OSError, ValueError):
             continue
         if isinstance(data, dict) and isinstance(data.get("test"), dict):
-            chosen = data.get("chosen_checkpoint")
-            if chosen is None or Path(chosen).name == path.name:
+            ok = _matches(data, "chosen_checkpoint_sha256", data.get("chosen_checkpoint"),
+                          path, digest)
+            if ok is not False:
                 for split, t in data["test"].items():
                     if isinstance(t, dict) and "beam_bleu" in t:
                         found.append({"split": split, "bleu": t["beam_bleu"],
                                       "signature": t.get("signature"), "file": f.name,
                                       "decoding": f"beam {data.get('beam')}, alpha "
-                                                  f"{data.get('alpha')}"})
+                                                  f"{data.get('alpha')}", "verified": ok})
         elif isinstance(data, list):
             for r in data:
-                if (isinstance(r, dict) and "bleu" in r and "checkpoint" in r
-                        and Path(str(r["checkpoint"])).name == path.name):
+                if not (isinstance(r, dict) and "bleu" in r and "checkpoint" in r):
+                    continue
+                ok = _matches(r, "checkpoint_sha256", str(r["checkpoint"]), path, digest)
+                if ok is not False:
                     found.append({"split": r.get("test_set"), "bleu": r["bleu"],
                                   "signature": r.get("signature"), "file": f.name,
-                                  "decoding": r.get("decoding")})
+                                  "decoding": r.get("decoding"), "verified": ok})
         if f.name == "summary.json" and isinstance(data, dict):
             val = data.get("best_val_bleu")
     if not found:
         return None, val
+    found.sort(key=lambda x: not x["verified"])  # stable: verified records first
+    for x in found:
+        x["verified"] = bool(x["verified"])
     return {**found[0], "all": found}, val
 
 
@@ -157,10 +173,11 @@ def load_entry(model_id: str | None, path: Path, device: torch.device, threads: 
     decoding = Decoding.from_config(cfg).on(device)
     translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding,
                             threads=threads, max_src_pieces=MAX_PIECES)
-    test_bleu, val_bleu = _stored_scores(path)
+    digest = sha256_of(path)
+    test_bleu, val_bleu = _stored_scores(path, digest)
     mid = model_id or m.attention
     info = {
-        "id": mid, "name": cfg.name, "checkpoint": path.name, "sha256": sha256_of(path),
+        "id": mid, "name": cfg.name, "checkpoint": path.name, "sha256": digest,
         "direction": f"{cfg.data.src_lang}->{cfg.data.tgt_lang}",
         "attention": m.attention, "fixed_vector": m.attention == "none",
         "heads": m.heads if m.attention == "multihead" else None,

@@ -90,7 +90,8 @@ class LineResult(BaseModel):
     unknown: bool = Field(description="No source piece is known to the model.")
     fixed_vector: bool = Field(description="The model reads one fixed context vector "
                                "(attention none): every step sees the same vector.")
-    hypotheses: list[Hypothesis]
+    hypotheses: list[Hypothesis] = Field(description="Complete hypotheses first, best score "
+                                         "first, then those cut at the length limit.")
     reference: str | None
     bleu: float | None
     chrf: float | None
@@ -133,7 +134,8 @@ class ErrorBody(BaseModel):
 
 
 ERRORS = {code: {"model": ErrorBody, "description": text} for code, text in (
-    (400, "a bad option (e.g. n_best > beam, references not one per line)"),
+    (400, "a bad option (e.g. n_best > beam, a beam over the target vocabulary, "
+          "references not one per line)"),
     (404, "unknown model, study or test set"),
     (413, f"over a limit: more than {MAX_LINES} lines, {MAX_CHARS} characters or "
           f"{MAX_PIECES} pieces in a line, beam over {MAX_BEAM}, body over 1 MiB"),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nmt.data.digest import lines_sha256
 from nmt.evaluation.metrics import bucket_label
 from nmt.serve.limits import not_found
 from nmt.serve.testsets import SetDefinition, TestSet, TestSets, in_bucket
@@ -90,6 +91,11 @@ def _test_set(name: str, record: dict[str, Any], ts: TestSet | str | None) -> di
     if words is None:
         notes.append(f"no example ids: test set {name!r} "
                      + ("is not served" if ts is None else f"cannot be read ({ts})"))
+    elif (isinstance(ts, TestSet) and isinstance(record.get("sources_sha256"), str)
+          and record["sources_sha256"] != lines_sha256(ts.sources)):
+        words = None  # line numbers of other lines would point at the wrong sentences
+        notes.append(f"no example ids: the served test set {name!r} is not the one the study "
+                     "decoded (its source lines differ)")
     for (lo, hi), b in buckets.items():
         ids = None if words is None else in_bucket(words, lo, hi)
         b["n"] = max((r["n"] or 0 for r in b["rows"].values()), default=0)
