@@ -7,6 +7,7 @@ is nmt/evaluation/metrics.py.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,17 @@ def stored_corpus(data: DataConfig, data_path: str | None = None) -> DataConfig:
                         f"from here ({Path.cwd()}): run from the directory you trained in, or "
                         "pass --data-path DIR (or --src/--ref files)")
     return data
+
+
+def file_sha256(path: Path) -> str:
+    """The hex sha256 of a file, read in 1 MiB blocks: what ``--json`` records of the
+    checkpoint, so that a reader (``nmt serve``) can tell a score of this file from one of
+    a file since replaced at the same path."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
 
 
 def test_set(loaded, *, split: str | None, src: Path | None, ref: Path | None,
@@ -112,7 +124,8 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
         name = loaded.cfg.name if loaded.cfg.name not in names else str(path)
         names.append(name)
         results.append(s)
-        records.append({"checkpoint": str(path), "name": loaded.cfg.name, "test_set": label,
+        records.append({"checkpoint": str(path), "checkpoint_sha256": file_sha256(path),
+                        "name": loaded.cfg.name, "test_set": label,
                         "attention": loaded.cfg.model.attention, "search": decoding.describe(),
                         "search_precision": decoding.precision, **s.to_json()})
         for i in range(min(n_examples, len(sources))):

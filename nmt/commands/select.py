@@ -125,11 +125,12 @@ def select(run: Path, opts: SelectOptions = SelectOptions(),
                                     batch_size=opts.batch_size).json
 
     rows = [{"checkpoint": str(Path(r["checkpoint"])), "beam": 1, "alpha": None,
-             "bleu": r["bleu"]} for r in evaluate(candidates, opts.valid_split, 1, 0.0)]
+             "bleu": r["bleu"], "checkpoint_sha256": r["checkpoint_sha256"]}
+            for r in evaluate(candidates, opts.valid_split, 1, 0.0)]
     for alpha in opts.alphas:
         log(f"{opts.valid_split}: beam {opts.beam}, alpha {alpha:g}")
         rows += [{"checkpoint": r["checkpoint"], "beam": opts.beam, "alpha": alpha,
-                  "bleu": r["bleu"]}
+                  "bleu": r["bleu"], "checkpoint_sha256": r["checkpoint_sha256"]}
                  for r in evaluate(candidates, opts.valid_split, opts.beam, alpha)]
     chosen = max((r for r in rows if r["alpha"] is not None), key=lambda r: r["bleu"])
     ckpt = Path(chosen["checkpoint"])
@@ -142,12 +143,14 @@ def select(run: Path, opts: SelectOptions = SelectOptions(),
         tests[split] = {"greedy_bleu": g["bleu"], "beam_bleu": b["bleu"],
                         "beam_gain": round(b["bleu"] - g["bleu"], 2),
                         "greedy_chrf": g["chrf"], "beam_chrf": b["chrf"],
-                        "signature": b["signature"], "chrf_signature": b["chrf_signature"]}
+                        "signature": b["signature"], "chrf_signature": b["chrf_signature"],
+                        "search": b["search"]}
     log_file = run / "valid_log.jsonl"
     log_rows = ([json.loads(line) for line in log_file.read_text(encoding="utf-8").splitlines()
                  if line.strip()] if log_file.is_file() else [])
     last = log_rows[-1] if log_rows else {}
-    return {"run": str(run), "chosen_checkpoint": str(ckpt), "beam": opts.beam,
+    return {"run": str(run), "chosen_checkpoint": str(ckpt),
+            "chosen_checkpoint_sha256": chosen["checkpoint_sha256"], "beam": opts.beam,
             "alpha": chosen["alpha"], "averaged_from": averaged_from,
             "epochs": last.get("epochs_done", last.get("epoch")),
             "training_minutes": round(last["elapsed_s"] / 60, 1) if last else None,
