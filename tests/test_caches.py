@@ -118,17 +118,19 @@ def test_served_test_bleu_is_shown_only_beside_the_weights_it_scored(tmp_path, t
     digest = file_sha256(best)
     assert records[0]["checkpoint_sha256"] == digest
     (run.out_dir / "eval.json").write_text(json.dumps(records))
-    shown, _val = _stored_scores(best, digest)
-    assert shown is not None and shown["verified"] and shown["bleu"] == records[0]["bleu"]
+    shown, stale, _val = _stored_scores(best, digest)
+    assert shown is not None and shown["status"] == "verified" and stale is None
+    assert shown["bleu"] == records[0]["bleu"]
     # best.pt replaced by other weights under the same name, with its old time
     other = _run(tmp_path / "other", toy_vocabs, seed=1).out_dir / "best.pt"
     _keep_time(best, lambda: best.write_bytes(other.read_bytes()))
-    assert _stored_scores(best, file_sha256(best))[0] is None
+    shown, stale, _val = _stored_scores(best, file_sha256(best))
+    assert shown is None and stale is not None and stale["file"] == "eval.json"
     # a record of an older nmt, without a digest: matched by name, shown as unverified
     legacy = [{k: v for k, v in records[0].items() if k != "checkpoint_sha256"}]
     (run.out_dir / "eval.json").write_text(json.dumps(legacy))
-    shown, _val = _stored_scores(best, file_sha256(best))
-    assert shown is not None and shown["verified"] is False
+    shown, _stale, _val = _stored_scores(best, file_sha256(best))
+    assert shown is not None and shown["status"] == "unverified"
 
 
 def test_served_study_example_ids_need_the_lines_the_study_decoded():

@@ -66,7 +66,8 @@ def test_health_and_models(client: TestClient, models: dict[str, Path]) -> None:
     info = client.get("/api/models").json()
     assert info["default"] == ["additive", "none"]
     assert info["limits"] == {"max_lines": 32, "max_chars": 2000, "max_pieces": 400,
-                              "max_beam": 16, "max_body_bytes": 1 << 20}
+                              "max_beam": 16, "max_body_bytes": 1 << 20,
+                              "max_search_work": 64_000, "max_answer_numbers": 5_000_000}
     by_id = {m["id"]: m for m in info["models"]}
     for mid, m in by_id.items():
         assert m["direction"] == "de->en" and m["attention"] == mid
@@ -74,6 +75,7 @@ def test_health_and_models(client: TestClient, models: dict[str, Path]) -> None:
         assert m["decoding"]["beam_size"] == 3 and m["decoding"]["precision"] == "fp32"
         assert m["sha256"] == hashlib.sha256(models[mid].read_bytes()).hexdigest()
         assert m["test_bleu"] is None and isinstance(m["val_bleu"], float)
+        assert m["test_bleu_stale"] is None
     assert by_id["none"]["fixed_vector"] and not by_id["additive"]["fixed_vector"]
     assert by_id["multihead"]["heads"] == 2
 
@@ -225,10 +227,12 @@ def test_truncate_cuts_instead_of_413_and_body_limit(client: TestClient) -> None
 
 
 def test_empty_and_unknown_lines(client: TestClient) -> None:
-    d = ok(client, lines=["", "\U0001f415\U0001f415", LINES[0]], models=["additive"], beam=1)
-    empty, emoji, real = d["results"][0]["lines"]
-    assert empty["hypotheses"] == [] and empty["text"] == "" and empty["src_pieces"] == []
+    d = ok(client, lines=["\U0001f415\U0001f415", LINES[0]], models=["additive"], beam=1)
+    emoji, real = d["results"][0]["lines"]
     assert emoji["unknown"] and not real["unknown"] and real["hypotheses"]
+    # an empty line is refused, naming it (tests/test_serve_hardening.py has the rest)
+    r = post(client, lines=["", LINES[0]], models=["additive"], beam=1)
+    assert r.status_code == 422 and r.json()["line"] == 0
 
 
 @pytest.mark.parametrize("body, status, error", [
@@ -373,7 +377,7 @@ def test_safe_defaults_and_bad_command_lines(models: dict[str, Path], tmp_path: 
     assert parse_model_spec("a=x.pt") == ("a", Path("x.pt"))
     with pytest.raises(ValueError, match="the id"):
         parse_model_spec("a b=x.pt")
-    with pytest.raises(ValueError, match="two models have the id"):
+    with pytest.raises(ValueError, match="the id 'x' is given twice"):
         build(ServeOptions(models=[f"x={models['none']}", f"x={models['additive']}"]))
     with pytest.raises(ValueError, match="at least one --model"):
         build(ServeOptions(models=[]))

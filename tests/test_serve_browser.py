@@ -105,6 +105,11 @@ def test_translate_gives_two_columns(page: Any, url: str) -> None:
         pane = page.locator(f".pane[data-model={model}]")
         shown = pane.locator(".translation").inner_text()
         assert squeeze(shown) == squeeze(best(answer, model)["text"])
+        # the pieces read as the detokenized text: no gap inside a word ("tak ing")
+        assert pane.locator(".translation").text_content() == best(answer, model)["text"]
+        pads = pane.locator(".translation .tgt-word").evaluate_all(
+            "xs => xs.map(x => getComputedStyle(x).paddingLeft + getComputedStyle(x).paddingRight)")
+        assert pads and set(pads) == {"0px0px"}
         assert pane.locator(".hyp").count() == 2
         assert "score" in pane.locator(".stats").inner_text()
     assert "src=" in page.url and "models=additive%2Cnone" in page.url
@@ -171,6 +176,12 @@ def test_study_plot_has_one_line_per_model(page: Any, url: str) -> None:
     assert page.locator(".bucket-row").count() == 5
     assert page.locator(".bucket-row").first.locator(".output").count() == 2
     assert "sbucket=11-20" in page.url
+    # choosing the study's test set writes it to the URL at once, not at a bucket's click
+    page.select_option("#study-set", "test_2016_flickr")
+    page.wait_for_function("() => location.search.includes('sset=test_2016_flickr&') || "
+                           "location.search.endsWith('sset=test_2016_flickr')")
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query)
+    assert query["sset"] == ["test_2016_flickr"] and "sbucket" not in query
 
 
 def test_forced_prefix_changes_the_output_and_the_url_keeps_it(page: Any, browser: Any,
@@ -217,5 +228,14 @@ def test_examples_picker_and_offline_docs(page: Any, url: str) -> None:
     page.wait_for_selector(".pane")
     assert page.locator("#ref").input_value()  # the example's reference came along
     assert page.locator(".pane .bleu").count() == 2
+    # an error loading examples is a note beside the list, not a numbered sentence
+    page.route("**/api/examples?*", lambda route: route.fulfill(
+        status=404, content_type="application/json",
+        body='{"error": "unknown_test_set", "message": "no test_set here"}'))
+    page.select_option("#set", "test_2016_flickr")
+    page.wait_for_function("() => document.getElementById('examples-note').textContent")
+    assert page.locator("#examples li").count() == 0
+    assert "no test_set here" in page.locator("#examples-note").inner_text()
+    page.unroute("**/api/examples?*")
     page.goto(f"{url}/docs")
     page.wait_for_selector("[data-path='/api/translate']")  # Swagger UI drew the operation

@@ -127,35 +127,35 @@ def select(run: Path, opts: SelectOptions = SelectOptions(),
                                     batch_size=opts.batch_size).json
 
     rows = [{"checkpoint": str(Path(r["checkpoint"])), "beam": 1, "alpha": None,
-             "bleu": r["bleu"]} for r in evaluate(candidates, opts.valid_split, 1, 0.0)]
+             "bleu": r["bleu"], "checkpoint_sha256": r["checkpoint_sha256"]}
+            for r in evaluate(candidates, opts.valid_split, 1, 0.0)]
     for alpha in opts.alphas:
         log(f"{opts.valid_split}: beam {opts.beam}, alpha {alpha:g}")
         rows += [{"checkpoint": r["checkpoint"], "beam": opts.beam, "alpha": alpha,
-                  "bleu": r["bleu"]}
+                  "bleu": r["bleu"], "checkpoint_sha256": r["checkpoint_sha256"]}
                  for r in evaluate(candidates, opts.valid_split, opts.beam, alpha)]
     chosen = max((r for r in rows if r["alpha"] is not None), key=lambda r: r["bleu"])
     ckpt = Path(chosen["checkpoint"])
     log(f"chosen on {opts.valid_split}: {ckpt} beam {opts.beam} alpha {chosen['alpha']:g} "
         f"(val BLEU {chosen['bleu']:.2f})")
     tests = {}
-    digest = None
     for split in opts.test_splits:
         g = evaluate([ckpt], split, 1, 0.0)[0]
         b = evaluate([ckpt], split, opts.beam, chosen["alpha"])[0]
-        digest = b["checkpoint_sha256"]
         tests[split] = {"greedy_bleu": g["bleu"], "beam_bleu": b["bleu"],
                         "beam_gain": round(b["bleu"] - g["bleu"], 2),
                         "greedy_chrf": g["chrf"], "beam_chrf": b["chrf"],
                         "signature": b["signature"], "chrf_signature": b["chrf_signature"],
                         "greedy_bleu_papers": g["bleu_papers"],
                         "beam_bleu_papers": b["bleu_papers"],
-                        "papers_signature": b["papers_signature"]}
+                        "papers_signature": b["papers_signature"],
+                        "search": b["search"]}
     log_file = run / "valid_log.jsonl"
     log_rows = ([json.loads(line) for line in log_file.read_text(encoding="utf-8").splitlines()
                  if line.strip()] if log_file.is_file() else [])
     last = log_rows[-1] if log_rows else {}
     return {"run": str(run), "chosen_checkpoint": str(ckpt),
-            "chosen_checkpoint_sha256": digest, "beam": opts.beam,
+            "chosen_checkpoint_sha256": chosen["checkpoint_sha256"], "beam": opts.beam,
             "alpha": chosen["alpha"], "averaged_from": averaged_from,
             "epochs": last.get("epochs_done", last.get("epoch")),
             "training_minutes": round(last["elapsed_s"] / 60, 1) if last else None,

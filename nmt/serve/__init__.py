@@ -3,6 +3,7 @@ and the fixed-vector model side by side.
 
 Modules: :mod:`~nmt.serve.limits` (request limits and the errors the API answers with),
 :mod:`~nmt.serve.schemas` (pydantic bodies: the limits as types, shown at ``/docs``),
+:mod:`~nmt.serve.guard` (the body limit counted as it arrives; error bodies always JSON),
 :mod:`~nmt.serve.forced` (forced decoding: per-token log-probabilities, attention per
 head, searches continuing a forced prefix), :mod:`~nmt.serve.registry` (the models given
 on the command line, their facts and bounded queues), :mod:`~nmt.serve.decode` (one

@@ -4,7 +4,12 @@ files when ``fastapi-offline`` is installed, as the ``serve`` extra does).
 
 Every error is a JSON body with its status code (:mod:`nmt.serve.limits`): validation
 errors of the limits (too many lines, a line too long, beam too large) become 413,
-other validation errors 422; an answer is never 200 with an error inside.
+other validation errors 422 (the rejected value echoed only when short); an answer is
+never 200 with an error inside. The body limit is :class:`nmt.serve.guard.BodyLimit`.
+
+A translate request is searched model by model in a worker thread; between models the
+route asks whether the client is still there, and a client that went away gives its
+queue places back without the rest being searched.
 """
 
 from __future__ import annotations
@@ -15,28 +20,31 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Query, Request
-from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from nmt.serve.decode import bleu_signature, prepare, run_model
+from nmt.serve.decode import bleu_signature, check_budgets, prepare, run_model
+from nmt.serve.guard import BodyLimit, echo, json_safe
 from nmt.serve.limits import (
     LIMITS,
+    MAX_ANSWER_NUMBERS,
     MAX_BEAM,
     MAX_BODY_BYTES,
     MAX_CHARS,
     MAX_EXAMPLES,
     MAX_LINES,
     MAX_PIECES,
+    MAX_SEARCH_WORK,
     ApiError,
     bad_option,
     limit_exceeded,
     not_found,
 )
 from nmt.serve.registry import Registry
-from nmt.serve.schemas import ERRORS, TranslateRequest, TranslateResponse
+from nmt.serve.schemas import TranslateRequest, TranslateResponse, errors
 from nmt.serve.studies import Studies
 from nmt.serve.testsets import TestSets
 
@@ -51,9 +59,13 @@ model, side by side. Models are the ones given on the command line; nothing is u
 **Limits** (answered **413** with a JSON body naming the limit, its maximum, the value
 and the line): at most **{MAX_LINES} lines** per request, **{MAX_CHARS} characters** and
 **{MAX_PIECES} pieces** per line (source, reference or prefix), **beam at most
-{MAX_BEAM}**, a body of at most {MAX_BODY_BYTES} bytes. A bad option is 400 or 422, an
-unknown model, study or test set 404, a full per-model queue 429. No answer is ever 200
-with an error inside.
+{MAX_BEAM}**, a body of at most {MAX_BODY_BYTES} bytes (chunked or not); per request,
+at most **{MAX_SEARCH_WORK:,} search work** (beam x source pieces, summed over lines and
+models) and **{MAX_ANSWER_NUMBERS:,} answer numbers** at worst (n_best x the length limit x
+(source pieces x (1 + heads) + top_k + 2), summed over lines and models). A bad option is
+400 or 422 (wrong JSON types, non-finite numbers, empty lines and text that is not UTF-8
+included), an unknown model, study or test set 404, a full per-model queue 429. No answer
+is ever 200 with an error inside.
 """
 
 
@@ -65,8 +77,9 @@ def _nmt_version() -> str:
 
 
 def _new_app() -> FastAPI:
+    # no /redoc: FastAPI's own loads its script from a CDN, and /docs says it all
     kw: dict[str, Any] = {"title": "nmt serve", "version": _nmt_version(),
-                          "description": DESCRIPTION}
+                          "description": DESCRIPTION, "redoc_url": None}
     try:
         from fastapi_offline import FastAPIOffline
     except ImportError:
@@ -91,18 +104,34 @@ def _limit_error(err: dict[str, Any]) -> ApiError | None:
     return None
 
 
+def _message(err: dict[str, Any]) -> str:
+    """pydantic's message, said plainly where it is obscure."""
+    if err.get("type") == "string_unicode":  # JSON's reader met a lone surrogate (\ud800)
+        return ("is not UTF-8 text: it has a lone surrogate (an unpaired \\ud800-\\udfff "
+                "escape)")
+    return str(err.get("msg", ""))
+
+
 def validation_error(_: Request, exc: Exception) -> JSONResponse:
-    """413 when a validation error is a limit (the first such), else 422 with the list."""
-    errors = exc.errors() if isinstance(exc, RequestValidationError) else []
-    for err in errors:
+    """413 when a validation error is a limit (the first such), else 422 with the list:
+    per error its ``loc``, ``msg``, ``type`` and, when short, the rejected ``input``."""
+    found = exc.errors() if isinstance(exc, RequestValidationError) else []
+    for err in found:
         limit = _limit_error(err)
         if limit is not None:
-            return JSONResponse(limit.body(), status_code=413)
-    first = errors[0] if errors else {"msg": str(exc), "loc": ()}
-    where = ".".join(str(x) for x in first.get("loc", ()) if x != "body")
-    return JSONResponse({"error": "invalid_request", "message": f"{where}: {first['msg']}",
-                         "errors": jsonable_encoder(errors, exclude={"ctx", "url"})},
-                        status_code=422)
+            return JSONResponse(json_safe(limit.body()), status_code=413)
+    listed = [{"loc": list(e.get("loc", ())), "msg": _message(e),
+               "type": str(e.get("type", "")), "input": echo(e.get("input"))} for e in found]
+    first = listed[0] if listed else {"msg": str(exc), "loc": []}
+    loc = [x for x in first["loc"] if x != "body"]
+    msg = str(first["msg"]).removeprefix("Value error, ")
+    body: dict[str, Any] = {"error": "invalid_request",
+                            "message": f"{'.'.join(map(str, loc))}: {msg}", "errors": listed}
+    if len(loc) >= 2 and loc[0] in ("lines", "references") and isinstance(loc[1], int):
+        body.update(field=loc[0], line=loc[1])
+        sep = " " if msg[:1].islower() else ": "  # "line 2 of lines is empty"
+        body["message"] = f"line {loc[1]} of {loc[0]}{sep}{msg}"
+    return JSONResponse(json_safe(body), status_code=422)
 
 
 def _api_error(_: Request, exc: Exception) -> JSONResponse:
@@ -119,8 +148,21 @@ def _http_error(_: Request, exc: Exception) -> JSONResponse:
 
 
 def _internal_error(_: Request, exc: Exception) -> JSONResponse:
-    return JSONResponse({"error": "internal_error", "message": f"{type(exc).__name__}: {exc}"},
-                        status_code=500)
+    return JSONResponse(json_safe({"error": "internal_error",
+                                   "message": f"{type(exc).__name__}: {exc}"}), status_code=500)
+
+
+def _route_codes_only(app: FastAPI) -> None:
+    """Make the OpenAPI schema list only the codes each route can answer: FastAPI adds a
+    422 to every route with a parameter, and a study's name, any string, cannot fail."""
+    schema_of = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = schema_of()  # FastAPI keeps it: the edit below is made once
+        schema["paths"]["/api/studies/{name}"]["get"]["responses"].pop("422", None)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def create_app(registry: Registry, studies: Studies, testsets: TestSets) -> FastAPI:
@@ -131,13 +173,8 @@ def create_app(registry: Registry, studies: Studies, testsets: TestSets) -> Fast
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
 
-    @app.middleware("http")
-    async def body_limit(request: Request, call_next: Any) -> Any:
-        size = request.headers.get("content-length")
-        if size and size.isdigit() and int(size) > MAX_BODY_BYTES:
-            return JSONResponse(limit_exceeded("max_body_bytes", int(size),
-                                               field="body").body(), status_code=413)
-        return await call_next(request)
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
+    _route_codes_only(app)
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
@@ -162,8 +199,8 @@ def create_app(registry: Registry, studies: Studies, testsets: TestSets) -> Fast
                 "queue": {i: e.queue.size for i, e in registry.models.items()}}
 
     @app.post("/api/translate", tags=["translate"], response_model=TranslateResponse,
-              responses=ERRORS)  # type: ignore[arg-type]
-    def translate(req: TranslateRequest) -> JSONResponse:
+              responses=errors(400, 404, 413, 422, 429))
+    async def translate(req: TranslateRequest, request: Request) -> JSONResponse:
         """Translate M lines with N models: per (model, line) the pieces, the n-best list
         with per-token log-probabilities and attention (T x S; per head for multihead;
         null for the fixed-vector model, flagged `fixed_vector`), the truncation and
@@ -181,10 +218,18 @@ def create_app(registry: Registry, studies: Studies, testsets: TestSets) -> Fast
                 raise bad_option(f"{len(req.references)} references for {len(req.lines)} "
                                  "lines: give one per line (null for none)", "references")
             refs = list(req.references)
-        prepared = [prepare(registry.models[i], req) for i in ids]
+        prepared = await run_in_threadpool(
+            lambda: [prepare(registry.models[i], req) for i in ids])
+        check_budgets(prepared, req.top_k)
         entries = registry.enter(ids)
+        results = []
         try:
-            results = [run_model(p, refs, req.top_k, registry.threads) for p in prepared]
+            for p in prepared:
+                if await request.is_disconnected():  # nobody to answer: free the places
+                    return JSONResponse({"error": "client_disconnected",
+                                         "message": "the client went away"}, status_code=499)
+                results.append(await run_in_threadpool(run_model, p, refs, req.top_k,
+                                                       registry.threads))
         finally:
             for e in entries:
                 e.queue.leave()
@@ -194,10 +239,12 @@ def create_app(registry: Registry, studies: Studies, testsets: TestSets) -> Fast
 
     @app.get("/api/studies", tags=["studies"])
     def study_list() -> dict[str, Any]:
-        """The served studies (``--study``) and their test sets."""
+        """The served studies (``--study``): name, direction (null when the study's
+        config cannot be read) and test sets."""
         return {"studies": studies.names()}
 
-    @app.get("/api/studies/{name}", tags=["studies"], responses=ERRORS)  # type: ignore[arg-type]
+    @app.get("/api/studies/{name}", tags=["studies"],
+             responses=errors(404))
     def study(name: str) -> dict[str, Any]:
         """A study's BLEU-by-length buckets: per model n, BLEU with its 95% interval, chrF,
         length ratio and brevity penalty; the ids of each bucket's sentences (line numbers
@@ -210,10 +257,12 @@ def create_app(registry: Registry, studies: Studies, testsets: TestSets) -> Fast
         long set included."""
         return testsets.index()
 
-    @app.get("/api/examples", tags=["examples"], responses=ERRORS)  # type: ignore[arg-type]
+    @app.get("/api/examples", tags=["examples"],
+             responses=errors(400, 404, 422))
     def examples(split: str = Query(..., description="A test set of /api/testsets."),
-                 bucket: str | None = Query(None, description="Source words, e.g. 31-40 "
-                                            "or 61+; default: every line."),
+                 bucket: str | None = Query(None, description="One range of source words, "
+                                            "e.g. 31-40, or 61- (61%2B; a bare + in a URL "
+                                            "is a space) for no end; default: every line."),
                  offset: int = Query(0, ge=0),
                  limit: int = Query(20, ge=1, le=MAX_EXAMPLES)) -> dict[str, Any]:
         """Source/reference pairs of a test set, by source length in words."""

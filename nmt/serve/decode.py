@@ -26,7 +26,15 @@ from nmt.inference.translate import Decoding
 from nmt.inference.translator import EncodedSource, fixed_torch_threads
 from nmt.ops.precision import autocast, autocast_dtype
 from nmt.serve.forced import Forced, forced_pass, search_after_prefix
-from nmt.serve.limits import MAX_BEAM, MAX_PIECES, bad_option, limit_exceeded
+from nmt.serve.limits import (
+    MAX_ANSWER_NUMBERS,
+    MAX_BEAM,
+    MAX_PIECES,
+    MAX_SEARCH_WORK,
+    ApiError,
+    bad_option,
+    limit_exceeded,
+)
 from nmt.serve.registry import ModelEntry
 from nmt.serve.schemas import TranslateRequest
 
@@ -73,13 +81,19 @@ def prepare(entry: ModelEntry, req: TranslateRequest) -> Prepared:
 
     Raises:
         ApiError: 413 when a line has more than ``MAX_PIECES`` source pieces (unless
-            ``truncate``) or the prefix more than ``MAX_PIECES`` target pieces; 400 for a
-            bad option (:func:`decoding_for`).
+            ``truncate``) or the prefix more than ``MAX_PIECES`` target pieces; 422 for a
+            line of which the model's normalisation leaves no piece (only control or
+            zero-width characters: the schema already refuses empty lines); 400 for a bad
+            option (:func:`decoding_for`).
     """
     decoding = decoding_for(entry, req)
     sources = []
     for i, line in enumerate(req.lines):
         enc = entry.translator.encode(line)
+        if not enc.ids:
+            raise ApiError(422, "invalid_request", f"line {i} of lines has no source piece "
+                           f"for model {entry.id!r} (nothing but characters its "
+                           "normalisation drops)", field="lines", line=i, model=entry.id)
         if enc.truncated and not req.truncate:
             clean = line.encode("utf-8", errors="replace").decode("utf-8").strip()
             n = len(entry.loaded.src_vocab.encode(clean))
@@ -89,6 +103,35 @@ def prepare(entry: ModelEntry, req: TranslateRequest) -> Prepared:
     if len(prefix) > MAX_PIECES:
         raise limit_exceeded("max_pieces", len(prefix), 0, field="prefix", model=entry.id)
     return Prepared(entry, list(req.lines), sources, prefix, decoding)
+
+
+def check_budgets(prepared: list[Prepared], top_k: int) -> None:
+    """Refuse a request whose search or answer would be too large, before searching.
+
+    The search work is beam x source pieces (``</s>`` included), summed over lines and
+    models. The answer is bounded at its worst: every one of ``n_best`` hypotheses as
+    long as the length limit allows (``T_max = max_ratio x S + 10`` pieces after the
+    prefix), each step with S attention weights (and S per head of a multihead model;
+    none for the fixed-vector model), ``top_k`` alternatives, its log-probability and its
+    alignment.
+
+    Raises:
+        ApiError: 413 ``max_search_work`` or ``max_answer_numbers``.
+    """
+    work = numbers = 0
+    for p in prepared:
+        cfg = p.entry.loaded.cfg.model
+        per_source = 0 if cfg.attention == "none" else 1 + (
+            cfg.heads if cfg.attention == "multihead" else 0)
+        for enc in p.sources:
+            s = len(enc.ids) + 1
+            t_max = len(p.prefix) + int(p.decoding.max_ratio * s) + 10
+            work += p.decoding.beam_size * s
+            numbers += p.decoding.n_best * t_max * (s * per_source + top_k + 2)
+    if work > MAX_SEARCH_WORK:
+        raise limit_exceeded("max_search_work", work, field="request")
+    if numbers > MAX_ANSWER_NUMBERS:
+        raise limit_exceeded("max_answer_numbers", numbers, field="request")
 
 
 def _finite(x: float, places: int = 6) -> float:
@@ -153,7 +196,7 @@ def _line(p: Prepared, i: int, hyps: list[dict[str, Any]], reference: str | None
     text = best["text"] if best else ""
     bleu, chrf, ratio = _sentence_scores(text, reference)
     words = len(source.split())
-    return {"source": source, "src_pieces": enc.pieces + ["</s>"] if enc.ids else [],
+    return {"source": source, "src_pieces": enc.pieces + ["</s>"],
             "tgt_pieces": best["tgt_pieces"] if best else [], "text": text,
             "truncated": enc.truncated, "unknown": enc.unknown,
             "fixed_vector": p.entry.fixed_vector, "hypotheses": hyps,

@@ -2,7 +2,12 @@
 
 Limits (LibreTranslate's model): at most ``MAX_LINES`` lines per request,
 ``MAX_CHARS`` characters and ``MAX_PIECES`` source pieces per line, beam at most
-``MAX_BEAM``. A request over a limit is answered 413 with a JSON body naming the limit,
+``MAX_BEAM``, a body of at most ``MAX_BODY_BYTES`` (counted as it arrives, chunked or
+not). Two budgets bound a request's time and the size of its answer before any search
+runs: ``MAX_SEARCH_WORK`` (beam x source pieces, summed over lines and models) and
+``MAX_ANSWER_NUMBERS`` (the numbers the answer would hold if every hypothesis ran to its
+length limit: attention weights, per-head weights, log-probabilities, alternatives). A
+request over a limit is answered 413 with a JSON body naming the limit,
 its maximum, the value given and the line; a bad option 400 (or 422 from validation), an
 unknown model, study, test set or route 404, a full per-model queue 429. No answer is ever
 200 with an error inside: every error is an :class:`ApiError` (or a validation error)
@@ -20,10 +25,21 @@ MAX_BEAM = 16  # beam size
 MAX_BODY_BYTES = 1 << 20  # a request body larger than this is refused before parsing
 DEFAULT_QUEUE = 16  # requests waiting or running per model before 429
 MAX_EXAMPLES = 200  # example pairs per /api/examples page
+# beam x source pieces (</s> included), summed over the request's lines and models: what a
+# search costs grows with both, and one request holds the decoding lock for all of it.
+# 64,000 is e.g. 32 lines of 40 pieces at beam 16 with three models, or one line of 400
+# pieces at beam 16 with ten.
+MAX_SEARCH_WORK = 64_000
+# numbers in the answer at worst (every hypothesis as long as the length limit allows):
+# n_best x T_max x (S x (1 + heads) + top_k + 2) summed over lines and models; at about
+# 8 bytes a number, 5,000,000 is 40 MB of JSON.
+MAX_ANSWER_NUMBERS = 5_000_000
 
 LIMITS: dict[str, int] = {"max_lines": MAX_LINES, "max_chars": MAX_CHARS,
                           "max_pieces": MAX_PIECES, "max_beam": MAX_BEAM,
-                          "max_body_bytes": MAX_BODY_BYTES}
+                          "max_body_bytes": MAX_BODY_BYTES,
+                          "max_search_work": MAX_SEARCH_WORK,
+                          "max_answer_numbers": MAX_ANSWER_NUMBERS}
 
 
 class ApiError(Exception):
@@ -52,7 +68,8 @@ def limit_exceeded(limit: str, value: int, line: int | None = None, *,
     Args:
         value: what the request gave (lines, characters, pieces, beam size, bytes).
         line: the offending line (from 0) of ``field``, or None for the whole request.
-        field: the request field: ``lines``, ``references``, ``prefix``, ``beam``, ``body``.
+        field: the request field: ``lines``, ``references``, ``prefix``, ``beam``, ``body``,
+            or ``request`` for a budget of the whole request.
         model: the model whose vocabulary gave ``value`` pieces (``max_pieces`` only).
     """
     where = "" if line is None else f" (line {line} of {field})"

@@ -20,7 +20,7 @@ import torch
 from nmt.data.digest import file_sha256
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
-from nmt.model.checkpoint import Loaded, load_checkpoint
+from nmt.model.checkpoint import CheckpointError, Loaded, load_checkpoint
 from nmt.model.seq2seq import count_parameters
 from nmt.serve.limits import DEFAULT_QUEUE, MAX_PIECES, busy
 
@@ -59,7 +59,8 @@ def parse_model_spec(spec: str) -> tuple[str | None, Path]:
     checkpoint's attention type.
 
     Raises:
-        ValueError: an id that is not 1-64 letters, digits, ``_``, ``.`` or ``-``.
+        ValueError: an id that is not 1-64 letters, digits, ``_``, ``.`` or ``-``, or an
+            empty path.
     """
     name, sep, path = spec.partition("=")
     if not sep:
@@ -67,35 +68,58 @@ def parse_model_spec(spec: str) -> tuple[str | None, Path]:
     if not _ID.match(name):
         raise ValueError(f"--model {spec!r}: the id {name!r} must be 1-64 letters, digits, "
                          "'_', '.' or '-' (starting with a letter or digit)")
+    if not path.strip():  # Path("") is ".", which would be reported as a directory
+        raise ValueError(f"--model {spec!r}: empty path after '='; give ID=CHECKPOINT")
     return name, Path(path)
 
 
-def sha256_of(path: Path) -> str:
-    """The hex sha256 of a file, read in 1 MiB blocks."""
-    return file_sha256(path)
+def check_specs(specs: list[str]) -> list[tuple[str | None, Path]]:
+    """The parsed ``--model`` specs, checked before any model is loaded: at least one,
+    well-formed, no id given twice, each path an existing file.
+
+    Raises:
+        ValueError: the first malformed spec or repeated id, named.
+        CheckpointError: a path that is not a file, named.
+    """
+    if not specs:
+        raise ValueError("give at least one --model ID=CHECKPOINT")
+    parsed = [parse_model_spec(s) for s in specs]
+    seen: set[str] = set()
+    for (mid, path), spec in zip(parsed, specs, strict=True):
+        if mid is not None and mid in seen:
+            raise ValueError(f"--model {spec!r}: the id {mid!r} is given twice; give each "
+                             "model its own id")
+        seen.add(mid or "")
+        if not path.is_file():
+            why = "is a directory" if path.is_dir() else "does not exist"
+            raise CheckpointError(f"--model {spec!r}: {path} {why}; give a checkpoint "
+                                  "file (e.g. runs/NAME/best.pt)")
+    return parsed
 
 
-def _matches(record: dict[str, Any], digest_key: str, name: str | None, path: Path,
-             digest: str) -> bool | None:
-    """Whether a stored record scores this checkpoint: True when it records this file's
-    sha256 (``digest_key``), False when it records another, None when it records none
-    and names a file of this name (an older record, which cannot prove its weights)."""
-    recorded = record.get(digest_key)
-    if isinstance(recorded, str):
-        return recorded == digest
-    return None if name is None or Path(name).name == path.name else False
+def _scored(record: dict[str, Any], key: str, sha: str, name_matches: bool) -> str | None:
+    """How a stored score relates to the served file: ``verified`` (its recorded sha256 is
+    the file's), ``stale`` (a sha256 of another file), ``unverified`` (no sha256 recorded,
+    the file name matches: JSON written before nmt recorded the hash), else None."""
+    stored = record.get(key)
+    if isinstance(stored, str):
+        return "verified" if stored == sha else "stale"
+    return "unverified" if name_matches else None
 
 
-def _stored_scores(path: Path, digest: str) -> tuple[dict[str, Any] | None, float | None]:
-    """(test BLEU stored beside ``path``, best validation BLEU of its run) or None each.
+def _stored_scores(path: Path, sha: str
+                   ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, float | None]:
+    """(test BLEU stored beside ``path``, why a stored one is stale, best validation BLEU
+    of its run), None each when there is none.
 
     Test BLEU comes from ``nmt select --json`` summaries (``test`` per split, beam search
     with its signature) whose chosen checkpoint is this file, or ``nmt evaluate --json``
-    records of this checkpoint, in any ``*.json`` file (under 2 MB) of its folder; the
-    validation BLEU from the run's ``summary.json``. A record is this checkpoint's when it
-    holds its sha256 ``digest``; one that holds another digest scored other weights
-    under the name and is left out; an older record with no digest is matched by file
-    name and shown with ``verified: false``."""
+    records of this checkpoint, in any ``*.json`` file (under 2 MB) of its folder. A
+    score is this file's when the JSON's ``chosen_checkpoint_sha256`` or
+    ``checkpoint_sha256`` is ``sha``; a JSON without one (older nmt) whose checkpoint
+    name matches is shown with ``status`` ``unverified``. A score of another sha256
+    (``best.pt`` replaced since) is left out; when nothing else is found the second item
+    names its file and says why. The validation BLEU is the run's ``summary.json``'s."""
     found: list[dict[str, Any]] = []
     val = None
     for f in sorted(path.parent.glob("*.json")):
@@ -106,32 +130,36 @@ def _stored_scores(path: Path, digest: str) -> tuple[dict[str, Any] | None, floa
         except (OSError, ValueError):
             continue
         if isinstance(data, dict) and isinstance(data.get("test"), dict):
-            ok = _matches(data, "chosen_checkpoint_sha256", data.get("chosen_checkpoint"),
-                          path, digest)
-            if ok is not False:
-                for split, t in data["test"].items():
-                    if isinstance(t, dict) and "beam_bleu" in t:
-                        found.append({"split": split, "bleu": t["beam_bleu"],
-                                      "signature": t.get("signature"), "file": f.name,
-                                      "decoding": f"beam {data.get('beam')}, alpha "
-                                                  f"{data.get('alpha')}", "verified": ok})
+            chosen = data.get("chosen_checkpoint")
+            status = _scored(data, "chosen_checkpoint_sha256", sha,
+                             chosen is None or Path(str(chosen)).name == path.name)
+            for split, t in data["test"].items() if status else ():
+                if isinstance(t, dict) and "beam_bleu" in t:
+                    found.append({"split": split, "bleu": t["beam_bleu"],
+                                  "signature": t.get("signature"), "file": f.name,
+                                  "status": status, "decoding": t.get("search") or
+                                  f"beam {data.get('beam')}, alpha {data.get('alpha')}"})
         elif isinstance(data, list):
             for r in data:
                 if not (isinstance(r, dict) and "bleu" in r and "checkpoint" in r):
                     continue
-                ok = _matches(r, "checkpoint_sha256", str(r["checkpoint"]), path, digest)
-                if ok is not False:
+                status = _scored(r, "checkpoint_sha256", sha,
+                                 Path(str(r["checkpoint"])).name == path.name)
+                if status:
                     found.append({"split": r.get("test_set"), "bleu": r["bleu"],
                                   "signature": r.get("signature"), "file": f.name,
-                                  "decoding": r.get("decoding"), "verified": ok})
+                                  "status": status, "decoding": r.get("search")})
         if f.name == "summary.json" and isinstance(data, dict):
             val = data.get("best_val_bleu")
-    if not found:
-        return None, val
-    found.sort(key=lambda x: not x["verified"])  # stable: verified records first
-    for x in found:
-        x["verified"] = bool(x["verified"])
-    return {**found[0], "all": found}, val
+    rank = {"verified": 0, "unverified": 1}
+    shown = sorted((x for x in found if x["status"] in rank), key=lambda x: rank[x["status"]])
+    if shown:
+        return {**shown[0], "all": shown}, None, val
+    if found:
+        return None, {"file": found[0]["file"], "reason": (
+            f"{found[0]['file']} scored a checkpoint with another sha256: {path.name} was "
+            "replaced since; score it again (nmt evaluate --json, nmt select --json)")}, val
+    return None, None, val
 
 
 @dataclass
@@ -173,11 +201,11 @@ def load_entry(model_id: str | None, path: Path, device: torch.device, threads: 
     decoding = Decoding.from_config(cfg).on(device)
     translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding,
                             threads=threads, max_src_pieces=MAX_PIECES)
-    digest = sha256_of(path)
-    test_bleu, val_bleu = _stored_scores(path, digest)
+    sha = file_sha256(path)
+    test_bleu, stale, val_bleu = _stored_scores(path, sha)
     mid = model_id or m.attention
     info = {
-        "id": mid, "name": cfg.name, "checkpoint": path.name, "sha256": digest,
+        "id": mid, "name": cfg.name, "checkpoint": path.name, "sha256": sha,
         "direction": f"{cfg.data.src_lang}->{cfg.data.tgt_lang}",
         "attention": m.attention, "fixed_vector": m.attention == "none",
         "heads": m.heads if m.attention == "multihead" else None,
@@ -185,7 +213,7 @@ def load_entry(model_id: str | None, path: Path, device: torch.device, threads: 
         "step_order": m.step_order, "parameters": count_parameters(loaded.model),
         "vocab": {"source": len(loaded.src_vocab), "target": len(loaded.tgt_vocab)},
         "decoding": {**dataclasses.asdict(decoding), "describe": decoding.describe()},
-        "test_bleu": test_bleu, "val_bleu": val_bleu,
+        "test_bleu": test_bleu, "test_bleu_stale": stale, "val_bleu": val_bleu,
     }
     return ModelEntry(mid, path, loaded, translator, decoding, info, Queue(queue_size))
 
@@ -205,7 +233,8 @@ class Registry:
         self.models: dict[str, ModelEntry] = {}
         for e in entries:
             if e.id in self.models:
-                raise ValueError(f"two models have the id {e.id!r}: name them ID=PATH")
+                raise ValueError(f"two models have the id {e.id!r} (a plain --model PATH "
+                                 "takes its attention type as id): name them ID=PATH")
             self.models[e.id] = e
         self.threads = threads
 
@@ -242,10 +271,6 @@ def load_registry(specs: list[str], device: torch.device, threads: int,
         ValueError: no model, a bad id or two models with one id.
         nmt.model.checkpoint.CheckpointError: a checkpoint cannot be loaded.
     """
-    if not specs:
-        raise ValueError("give at least one --model ID=CHECKPOINT")
-    entries = []
-    for spec in specs:
-        mid, path = parse_model_spec(spec)
-        entries.append(load_entry(mid, path, device, threads, queue_size))
+    entries = [load_entry(mid, path, device, threads, queue_size)
+               for mid, path in check_specs(specs)]
     return Registry(entries, threads)

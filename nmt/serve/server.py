@@ -1,10 +1,16 @@
 """Start ``nmt serve``: load the models given on the command line, the studies and the
 test sets, build the application (:func:`build`) and run it under uvicorn
 (:func:`serve`), bound to 127.0.0.1 unless ``host`` says otherwise.
+
+What can be checked cheaply is checked before the models are loaded (minutes for large
+ones): the ``--model`` specs, the ``--study`` reports, and the socket, which
+:func:`listen_socket` binds first and uvicorn is then handed.
 """
 
 from __future__ import annotations
 
+import errno
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,8 +20,8 @@ import torch
 
 from nmt.ops.device import pick_device
 from nmt.serve.limits import DEFAULT_QUEUE
-from nmt.serve.registry import Registry, load_registry
-from nmt.serve.studies import Studies, definitions, load_study
+from nmt.serve.registry import Registry, check_specs, load_registry
+from nmt.serve.studies import Studies, Study, check_unique, definitions, load_study
 from nmt.serve.testsets import (
     DEFAULT_BUCKETS,
     DEFAULT_JOIN_KS,
@@ -48,8 +54,60 @@ class ServeOptions:
     data_path: str | None = None
 
 
-def build(opts: ServeOptions, log: Callable[[str], None] = print) -> Any:
+def check_options(opts: ServeOptions) -> list[Study]:
+    """What can be checked before any model is loaded; returns the loaded studies.
+
+    Raises:
+        ValueError, nmt.model.checkpoint.CheckpointError, nmt.serve.studies.StudyError:
+            a bad ``--threads``, ``--device`` or ``--model`` spec, a checkpoint path that is
+            no file, a ``--study`` that is missing, not a study or given twice (named).
+    """
+    if opts.threads is not None and opts.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {opts.threads}")
+    pick_device(opts.device, "--device")
+    check_specs(opts.models)
+    return check_unique([load_study(p) for p in opts.studies])
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host``:``port``, for uvicorn to listen on.
+
+    Raises:
+        ValueError: one line naming ``--host`` or ``--port``: a name that does not
+            resolve, an address not of this machine, a port in use or not allowed.
+    """
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except (socket.gaierror, UnicodeError) as e:
+        raise ValueError(f"--host {host!r}: not an address, or a name that does not resolve "
+                         f"({getattr(e, 'strerror', None) or e})") from None
+    sock = socket.socket(family, kind, proto)
+    # as uvicorn does: a restarted server may bind while old connections are in TIME_WAIT
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(addr)
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            why = f"--port {port}: {host}:{port} is in use (another server?); pick another --port"
+        elif e.errno == errno.EADDRNOTAVAIL:
+            why = (f"--host {host!r}: not an address of this machine (try 127.0.0.1, or "
+                   "0.0.0.0 for every interface)")
+        elif e.errno == errno.EACCES:
+            why = f"--port {port}: not allowed here (ports below 1024 need privileges)"
+        else:
+            why = f"--host {host!r} --port {port}: cannot listen: {e.strerror or e}"
+        raise ValueError(why) from None
+    return sock
+
+
+def build(opts: ServeOptions, log: Callable[[str], None] = print,
+          studies: list[Study] | None = None) -> Any:
     """The FastAPI application for ``opts`` (models loaded now).
+
+    Args:
+        studies: the ``--study`` reports when :func:`check_options` read them already.
 
     Raises:
         ValueError, nmt.model.checkpoint.CheckpointError, nmt.serve.studies.StudyError:
@@ -57,15 +115,19 @@ def build(opts: ServeOptions, log: Callable[[str], None] = print) -> Any:
     """
     from nmt.serve.app import create_app
 
-    if opts.threads is not None and opts.threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {opts.threads}")
+    if studies is None:
+        studies = check_options(opts)
     device = pick_device(opts.device, "--device")
     threads = opts.threads or torch.get_num_threads()
     registry: Registry = load_registry(opts.models, device, threads, opts.queue)
     for e in registry.models.values():
         log(f"model {e.id}: {e.path} ({e.info['attention']}, {e.info['direction']}, "
             f"{e.info['parameters']:,} parameters, {e.decoding.describe()})")
-    studies = [load_study(p) for p in opts.studies]
+    served = sorted({e.info["direction"] for e in registry.models.values()})
+    for s in studies:
+        if s.direction is not None and s.direction not in served:
+            log(f"warning: study {s.name!r} is {s.direction}, no served model is "
+                f"({', '.join(served)}): its buckets are not these models' language pair")
     defs: list[SetDefinition] = [d for s in studies for d in definitions(s)]
     first = next(iter(registry.models.values())).loaded.cfg.data
     defs += [SetDefinition(s, s) for s in first.test_splits]
@@ -83,11 +145,20 @@ def build(opts: ServeOptions, log: Callable[[str], None] = print) -> Any:
 def serve(opts: ServeOptions, log: Callable[[str], None] = print) -> None:
     """Build the application and serve it until interrupted.
 
+    The options, the studies and the socket are checked before the models are loaded,
+    and "serving on" is said only once the socket is bound and the models are in.
+
     Raises:
-        as :func:`build`; OSError when the port cannot be bound (uvicorn exits).
+        as :func:`build`; ValueError when ``host``:``port`` cannot be bound.
     """
     import uvicorn
 
-    app = build(opts, log)
-    log(f"serving on http://{opts.host}:{opts.port}/ (API at /api, OpenAPI at /docs)")
-    uvicorn.run(app, host=opts.host, port=opts.port, log_level="warning")
+    studies = check_options(opts)
+    sock = listen_socket(opts.host, opts.port)
+    try:
+        app = build(opts, log, studies)
+        host = f"[{opts.host}]" if ":" in opts.host else opts.host
+        log(f"serving on http://{host}:{opts.port}/ (API at /api, OpenAPI at /docs)")
+        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    finally:
+        sock.close()

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nmt.config.load import load_config
+from nmt.config.schema import ConfigError
 from nmt.data.digest import lines_sha256
 from nmt.evaluation.metrics import bucket_label
 from nmt.serve.limits import not_found
@@ -29,11 +31,13 @@ class StudyError(ValueError):
 
 @dataclass
 class Study:
-    """One study report: its name, folder and parsed ``results.json``."""
+    """One study report: its name, folder, parsed ``results.json`` and translation
+    direction (``de->en``; None when the study's config cannot be read)."""
 
     name: str
     folder: Path
     results: dict[str, Any]
+    direction: str | None = None
 
     @property
     def config(self) -> dict[str, Any]:
@@ -55,7 +59,28 @@ def load_study(folder: Path) -> Study:
     if not isinstance(results, dict) or not isinstance(results.get("test_sets"), dict):
         raise StudyError(f"--study {folder}: {path} has no test_sets: not a study report")
     name = (results.get("study") or {}).get("name") or path.parent.name
-    return Study(str(name), path.parent, results)
+    study = Study(str(name), path.parent, results)
+    study.direction = _direction(study)
+    return study
+
+
+def _direction(study: Study) -> str | None:
+    """``src->tgt`` of the study's ``base_config`` with its ``overrides`` (the report
+    stores no direction of its own), the config's path taken from the current directory
+    or from the repository above ``reports/NAME``; None when it cannot be read."""
+    c = study.config
+    base = c.get("base_config")
+    if not isinstance(base, str):
+        return None
+    for root in (Path.cwd(), study.folder.parent.parent):
+        path = Path(base) if Path(base).is_absolute() else root / base
+        if path.is_file():
+            try:
+                data = load_config(path, [str(x) for x in c.get("overrides") or []]).data
+            except (ConfigError, OSError, ValueError):
+                return None
+            return f"{data.src_lang}->{data.tgt_lang}"
+    return None
 
 
 def definitions(study: Study) -> list[SetDefinition]:
@@ -108,6 +133,24 @@ def _test_set(name: str, record: dict[str, Any], ts: TestSet | str | None) -> di
             "buckets": list(buckets.values()), "notes": notes}
 
 
+def check_unique(studies: list[Study]) -> list[Study]:
+    """``studies``, unless two have one name (the API names them by it).
+
+    Raises:
+        StudyError: naming both folders.
+    """
+    seen: dict[str, Study] = {}
+    for s in studies:
+        if s.name in seen:
+            other = seen[s.name].folder
+            if other.resolve() == s.folder.resolve():
+                raise StudyError(f"--study {s.folder} is given twice")
+            raise StudyError(f"--study {s.folder} and --study {other}: both are named "
+                             f"{s.name!r} (results.json's study.name); serve one of them")
+        seen[s.name] = s
+    return studies
+
+
 class Studies:
     """The served studies by name.
 
@@ -117,16 +160,14 @@ class Studies:
 
     def __init__(self, studies: list[Study], testsets: TestSets):
         self.studies: dict[str, Study] = {}
-        for s in studies:
-            if s.name in self.studies:
-                raise StudyError(f"two --study reports are named {s.name!r}")
+        for s in check_unique(studies):
             self.studies[s.name] = s
         self.testsets = testsets
 
     def names(self) -> list[dict[str, Any]]:
-        """``GET /api/studies``: name and test sets of each study."""
-        return [{"name": s.name, "test_sets": list(s.results["test_sets"])}
-                for s in self.studies.values()]
+        """``GET /api/studies``: name, direction and test sets of each study."""
+        return [{"name": s.name, "direction": s.direction,
+                 "test_sets": list(s.results["test_sets"])} for s in self.studies.values()]
 
     def get(self, name: str) -> dict[str, Any]:
         """``GET /api/studies/{name}``.
@@ -137,7 +178,8 @@ class Studies:
         s = self.studies.get(name)
         if s is None:
             raise not_found("study", name, list(self.studies))
-        return {"name": s.name, "decoding": s.results.get("decoding"),
+        return {"name": s.name, "direction": s.direction,
+                "decoding": s.results.get("decoding"),
                 "baseline": s.config.get("baseline"), "buckets": s.config.get("buckets"),
                 "test_sets": [_test_set(n, rec, self.testsets.lookup(n))
                               for n, rec in s.results["test_sets"].items()]}

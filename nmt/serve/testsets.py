@@ -51,15 +51,26 @@ class TestSet:
 
 
 def parse_bucket(text: str) -> tuple[int, int | None]:
-    """``"31-40"`` -> (31, 40); ``"61+"`` or ``"61-"`` -> (61, None).
+    """One range of source words: ``"31-40"`` -> (31, 40); ``"61-"``, ``"61+"`` or
+    ``"61 "`` (``61+`` in a URL unencoded: a bare ``+`` reads as a space) -> (61, None).
 
     Raises:
-        ApiError: 400 for anything else.
+        ApiError: 400 for a list of ranges or anything else, with the forms that work.
     """
+    hint = ("one range of source words, e.g. 31-40, or 61- for 61 and more (61+ must be "
+            "written 61%2B in a URL: a bare + reads as a space)")
+    if "," in text:
+        raise ApiError(400, "bad_option", f"bucket {text!r}: a list of ranges; give {hint}, "
+                       "one request per bucket", option="bucket")
+    core = text.strip()
+    if core.isdigit() and text.endswith(" "):
+        core += "+"  # "61+" sent unencoded arrives as "61 "
     try:
-        ((lo, hi),) = parse_buckets(text.strip(), "bucket")
-    except ValueError as e:
-        raise ApiError(400, "bad_option", str(e), option="bucket") from None
+        ((lo, hi),) = parse_buckets(core, "bucket")
+    except ValueError as e:  # its hint is of --buckets, a list: not this option's
+        why = str(e).removeprefix("bucket: ").split("; use e.g.")[0]
+        raise ApiError(400, "bad_option", f"bucket {text!r}: {why}; give {hint}",
+                       option="bucket") from None
     return lo, hi
 
 

@@ -79,8 +79,9 @@
 
   let examplesOffset = 0, examplesAsked = 0;
   async function listExamples(offset) {
-    const s = NMT.state, list = $("examples"), asked = ++examplesAsked;
+    const s = NMT.state, list = $("examples"), note = $("examples-note"), asked = ++examplesAsked;
     examplesOffset = offset;
+    note.textContent = "";
     if (!s.set) { list.replaceChildren(); return; }
     const q = `split=${encodeURIComponent(s.set)}&limit=10&offset=${offset}` +
       (s.bucket ? `&bucket=${encodeURIComponent(s.bucket)}` : "");
@@ -91,9 +92,12 @@
       list.replaceChildren(...ex.examples.map((e) => NMT.el("li", {
         value: e.id + 1, title: e.reference, "data-id": e.id, onclick: () => NMT.useExample(e),
         text: `(${e.words}) ${e.source}`})));
-      if (!ex.examples.length) list.replaceChildren(NMT.el("li", {text: "(none)"}));
+      // notes go beside the list: as items they would be numbered like sentences
+      if (!ex.examples.length) note.textContent = "no sentence of this length in this set";
     } catch (e) {
-      list.replaceChildren(NMT.el("li", {text: e.message}));
+      if (asked !== examplesAsked) return;
+      list.replaceChildren();
+      note.textContent = `no examples: ${e.message}`;
     }
   }
 
@@ -143,10 +147,11 @@
     document.querySelectorAll("button.tab").forEach((b) =>
       b.addEventListener("click", () => NMT.showTab(b.dataset.tab)));
     $("study").addEventListener("change", () => {
-      s.study = $("study").value; s.sbucket = ""; NMT.showStudy();
+      s.study = $("study").value; s.sbucket = ""; NMT.writeUrl(); NMT.showStudy();
     });
-    $("study-set").addEventListener("change", () => {
-      s.sset = $("study-set").value; s.sbucket = ""; $("bucket-list").replaceChildren(); NMT.showStudy();
+    $("study-set").addEventListener("change", () => {  // the URL holds the study's test set
+      s.sset = $("study-set").value; s.sbucket = ""; NMT.writeUrl();
+      $("bucket-list").replaceChildren(); NMT.showStudy();
     });
     listExamples(0);
     await NMT.loadStudies().catch((e) => NMT.status(e.message, true));

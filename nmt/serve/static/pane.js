@@ -63,10 +63,13 @@
       const flags = [];
       if (line.truncated) flags.push("source cut to 400 pieces");
       if (line.unknown) flags.push("no source piece is known to the model");
-      this.tgtWords = (h ? h.tgt_pieces : []).map((p, k) => el("span", {  // </s>: drawn by CSS
-        class: "tgt-word" + (k < h.forced ? " forced" : "") + (p === "</s>" ? " eos" : ""),
-        "data-t": k, title: p === "</s>" ? "end of sentence (</s>)" : null,
-        text: p === "</s>" ? "" : p.replace(/^\u2581/, k ? " " : "")}));
+      // one span per piece (hover lights it), joined without gaps into the detokenized
+      // text; where the pieces do not spell the API's text (an unknown piece), the text
+      const shown = h ? h.tgt_pieces.map((p, k) => (p === "</s>" ? "" : p.replace(/^\u2581/, k ? " " : ""))) : [];
+      this.tgtWords = h && shown.join("") === h.text ? h.tgt_pieces.map((p, k) =>
+        el("span", {  // </s>: drawn by CSS
+          class: "tgt-word" + (k < h.forced ? " forced" : "") + (p === "</s>" ? " eos" : ""),
+          "data-t": k, title: p === "</s>" ? "end of sentence (</s>)" : null, text: shown[k]})) : [];
       this.srcWords = line.src_pieces.map((p, j) => el("span", {class: "src-word", "data-s": j,
         text: NMT.showPiece(p)}));
       const srcRow = el("div", {class: "src-words"});
@@ -92,7 +95,7 @@
       this.node.replaceChildren(...[
         el("h2", {}, this.id, kind),
         el("div", {class: "hint", text: this.result.decoding}),
-        el("div", {class: "translation"}, this.tgtWords),
+        el("div", {class: "translation"}, this.tgtWords.length || !h ? this.tgtWords : h.text),
         stats, flags.length ? el("div", {class: "flag", text: flags.join("; ")}) : null,
         srcRow, heads, visBox, this.nbest()].filter(Boolean));
     }
@@ -151,8 +154,8 @@
     /** Light target word k: its row, and the source words shaded by its weights. */
     target(k) {
       this.clear();
-      if (!this.vis || k >= this.tgtWords.length) return;
-      this.tgtWords[k].classList.add("hl");
+      if (!this.vis || k >= this.hyp.tgt_pieces.length) return;
+      if (this.tgtWords[k]) this.tgtWords[k].classList.add("hl");
       const tok = this.node.querySelector(`.hyp[data-i="${this.sel}"] .tok[data-k="${k}"]`);
       if (tok) tok.classList.add("hl");
       this.vis.target(k);

@@ -30,6 +30,7 @@
     pick.replaceChildren(...sets.map((t) => NMT.el("option", {value: t.name, text: t.name})));
     if (!sets.some((t) => t.name === NMT.state.sset)) NMT.state.sset = sets.length ? sets[sets.length - 1].name : "";
     pick.value = NMT.state.sset;
+    NMT.writeUrl();  // the set shown is in the link even when it was the default
     NMT.study.set = sets.find((t) => t.name === NMT.state.sset) || null;
     NMT.drawStudy();
     if (NMT.state.sbucket) NMT.openBucket(NMT.state.sbucket);
