@@ -194,6 +194,8 @@ def _validate(cfg: Config) -> None:
             f"model.heads: {m.heads} must be >= 1 and divide the memory size "
             f"2 * model.enc_hidden = {2 * m.enc_hidden}"
         )
+    if m.enc_residual and m.enc_layers < 2:
+        raise ConfigError(f"model.enc_residual: needs model.enc_layers >= 2, got {m.enc_layers}")
     if m.tie_embeddings and m.output_dim != m.emb_dim:
         raise ConfigError(
             f"model.tie_embeddings: needs model.output_dim ({m.output_dim}) == "

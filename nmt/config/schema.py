@@ -17,7 +17,7 @@ from typing import Any, Literal, get_args
 ScoreKind = Literal["additive", "dot", "general", "scaled_dot"]  # global alignment scores
 AttentionKind = Literal["additive", "dot", "general", "scaled_dot", "local_m", "local_p",
                         "multihead", "none"]
-StepOrder = Literal["bahdanau", "luong"]
+StepOrder = Literal["bahdanau", "luong", "cgru"]
 LengthPenalty = Literal["gnmt", "average", "none"]
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 
@@ -111,16 +111,23 @@ class ModelConfig:
     enc_hidden: int = 256  # per direction: encoder memory size is 2 * enc_hidden
     dec_hidden: int = 512
     enc_layers: int = 1
+    # add each encoder layer's input to its output from the second layer on (Wu et al. 2016,
+    # sec. 3.1): x_{l+1} = BiGRU_l(x_l) + x_l, both 2 * enc_hidden wide; needs enc_layers >= 2
+    enc_residual: bool = False
     dec_layers: int = 1
     dropout: float = 0.3
     # global: additive | dot | general | scaled_dot; local (Luong et al. 2015, sec. 3.2):
     # local_m | local_p, scored with local_score; multihead (heads heads); none
     attention: AttentionKind = "additive"
-    # bahdanau: attend with s_{t-1}, then GRU([y; c]); luong: GRU first, then attend
+    # bahdanau: attend with s_{t-1}, then GRU([y; c]); luong: GRU first, then attend;
+    # cgru: Nematus's conditional GRU (Sennrich et al. 2017): s' = GRU1(y, s_{t-1}),
+    # attend with s', then s_t = GRU2(c, s'); the pre-output reads [s_t; c; y] as bahdanau's
     step_order: StepOrder = "bahdanau"
     attn_dim: int = 256  # additive attention's hidden size A
     output_dim: int = 256  # pre-output / attentional vector size
-    tie_embeddings: bool = False  # needs output_dim == emb_dim
+    # the generator's weight is the target embedding matrix (Press & Wolf 2017; Inan et al.
+    # 2017); needs output_dim == emb_dim
+    tie_embeddings: bool = False
     # local attention's alignment score (Luong's best: general) and window half-width D
     local_score: ScoreKind = "general"
     local_window: int = 10  # source pieces on each side of p_t (the paper's D = 10)

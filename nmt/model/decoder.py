@@ -10,6 +10,8 @@ Step orders (everything else is equal across attention types, for fair compariso
   ``s_t = GRU([E y_{t-1}; c_t], s_{t-1})``, pre-output ``tanh(W_o [s_t; c_t; E y_{t-1}])``.
 * ``luong`` (Luong et al. 2015, sec. 3 and 3.3): ``s_t = GRU([E y_{t-1}; h~_{t-1}], s_{t-1})``
   (input feeding), attend with s_t, attentional vector ``h~_t = tanh(W_c [c_t; s_t])``.
+* ``cgru`` (Sennrich et al. 2017, sec. 2.3): two GRUs per step with attention between
+  them; :class:`nmt.model.cgru.CGRUDecoder`, a subclass of this one.
 
 Attention is global (additive, dot, general, scaled_dot), local (``local_m``, ``local_p``;
 Luong et al. 2015, sec. 3.2) or ``multihead`` (Vaswani et al. 2017, sec. 3.2.2, one query
@@ -88,7 +90,7 @@ class StepOutput:
 
 
 class Decoder(nn.Module):
-    """Conditional GRU decoder.
+    """GRU decoder with attention, in the ``bahdanau`` or ``luong`` step order.
 
     Args:
         vocab_size: V_tgt. emb_dim: E. hidden: D. layers: L. memory_dim: M.
@@ -99,7 +101,16 @@ class Decoder(nn.Module):
         defer_weight_grads: in teacher forcing, take the gradients of the step weights
             feed, hh and pre as one product each after the loop (nmt/ops/weight_grads.py)
             instead of autograd's T products and T adds; the same sums up to rounding.
+
+    Raises:
+        ValueError: a step order not in :attr:`step_orders` (``cgru`` is
+            :class:`nmt.model.cgru.CGRUDecoder`).
     """
+
+    # the step orders this class's _step computes (a subclass computes its own)
+    step_orders: tuple[str, ...] = ("bahdanau", "luong")
+    # the step weights whose gradients unroll defers (StepWeights field names)
+    deferred: tuple[str, ...] = ("feed", "hh", "pre")
 
     def __init__(self, vocab_size: int, emb_dim: int, hidden: int, layers: int,
                  memory_dim: int, attention: str, step_order: str, attn_dim: int,
@@ -107,6 +118,9 @@ class Decoder(nn.Module):
                  window: int = 10, heads: int = 4, attention_bias: bool = True,
                  defer_weight_grads: bool = True):
         super().__init__()
+        if step_order not in self.step_orders:
+            raise ValueError(f"model.step_order: {type(self).__name__} computes "
+                             f"{' or '.join(self.step_orders)}, not {step_order!r}")
         self.defer_weight_grads = defer_weight_grads
         self.attention_type, self.step_order = attention, step_order
         self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD)
@@ -117,14 +131,16 @@ class Decoder(nn.Module):
         # the fixed-vector model's c; unused parameters otherwise are not created
         self.fixed = nn.Linear(memory_dim, memory_dim) if attention == "none" else None
         self.init = nn.Linear(memory_dim, layers * hidden)
-        feed_dim = memory_dim if step_order == "bahdanau" else output_dim
+        # the first GRU's input beside E y_{t-1}: the context (bahdanau), input feeding's
+        # h~_{t-1} (luong), nothing (cgru's GRU1)
+        feed_dim = {"bahdanau": memory_dim, "luong": output_dim, "cgru": 0}[step_order]
         self.cells = nn.ModuleList(
             nn.GRUCell(emb_dim + feed_dim if i == 0 else hidden, hidden) for i in range(layers)
         )
-        if step_order == "bahdanau":
-            self.pre_output = nn.Linear(hidden + memory_dim + emb_dim, output_dim)
-        else:
+        if step_order == "luong":
             self.pre_output = nn.Linear(memory_dim + hidden, output_dim)
+        else:  # bahdanau, cgru: W_o [s_t; c_t; E y_{t-1}]
+            self.pre_output = nn.Linear(hidden + memory_dim + emb_dim, output_dim)
         self.layers, self.hidden, self.output_dim = layers, hidden, output_dim
 
     def start(self, enc: EncoderOutput, generator: torch.Tensor | None = None
@@ -266,7 +282,7 @@ class Decoder(nn.Module):
         (nmt/ops/weight_grads.py). Every step's product inputs depend on the initial hidden state,
         the memory or the first feed, which therefore pass through the collecting node."""
         w = mem.weights
-        names = ("feed", "hh", "pre")
+        names = self.deferred
         live = [getattr(w, n) for n in names]
         if not any(t.requires_grad for t in live):
             return state, mem

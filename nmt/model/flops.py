@@ -5,16 +5,18 @@ by what it scales with:
 
 * **per source token** (real tokens, EOS included; the encoder runs on packed sequences):
   the bidirectional GRU, ``2 directions x 3H (in + H)`` with ``in = E`` for the first
-  layer and ``2H`` above it, and the attention keys computed once per source token
+  layer and ``2H`` above it (``model.enc_residual``'s additions are elementwise), and the
+  attention keys computed once per source token
   (additive ``U h_i``: ``M A``; general ``W h_i``: ``M D``; multihead ``W^K``, ``W^V``:
   ``2 M M``; dot and scaled dot: none);
 * **per target token** (real target pieces + EOS): the decoder GRU cell,
   ``3D (E + F + D)`` with the fed vector ``F = M`` (``bahdanau``: the context) or ``O``
-  (``luong``: input feeding), ``3D (D + D)`` for each layer above; the attention's
+  (``luong``: input feeding), or ``cgru``'s two GRUs ``3D (E + D) + 3D (M + D)``,
+  ``3D (D + D)`` for each layer above; the attention's
   per-query products (additive ``W s``: ``D A``; multihead ``W^Q`` and ``W^O``:
   ``D M + M M``; ``local_p``'s position predictor ``v_p^T tanh(W_p s)``: ``D A + A``);
-  the pre-output layer (``bahdanau``: ``(D + M + E) O``; ``luong``: ``(M + D) O``) and
-  the generator ``O V`` (the logits for the softmax);
+  the pre-output layer (``bahdanau``, ``cgru``: ``(D + M + E) O``; ``luong``: ``(M + D) O``) and
+  the generator ``O V`` (the logits for the softmax; as many with ``model.tie_embeddings``);
 * **per attended position**, i.e. per (target token, real source position) pair: the
   score (additive ``v``: ``A``; dot, scaled dot, multihead: ``M``; general: ``D``) and the
   context vector's weighted sum (``M``). Additive attention's ``tanh(W s + U h_i)`` over
@@ -94,9 +96,12 @@ def forward_macs(cfg: ModelConfig, tgt_vocab_size: int) -> ForwardMacs:
     E, H, D, O = cfg.emb_dim, cfg.enc_hidden, cfg.dec_hidden, cfg.output_dim  # noqa: E741 (O: output size, the docstring's notation)
     M = 2 * H
     encoder = sum(2 * 3 * H * ((E if layer == 0 else M) + H) for layer in range(cfg.enc_layers))
-    feed = M if cfg.step_order == "bahdanau" else O
-    gru = sum(3 * D * ((E + feed if layer == 0 else D) + D) for layer in range(cfg.dec_layers))
-    pre_output = (D + M + E) * O if cfg.step_order == "bahdanau" else (M + D) * O
+    if cfg.step_order == "cgru":  # GRU_1 on E y, GRU_2 on the context c
+        first = 3 * D * (E + D) + 3 * D * (M + D)
+    else:
+        first = 3 * D * (E + (M if cfg.step_order == "bahdanau" else O) + D)
+    gru = first + sum(3 * D * (D + D) for _ in range(1, cfg.dec_layers))
+    pre_output = (M + D) * O if cfg.step_order == "luong" else (D + M + E) * O
     keys, query, per_position = attention_macs(cfg)
     return ForwardMacs(
         per_source_token={"encoder_gru": encoder, "attention_keys": keys},

@@ -13,6 +13,7 @@ from torch import nn
 
 from nmt.config.schema import ModelConfig
 from nmt.data.vocab import PAD
+from nmt.model.cgru import CGRUDecoder
 from nmt.model.decoder import Decoder, DecoderState, Memory
 from nmt.model.encoder import Encoder
 from nmt.model.loss import summed_cross_entropy
@@ -136,13 +137,18 @@ class Seq2Seq(nn.Module):
 
 
 def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
-    """The only place a :class:`ModelConfig` becomes modules."""
-    encoder = Encoder(src_vocab_size, cfg.emb_dim, cfg.enc_hidden, cfg.enc_layers, cfg.dropout)
-    decoder = Decoder(tgt_vocab_size, cfg.emb_dim, cfg.dec_hidden, cfg.dec_layers,
-                      2 * cfg.enc_hidden, cfg.attention, cfg.step_order, cfg.attn_dim,
-                      cfg.output_dim, cfg.dropout, local_score=cfg.local_score,
-                      window=cfg.local_window, heads=cfg.heads,
-                      attention_bias=cfg.attention_bias)
+    """The only place a :class:`ModelConfig` becomes modules. With ``tie_embeddings`` the
+    generator's (V, O) weight is the target embedding's parameter itself (Press & Wolf
+    2017; Inan et al. 2017): one tensor under two state_dict names, whose gradient
+    is the sum of both uses, and which load_state_dict fills in place, so it stays shared."""
+    encoder = Encoder(src_vocab_size, cfg.emb_dim, cfg.enc_hidden, cfg.enc_layers, cfg.dropout,
+                      residual=cfg.enc_residual)
+    decoder_class = CGRUDecoder if cfg.step_order == "cgru" else Decoder
+    decoder = decoder_class(tgt_vocab_size, cfg.emb_dim, cfg.dec_hidden, cfg.dec_layers,
+                            2 * cfg.enc_hidden, cfg.attention, cfg.step_order, cfg.attn_dim,
+                            cfg.output_dim, cfg.dropout, local_score=cfg.local_score,
+                            window=cfg.local_window, heads=cfg.heads,
+                            attention_bias=cfg.attention_bias)
     generator = nn.Linear(cfg.output_dim, tgt_vocab_size, bias=cfg.output_bias)
     if cfg.tie_embeddings:
         generator.weight = decoder.embed.weight
