@@ -8,6 +8,7 @@ plain autograd), trains, searches and round-trips through a checkpoint."""
 from __future__ import annotations
 
 import copy
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -16,8 +17,6 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-import nmt.model.attention as attention_module
-import nmt.model.multihead as multihead_module
 from nmt.config.load import from_dict
 from nmt.config.schema import ATTENTION_TYPES, ConfigError, ModelConfig
 from nmt.data.batches import collate, encode_pairs
@@ -46,21 +45,6 @@ CHOICES = {
 
 def _batch(src_vocab, tgt_vocab):
     return collate(encode_pairs([Pair(s, t, "") for s, t in TOY_PAIRS], src_vocab, tgt_vocab))
-
-
-def _fp64_masked_softmax(scores, mask):
-    """nmt's masked_softmax without its cast to fp32, so that double stays double (the
-    cast is for bf16 scores; a float64 gradient check needs float64 throughout)."""
-    mask = mask.expand_as(scores)
-    scores = scores.masked_fill(~mask, float("-inf"))
-    scores = scores.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-    return torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
-
-
-@pytest.fixture
-def fp64_attention(monkeypatch):
-    monkeypatch.setattr(attention_module, "masked_softmax", _fp64_masked_softmax)
-    monkeypatch.setattr(multihead_module, "masked_softmax", _fp64_masked_softmax)
 
 
 # --- defaults: nothing changes ------------------------------------------------------------
@@ -166,7 +150,7 @@ def test_tied_weights_gradient_is_the_sum_of_both_uses(toy_vocabs, order, defer)
 
 
 @pytest.mark.parametrize("defer", [False, True])
-def test_tied_weight_gradient_matches_float64_finite_differences(fp64_attention, defer):
+def test_tied_weight_gradient_matches_float64_finite_differences(defer):
     """torch.func.functional_call substitutes the one shared tensor for both names, so the
     finite differences move the embedding and the output layer together."""
     torch.manual_seed(0)
@@ -309,9 +293,9 @@ def test_cgru_deferred_weight_gradients_equal_autograds(toy_vocabs, attention):
 @pytest.mark.parametrize("attention,defer", [
     ("additive", False), ("additive", True), ("general", True), ("multihead", True),
     ("local_p", True), ("none", True)])
-def test_cgru_gradients_match_float64_finite_differences(fp64_attention, attention, defer):
-    """Every decoder parameter and the encoder memory, in float64 (with a masked softmax
-    that keeps float64: see fp64_attention). The whole Jacobian for additive attention;
+def test_cgru_gradients_match_float64_finite_differences(attention, defer):
+    """Every decoder parameter and the encoder memory, in float64 (the attention keeps
+    float64: ops.precision.at_least_fp32). The whole Jacobian for additive attention;
     for the others a random projection of it (gradcheck's fast mode), to keep the test
     quick."""
     torch.manual_seed(0)
@@ -464,3 +448,24 @@ def test_cgru_bf16_training_casts_its_weights_once_per_batch(toy_vocabs):
             model(src, src_len, tgt[:, :-1], tgt[:, 1:]).backward()
         counts.append(mode.casts)
     assert counts[0] == counts[1] > 0
+
+
+def test_tied_model_starts_near_the_uniform_loss():
+    """The shared matrix is initialised for the output layer (N(0, 1/O)): the initial
+    cross-entropy is near log V, as an untied model's, not several nats above it (N(0, 1)
+    embeddings as logits weights give logits of variance about O)."""
+    vocab, sizes = 1000, dict(emb_dim=128, enc_hidden=64, dec_hidden=128, attn_dim=64,
+                              output_dim=128)
+    src = torch.randint(4, vocab, (8, 12))
+    tgt = torch.randint(4, vocab, (8, 11))
+    losses = {}
+    for tied in (False, True):
+        torch.manual_seed(0)
+        model = build_model(ModelConfig(**sizes, dropout=0.0, tie_embeddings=tied), vocab, vocab)
+        with torch.no_grad():
+            logits, _ = model.logits(src, torch.full((8,), 12), tgt[:, :-1])
+            losses[tied] = F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten()).item()
+        if tied:
+            assert not model.decoder.embed.weight[0].any()  # the padding row
+    assert abs(losses[True] - math.log(vocab)) < 0.5, losses
+    assert abs(losses[True] - losses[False]) < 0.5, losses

@@ -140,7 +140,10 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
     """The only place a :class:`ModelConfig` becomes modules. With ``tie_embeddings`` the
     generator's (V, O) weight is the target embedding's parameter itself (Press & Wolf
     2017; Inan et al. 2017): one tensor under two state_dict names, whose gradient
-    is the sum of both uses, and which load_state_dict fills in place, so it stays shared."""
+    is the sum of both uses, and which load_state_dict fills in place, so it stays shared.
+    The shared matrix starts as N(0, 1/O), the padding row 0 (fairseq's embedding
+    initialisation): nn.Embedding's N(0, 1) would give logits of variance O and an initial
+    loss far above log V."""
     encoder = Encoder(src_vocab_size, cfg.emb_dim, cfg.enc_hidden, cfg.enc_layers, cfg.dropout,
                       residual=cfg.enc_residual)
     decoder_class = CGRUDecoder if cfg.step_order == "cgru" else Decoder
@@ -151,6 +154,9 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
                             attention_bias=cfg.attention_bias)
     generator = nn.Linear(cfg.output_dim, tgt_vocab_size, bias=cfg.output_bias)
     if cfg.tie_embeddings:
+        with torch.no_grad():
+            nn.init.normal_(decoder.embed.weight, 0.0, cfg.output_dim ** -0.5)
+            decoder.embed.weight[PAD].zero_()
         generator.weight = decoder.embed.weight
     return Seq2Seq(encoder, decoder, generator)
 
