@@ -117,3 +117,18 @@ def test_only_half_precision_scores_are_upcast():
                         (torch.bfloat16, torch.float32), (torch.float16, torch.float32)]:
         w = masked_softmax(torch.tensor([[1.0, 2.0, 3.0]], dtype=dtype), mask)
         assert w.dtype == want and w[0, 2] == 0
+
+
+def test_case_nmt41_script_imports_and_runs_in_float64():
+    """shared/cases/NMT-41's check_double.py as written: the package-level names it imports
+    (nmt.config.ModelConfig, nmt.model.build_model) and a float64 forward per attention."""
+    from nmt.config import ModelConfig
+    from nmt.model import build_model
+
+    for kind in ("additive", "dot", "general", "scaled_dot", "none"):
+        cfg = ModelConfig(emb_dim=8, enc_hidden=4, dec_hidden=8, attn_dim=8, output_dim=8,
+                          dropout=0.0, attention=kind)
+        model = build_model(cfg, 20, 20).double().eval()
+        out = model(torch.tensor([[3, 4, 5, 2]]), torch.tensor([4]),
+                    torch.tensor([[1, 6, 7]]), torch.tensor([[6, 7, 2]]))
+        assert out.dtype == torch.float64, kind
