@@ -128,3 +128,29 @@ def test_a_changed_budget_resumes_while_another_change_is_refused(long_study):
     other.write_text(json.dumps(raw))
     with pytest.raises(StudyError, match=r"model.emb_dim: 24 \(run\) vs 8 \(study\)"):
         plan(load_study_config(other))
+
+
+def test_a_run_ended_by_early_stopping_is_reused_when_only_the_budget_grows(long_study,
+                                                                            tmp_path):
+    """A larger epoch cap does not revive a run that patience ended (it would train no
+    step), so --report-only can report it; a run the budget ended is still resumed."""
+    import shutil
+
+    import torch
+
+    from nmt.commands.study_plan import plan
+
+    tmp, cfg = long_study
+    shutil.copytree(tmp / "runs", tmp_path / "runs")
+    last = tmp_path / "runs" / "long_none" / "last.pt"
+    payload = torch.load(last, weights_only=True)
+    payload["train_state"]["counters"].update(done=True, bad_epochs=2)
+    torch.save(payload, last)
+    raw = json.loads(cfg.read_text())
+    raw["overrides"] = [o.replace(str(tmp / "runs"), str(tmp_path / "runs"))
+                        for o in raw["overrides"]] + ["train.patience=2", "train.max_epochs=5"]
+    grown = tmp_path / "grown.yaml"
+    grown.write_text(json.dumps(raw))
+    actions = {r.label: (r.action, r.note) for r in plan(load_study_config(grown))}
+    assert actions["none"][0] == "reuse" and "stopped early" in actions["none"][1]
+    assert actions["additive"][0] == "resume"

@@ -3,11 +3,12 @@
 Each model is an ordinary ``nmt train`` run, ``runs/{run_prefix}_{label}``: the study's base
 config with the study's overrides and the model's attention (and, on the extra axes, its
 training-length cap or head count). A finished run whose stored config equals the expected
-one is reused, an unfinished one is resumed, a run with a different config is an error. A
-run directory is judged by its own files, as ``nmt train`` judges it (nmt/model/rundir.py):
-one whose ``last.pt`` is gone is resumed from its latest checkpoint (``nmt train --resume``
-warns), and one holding an earlier run's files but no checkpoint to resume is an error,
-never trained over.
+one is reused, and so is one that early stopping ended when only its budget changed (a
+larger ``train.max_epochs`` would not train it further); an unfinished one is resumed, a run
+with a different config is an error. A run directory is judged by its own files, as ``nmt
+train`` judges it (nmt/model/rundir.py): one whose ``last.pt`` is gone is resumed from its
+latest checkpoint (``nmt train --resume`` warns), and one holding an earlier run's files but
+no checkpoint to resume is an error, never trained over.
 """
 
 from __future__ import annotations
@@ -140,5 +141,17 @@ def _action(cfg: Config) -> tuple[str, str]:
     if warning:
         return "resume", f"{source.name}, since last.pt is missing"
     counters = (payload.get("train_state") or {}).get("counters", {})
+    if counters.get("done") and not diffs:
+        return "reuse", ""
+    if counters.get("done") and _stopped_early(counters, cfg):
+        # patience ended it, not the budget: a larger budget would not train another step
+        return "reuse", "stopped early (patience), so a changed budget does not continue it"
     # a changed budget (steps, minutes, epochs...) resumes the run with the new one
-    return ("reuse" if counters.get("done") and not diffs else "resume"), ""
+    return "resume", ""
+
+
+def _stopped_early(counters: dict[str, object], cfg: Config) -> bool:
+    """Whether a finished run's validations without a gain reach ``cfg``'s patience."""
+    bad = counters.get("bad_epochs")
+    return (cfg.train.patience is not None and isinstance(bad, int)
+            and bad >= cfg.train.patience)
