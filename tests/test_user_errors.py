@@ -174,3 +174,23 @@ def test_ctrl_c_at_the_prompt_exits_130_and_ctrl_d_exits_0(toy_checkpoint):
     _case_dir, ckpt = toy_checkpoint
     assert _interactive(ckpt, b"\x03") == 130
     assert _interactive(ckpt, b"\x04") == 0
+
+
+def test_a_time_budget_that_ends_before_one_epoch_is_warned_about():
+    """The quick start on a busy CPU: 4 steps in the 10-minute budget gave BLEU 0.00 and
+    no word of why (fresh-user report, 2026-12-02)."""
+    from nmt.commands.train import undertrained_warning
+    from nmt.config.load import from_dict
+    from nmt.training.state import TrainState
+
+    cfg = from_dict({"train": {"max_minutes": 10}})
+    warning = undertrained_warning(cfg, TrainState(step=4, epoch=0, elapsed_s=1008.0))
+    assert warning is not None and "4 steps, before one full epoch" in warning
+    assert "train.max_minutes=10" in warning
+    # a full epoch, a budget not spent, an interrupted run or no budget: nothing to say
+    assert undertrained_warning(cfg, TrainState(step=900, epoch=1, elapsed_s=700.0)) is None
+    assert undertrained_warning(cfg, TrainState(step=4, epoch=0, elapsed_s=30.0)) is None
+    assert undertrained_warning(cfg, TrainState(step=4, epoch=0, elapsed_s=1008.0,
+                                                interrupted="SIGINT")) is None
+    assert undertrained_warning(from_dict({"train": {"max_minutes": None}}),
+                                TrainState(step=4, epoch=0, elapsed_s=1008.0)) is None

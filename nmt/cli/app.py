@@ -38,7 +38,7 @@ def train(
     resume: bool = typer.Option(False, "--resume", help="Continue {out_dir}/last.pt."),
 ) -> None:
     """Train a model; checkpoints, config and a JSONL validation log go to train.out_dir."""
-    from nmt.commands.train import run_training
+    from nmt.commands.train import run_training, undertrained_warning
     from nmt.training.state import TrainingError
 
     try:
@@ -58,6 +58,9 @@ def train(
                f"({state.epoch} full epoch{'' if state.epoch == 1 else 's'}) "
                f"in {state.elapsed_s / 60:.1f} min; "
                f"checkpoint {cfg.out_dir() / 'best.pt'}")
+    warning = undertrained_warning(cfg, state)
+    if warning:
+        typer.echo(warning, err=True)
 
 
 @app.command()

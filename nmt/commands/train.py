@@ -285,3 +285,17 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
          "parameters": count_parameters(model)}, indent=2))
     return state
 
+
+
+def undertrained_warning(cfg: Config, state: TrainState) -> str | None:
+    """A warning when the time budget (``train.max_minutes``) ended the run before its first
+    full epoch: such a model translates next to nothing (BLEU near 0), which a reader of the
+    scores alone would take for a broken tool. None otherwise."""
+    minutes = cfg.train.max_minutes
+    if (state.interrupted is not None or state.epoch > 0 or minutes is None
+            or state.elapsed_s < minutes * 60):
+        return None
+    return (f"warning: the time budget (train.max_minutes={minutes:g}) ran out after "
+            f"{state.step} steps, before one full epoch: this model is barely trained and "
+            "will score near 0 BLEU. A busy or slow CPU gives fewer steps per minute; continue "
+            "with --resume and a larger train.max_minutes")
