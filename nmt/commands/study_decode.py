@@ -26,7 +26,7 @@ import torch
 from nmt.commands.study_plan import PlannedRun
 from nmt.config.schema import StudyConfig
 from nmt.data.corpus import DataError, read_split
-from nmt.data.digest import file_sha256, lines_sha256
+from nmt.data.digest import lines_sha256
 from nmt.data.longsets import long_sentence_set
 from nmt.evaluation.metrics import score
 from nmt.inference.translate import (
@@ -37,6 +37,7 @@ from nmt.inference.translate import (
 )
 from nmt.inference.translator import Translator
 from nmt.model.checkpoint import Loaded, load_checkpoint
+from nmt.model.rundir import BEST
 
 # bump when the search changes what it returns for the same checkpoint and settings, so
 # that translations cached by an older search are made again (2: hypotheses cut at the
@@ -106,13 +107,13 @@ def load_models(runs: list[PlannedRun]) -> tuple[dict[str, Loaded], dict[str, st
     the key of its cached translations), both by label.
 
     Raises:
-        CheckpointError: a ``best.pt`` cannot be loaded.
-        OSError: a ``best.pt`` cannot be read.
+        CheckpointError: a ``best.pt`` is missing, unreadable or not a usable checkpoint.
     """
     models, digests = {}, {}
     for r in runs:
-        digests[r.label] = file_sha256(r.out_dir / "best.pt")
-        models[r.label] = load_checkpoint(r.out_dir / "best.pt")
+        # one read: the digest is of the bytes loaded, even if the file is replaced meanwhile
+        loaded = load_checkpoint(r.out_dir / BEST, with_digest=True)
+        models[r.label], digests[r.label] = loaded, str(loaded.sha256)
     return models, digests
 
 
