@@ -22,6 +22,7 @@ from nmt.config.load import load_config
 from nmt.config.schema import RESUME_ADJUSTABLE, Config, ConfigError, StudyConfig
 from nmt.model.checkpoint import read_payload, stored_config
 from nmt.model.rundir import listed, resume_source, run_files
+from nmt.training.state import patience_spent
 
 
 class StudyError(RuntimeError):
@@ -153,5 +154,4 @@ def _action(cfg: Config) -> tuple[str, str]:
 def _stopped_early(counters: dict[str, object], cfg: Config) -> bool:
     """Whether a finished run's validations without a gain reach ``cfg``'s patience."""
     bad = counters.get("bad_epochs")
-    return (cfg.train.patience is not None and isinstance(bad, int)
-            and bad >= cfg.train.patience)
+    return isinstance(bad, int) and patience_spent(bad, cfg.train.patience)

@@ -146,7 +146,7 @@ class Trainer:
         st, t = self.state, self.t
         return (st.epoch < t.max_epochs and not self.out_of_time()
                 and (t.max_steps is None or st.step < t.max_steps)
-                and (t.patience is None or st.bad_epochs < t.patience))
+                and not st.patience_spent(t.patience))
 
     def save(self, name: str) -> None:
         """Write a resumable checkpoint ``{out_dir}/{name}`` (rank 0 only)."""
@@ -299,7 +299,7 @@ class Trainer:
         self.schedule.after_validation(float(record.get("val_bleu", -1.0)))
         if record["improved"]:
             self.save("best.pt")
-        elif t.patience is not None and st.bad_epochs >= t.patience:
+        elif st.patience_spent(t.patience):
             self.log(f"early stopping: no val BLEU gain for {t.patience} validations")
             st.done = True
         if self._out_of_time_shared():
