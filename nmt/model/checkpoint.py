@@ -19,9 +19,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import io
-import os
 import pickle
-import tempfile
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +33,7 @@ from nmt.config.schema import Config, ConfigError
 from nmt.data.digest import file_sha256
 from nmt.data.vocab import Vocab
 from nmt.model.seq2seq import Seq2Seq, build_model
+from nmt.ops.files import atomic_open
 
 FORMAT = "nmt-checkpoint"
 VERSION = 1
@@ -44,39 +43,22 @@ class CheckpointError(RuntimeError):
     """A checkpoint cannot be read or written; the message names the file."""
 
 
-def _umask() -> int:
-    """The process's umask (reading it means setting it; it is put back at once)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def save_atomic(payload: dict[str, Any], path: str | Path) -> None:
-    """Write ``payload`` to ``path`` atomically (temp file, fsync, rename).
+    """Write ``payload`` to ``path`` atomically (:func:`nmt.ops.files.atomic_open`: temp
+    file, fsync, rename), creating its directory.
 
     Raises:
         CheckpointError: the disk is full or not writable; the previous file is intact.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        # mkstemp makes the file private (0600); a checkpoint gets the mode any new file
-        # gets here (0644 under the usual umask 022), so others can read shared runs
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as f:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_open(path) as f:
             torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
     except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
         why = "disk full" if e.errno == errno.ENOSPC else (e.strerror or str(e))
         raise CheckpointError(f"{path}: cannot write checkpoint ({why}); "
                               "the previous checkpoint is kept") from e
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def new_run_id() -> str:

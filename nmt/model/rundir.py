@@ -18,11 +18,11 @@ checkpoint's step (validations whose checkpoint was lost) are moved to
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 from nmt.model.checkpoint import CheckpointError, read_payload
+from nmt.ops.files import write_atomic
 
 LAST, BEST, LOG, SUMMARY = "last.pt", "best.pt", "valid_log.jsonl", "summary.json"
 SET_ASIDE = "valid_log.set_aside.jsonl"
@@ -137,8 +137,6 @@ def set_aside_records_after(out: Path, step: int) -> str | None:
         return None
     with open(out / SET_ASIDE, "a", encoding="utf-8") as f:
         f.writelines(later)
-    tmp = out / f".{LOG}.tmp"
-    tmp.write_text("".join(keep), encoding="utf-8")
-    os.replace(tmp, log)
+    write_atomic(log, "".join(keep))
     return (f"warning: moved {len(later)} validation record(s) after step {step} from {log} "
             f"to {out / SET_ASIDE}: their checkpoint is gone")
