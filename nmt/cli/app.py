@@ -28,6 +28,7 @@ from nmt.cli.common import (
 from nmt.cli.common import length_penalty as _length_penalty
 from nmt.config.load import load_config
 from nmt.model.checkpoint import CheckpointError
+from nmt.ops.files import same_file
 
 
 @app.command()
@@ -107,14 +108,6 @@ def evaluate(
         typer.echo(f"wrote {json_out}")
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether two paths name one file: the same inode when both exist (links, ``./``
-    spellings), else the same absolute path."""
-    if a.exists() and b.exists():
-        return a.samefile(b)
-    return a.resolve() == b.resolve()
-
-
 @app.command()
 def translate(
     checkpoints: list[Path] = typer.Argument(..., help="Checkpoint file; several: decode them "
@@ -156,7 +149,7 @@ def translate(
                                     ("--plot", plot, (("--input", input), *read_ckpts,
                                                       ("--output", output)))):
             for option, path in read:
-                if written is not None and path is not None and _same_file(written, path):
+                if written is not None and path is not None and same_file(written, path):
                     raise ValueError(f"{name} {written}: is the same file as the {option}; "
                                      "it would be overwritten")
         if plot is not None:

@@ -36,6 +36,7 @@ from nmt.model.checkpoint import (
     stored_config,
 )
 from nmt.model.rundir import is_run_checkpoint, run_files
+from nmt.ops.files import same_file
 
 # what may differ between checkpoints without run ids that still count as one run
 _LEGACY_FREE = tuple(k for k in RESUME_ADJUSTABLE if k not in ("name", "train.out_dir"))
@@ -84,9 +85,7 @@ def check_output(paths: list[Path], output: Path, option: str = "--output") -> N
             ``step_*.pt``) in a directory that holds a run, whose resume it would break.
     """
     for p in paths:
-        same = (output.samefile(p) if output.exists() and p.exists()
-                else output.resolve() == p.resolve())
-        if same:
+        if same_file(output, p):
             raise CheckpointError(f"{option} {output}: is the input {p}; the average would "
                                   "replace it: write it to another file")
     if is_run_checkpoint(output.name) and run_files(output.parent):
