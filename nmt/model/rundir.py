@@ -26,6 +26,7 @@ from nmt.ops.files import write_atomic
 
 LAST, BEST, LOG, SUMMARY = "last.pt", "best.pt", "valid_log.jsonl", "summary.json"
 SET_ASIDE = "valid_log.set_aside.jsonl"
+STEP_GLOB = "step_*.pt"  # the kept checkpoints of step_name
 _STEP = re.compile(r"step_(\d+)\.pt")
 
 
@@ -85,7 +86,7 @@ def resume_source(out: Path) -> tuple[Path | None, str | None]:
     if (out / LAST).exists():
         return out / LAST, None
     candidates: list[tuple[int, Path]] = []
-    steps = sorted((int(m.group(1)), p) for p in out.glob("step_*.pt")
+    steps = sorted((int(m.group(1)), p) for p in out.glob(STEP_GLOB)
                    if (m := _STEP.fullmatch(p.name)))
     if steps:  # the newest kept checkpoint; every one of them has training state
         candidates.append(steps[-1])
