@@ -85,10 +85,11 @@ def check_specs(specs: list[str]) -> list[tuple[str | None, Path]]:
     parsed = [parse_model_spec(s) for s in specs]
     seen: set[str] = set()
     for (mid, path), spec in zip(parsed, specs, strict=True):
-        if mid is not None and mid in seen:
-            raise ValueError(f"--model {spec!r}: the id {mid!r} is given twice; give each "
-                             "model its own id")
-        seen.add(mid or "")
+        if mid is not None:
+            if mid in seen:
+                raise ValueError(f"--model {spec!r}: the id {mid!r} is given twice; give each "
+                                 "model its own id")
+            seen.add(mid)
         if not path.is_file():
             why = "is a directory" if path.is_dir() else "does not exist"
             raise CheckpointError(f"--model {spec!r}: {path} {why}; give a checkpoint "
