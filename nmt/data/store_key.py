@@ -199,6 +199,11 @@ def stale_reason(cache: Path, want: dict[str, Any], vocabs: tuple[Vocab, Vocab] 
 
 
 def cached_vocabs(cache: Path) -> tuple[Vocab, Vocab]:
-    """The (source, target) SentencePiece models stored with the cache."""
+    """The (source, target) SentencePiece models stored with the cache.
+
+    Raises:
+        OSError: a vocabulary file cannot be read. RuntimeError: SentencePiece cannot load
+            one (damaged; :func:`stale_reason` checks their hashes first).
+    """
     src, tgt = ((cache / f).read_bytes() for f in VOCAB_FILES)
     return Vocab(src), Vocab(tgt)

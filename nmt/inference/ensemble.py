@@ -71,7 +71,8 @@ class Ensemble(nn.Module):
     def step(self, prev: torch.Tensor, state: EnsembleParts, mem: EnsembleParts
              ) -> tuple[torch.Tensor, EnsembleParts, torch.Tensor | None]:
         """One search step of every member: (B,) previous ids -> log of the mean
-        probability (B, V) in fp32, the members' new states, and the mean attention
+        probability (B, V) in fp32 (fp64 when a member's is: a float64 model stays fp64;
+        one member's own dtype when alone), the members' new states, and the mean attention
         weights (B, S) of the members that have attention (None when none has: the
         fixed-vector model reads no source position)."""
         outs = [m.step(prev, s, mm)
