@@ -16,11 +16,17 @@ from nmt.config.load import from_dict
 from nmt.config.schema import ModelConfig
 from nmt.data.digest import file_sha256
 from nmt.data.vocab import BOS, EOS, train_vocab
-from nmt.inference.ensemble import Ensemble, ensemble_of, load_ensemble
+from nmt.inference.ensemble import Ensemble, ensemble_of, load_ensemble, load_models
 from nmt.inference.search import beam_search, greedy, max_output_length
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
-from nmt.model.checkpoint import CheckpointError, load_checkpoint, make_payload, save_atomic
+from nmt.model.checkpoint import (
+    CheckpointError,
+    Loaded,
+    load_checkpoint,
+    make_payload,
+    save_atomic,
+)
 from nmt.model.seq2seq import build_model
 
 from conftest import TOY_PAIRS
@@ -207,6 +213,8 @@ def test_the_translator_decodes_checkpoints_as_their_ensemble(checkpoints, toy_v
     assert [t.text for t in tr.translate(SOURCES)] == [t.text for t in direct]
     one = Translator.from_checkpoints([a], decoding=dec)
     assert not isinstance(one.model, Ensemble)
+    assert isinstance(load_models([a]), Loaded) and load_models([a, b]).describe() == (
+        "ensemble of 2 (additive, dot)")  # what nmt translate loads
 
 
 def test_translate_parses_several_checkpoints_as_one_ensemble(checkpoints, tmp_path):

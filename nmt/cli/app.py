@@ -133,9 +133,8 @@ def translate(
 ) -> None:
     """Translate interactively (terminal) or as a filter (one line out per line in)."""
     from nmt.commands.translate import run_filter, run_interactive
-    from nmt.inference.ensemble import LoadedEnsemble, load_ensemble
+    from nmt.inference.ensemble import load_models
     from nmt.inference.translate import Decoding
-    from nmt.model.checkpoint import Loaded, load_checkpoint
     from nmt.ops.device import pick_device
 
     # `-` is standard input / output, as for other filters
@@ -164,10 +163,7 @@ def translate(
             except ValueError as e:
                 raise ValueError(f"--plot {e}") from None
         dev = pick_device(device, "--device")
-        # one checkpoint decodes with its own model, not an ensemble of one
-        loaded: Loaded | LoadedEnsemble = (load_checkpoint(checkpoints[0], dev)
-                                           if len(checkpoints) == 1
-                                           else load_ensemble(checkpoints, dev))
+        loaded = load_models(checkpoints, dev)  # Translator.from_checkpoints's loading
         decoding = Decoding.from_config(loaded.cfg, beam_size=beam, alpha=alpha,
                                         length_penalty=_length_penalty(length_penalty),
                                         n_best=nbest, precision=precision)

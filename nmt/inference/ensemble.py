@@ -178,3 +178,17 @@ def ensemble_of(paths: Sequence[Path], members: Sequence[Loaded]) -> LoadedEnsem
                                   "vocabulary (same data and subwords settings)")
     return LoadedEnsemble(list(members), first.cfg, Ensemble([m.model for m in members]),
                           first.src_vocab, first.tgt_vocab)
+
+
+def load_models(paths: Sequence[str | Path], device: torch.device | str = "cpu"
+                ) -> Loaded | LoadedEnsemble:
+    """One checkpoint loaded alone (its own model, not an ensemble of one), several as
+    their ensemble (:func:`load_ensemble`): what ``nmt translate`` and
+    :meth:`nmt.inference.translator.Translator.from_checkpoints` decode.
+
+    Raises:
+        CheckpointError: as :func:`load_ensemble` (no paths, an unusable file, ...).
+    """
+    if len(paths) == 1:
+        return load_checkpoint(paths[0], device)
+    return load_ensemble(paths, device)
