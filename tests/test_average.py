@@ -135,6 +135,21 @@ def test_the_same_checkpoint_twice_is_refused(tmp_path, toy_vocabs):
         average_checkpoints([a, b, tmp_path / "copy.pt"])
 
 
+def test_duplicates_are_refused_before_any_payload_is_loaded(tmp_path, toy_vocabs,
+                                                             monkeypatch):
+    a = _save(tmp_path / "a.pt", toy_vocabs, run_id="r1")
+    b = _save(tmp_path / "b.pt", toy_vocabs, seed=1, run_id="r1")
+    shutil.copy(a, tmp_path / "copy.pt")
+    loads = []
+    monkeypatch.setattr("nmt.model.average.read_payload", lambda p: loads.append(p))
+    for paths in ([a, b, a], [a, b, tmp_path / "copy.pt"]):
+        with pytest.raises(CheckpointError, match="each checkpoint can be averaged once"):
+            average_checkpoints(paths)
+    assert loads == []
+    with pytest.raises(CheckpointError, match=f"^{tmp_path / 'gone.pt'}: checkpoint not found$"):
+        average_checkpoints([a, tmp_path / "gone.pt"])
+
+
 def test_an_output_that_is_an_input_or_a_runs_checkpoint_is_refused(tmp_path, toy_vocabs):
     a = _save(tmp_path / "a.pt", toy_vocabs, run_id="r1")
     b = _save(tmp_path / "b.pt", toy_vocabs, seed=1, run_id="r1")

@@ -146,3 +146,36 @@ def test_served_study_example_ids_need_the_lines_the_study_decoded():
     swapped = _test_set("t", record, ServedSet("t", lines[::-1], lines, ""))
     assert swapped["buckets"][0]["example_ids"] is None
     assert "its source lines differ" in swapped["notes"][0]
+
+
+def test_a_checkpoints_digest_is_of_the_bytes_loaded(tmp_path, toy_vocabs, monkeypatch):
+    """A best.pt replaced while it is loaded keeps the digest of the weights loaded, and a
+    missing one is a CheckpointError, not a raw OSError."""
+    import shutil
+
+    import pytest
+
+    import nmt.model.checkpoint as checkpoint
+    from nmt.data.digest import file_sha256
+    from nmt.model.checkpoint import CheckpointError
+
+    run = _run(tmp_path, toy_vocabs)
+    best = tmp_path / "run" / "best.pt"
+    original = file_sha256(best)
+    expected = torch.load(best, weights_only=True)["model"]
+    other = _run(tmp_path / "other", toy_vocabs, seed=1).cfg.train.out_dir
+    real_load = torch.load
+
+    def replaced_meanwhile(source, *args, **kwargs):
+        shutil.copy(Path(other) / "best.pt", best)
+        return real_load(source, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoint.torch, "load", replaced_meanwhile)
+    models, digests = load_models([run])
+    monkeypatch.setattr(checkpoint.torch, "load", real_load)
+    assert digests[run.label] == original != file_sha256(best)
+    assert all(torch.equal(v, expected[k])
+               for k, v in models[run.label].model.state_dict().items())
+    best.unlink()
+    with pytest.raises(CheckpointError, match="best.pt: checkpoint not found"):
+        load_models([run])

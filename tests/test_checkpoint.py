@@ -78,3 +78,28 @@ def test_failed_write_keeps_previous_file(tmp_path, monkeypatch):
     assert not list(tmp_path.glob(".*.tmp"))
 
 
+
+
+def test_write_atomic_replaces_whole_or_not_at_all(tmp_path):
+    """nmt.ops.files.write_atomic, which the store, the study's caches and the validation
+    log share with save_atomic: text or bytes, the mode of a new file, nothing left over."""
+    from nmt.ops.files import atomic_open, same_file, write_atomic
+
+    path = tmp_path / "f.txt"
+    write_atomic(path, "é\n")
+    write_atomic(tmp_path / "b.bin", b"\x00\x01")
+    assert path.read_bytes() == "é\n".encode() and (tmp_path / "b.bin").read_bytes() == b"\x00\x01"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~_current_umask()
+    with pytest.raises(RuntimeError), atomic_open(path) as f:
+        f.write(b"half")
+        raise RuntimeError("crash while writing")
+    assert path.read_text(encoding="utf-8") == "é\n" and not list(tmp_path.glob(".*.tmp"))
+    os.symlink(path, tmp_path / "link.txt")
+    assert same_file(path, tmp_path / "link.txt") and same_file(tmp_path / "x", tmp_path / "x")
+    assert not same_file(path, tmp_path / "b.bin")
+
+
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

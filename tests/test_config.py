@@ -172,3 +172,14 @@ def test_the_run_name_check_says_exactly_what_it_accepts(name):
                             "'.', '_' or '-', beginning with a letter or digit (it names the "
                             "run directory)")
     from_dict({"name": "Run_1.a-b"})
+
+
+def test_resume_conflicts_are_the_changes_resume_may_not_make():
+    from nmt.config.differences import resume_conflicts
+
+    stored = from_dict({"train": {"max_epochs": 5}})
+    given = from_dict({"train": {"max_epochs": 9}, "model": {"enc_hidden": 48}})
+    changes = resume_conflicts(stored, given)
+    assert [k for k, _, _ in changes.changed] == ["model.enc_hidden", "train.max_epochs"]
+    assert changes.conflicts == [("model.enc_hidden", stored.model.enc_hidden, 48)]
+    assert resume_conflicts(stored, stored).changed == []

@@ -4,6 +4,8 @@ greedy and beam search, through the Translator and the ``nmt translate`` / ``nmt
 
 import json
 import math
+import os
+import shutil
 
 import pytest
 import torch
@@ -12,12 +14,19 @@ from typer.testing import CliRunner
 from nmt.cli.app import app
 from nmt.config.load import from_dict
 from nmt.config.schema import ModelConfig
+from nmt.data.digest import file_sha256
 from nmt.data.vocab import BOS, EOS, train_vocab
-from nmt.inference.ensemble import Ensemble, load_ensemble
+from nmt.inference.ensemble import Ensemble, ensemble_of, load_ensemble, load_models
 from nmt.inference.search import beam_search, greedy, max_output_length
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
-from nmt.model.checkpoint import CheckpointError, make_payload, save_atomic
+from nmt.model.checkpoint import (
+    CheckpointError,
+    Loaded,
+    load_checkpoint,
+    make_payload,
+    save_atomic,
+)
 from nmt.model.seq2seq import build_model
 
 from conftest import TOY_PAIRS
@@ -204,6 +213,8 @@ def test_the_translator_decodes_checkpoints_as_their_ensemble(checkpoints, toy_v
     assert [t.text for t in tr.translate(SOURCES)] == [t.text for t in direct]
     one = Translator.from_checkpoints([a], decoding=dec)
     assert not isinstance(one.model, Ensemble)
+    assert isinstance(load_models([a]), Loaded) and load_models([a, b]).describe() == (
+        "ensemble of 2 (additive, dot)")  # what nmt translate loads
 
 
 def test_translate_parses_several_checkpoints_as_one_ensemble(checkpoints, tmp_path):
@@ -278,14 +289,44 @@ class _Rows:
         return self
 
 
-def test_checkpoints_of_one_run_and_one_file_twice_ensemble(checkpoints, toy_vocabs, tmp_path):
-    a, _, _ = checkpoints
+def test_checkpoints_of_one_run_ensemble_but_one_file_twice_is_refused(checkpoints, toy_vocabs,
+                                                                        tmp_path):
+    """The same file twice, by path (however spelled) or by content, would count one model
+    twice; refused as ``nmt average`` refuses it."""
+    a, b, _ = checkpoints
     later = _save(tmp_path / "a_last.pt", toy_vocabs, 5, "run_a")  # same run, other weights
     dec = Decoding(beam_size=2)
     assert len(Translator.from_checkpoints([a, later], decoding=dec).translate(SOURCES)) == 3
-    single = Translator.from_checkpoints([a], decoding=dec).translate(SOURCES)
-    twice = Translator.from_checkpoints([a, a], decoding=dec).translate(SOURCES)
-    assert [t.text for t in twice] == [t.text for t in single]
+    with pytest.raises(CheckpointError, match=rf"^{a}: given twice; each checkpoint can be "
+                       "ensembled once$"):
+        load_ensemble([a, b, a])
+    os.symlink(a, tmp_path / "link.pt")
+    with pytest.raises(CheckpointError, match=f"link.pt: given twice \\(also as {a}\\)"):
+        Translator.from_checkpoints([a, tmp_path / "link.pt"], decoding=dec)
+    shutil.copy(a, tmp_path / "copy.pt")
+    with pytest.raises(CheckpointError, match=rf"copy.pt: the same checkpoint as {a} "
+                       r"\(identical contents\); each checkpoint can be ensembled once"):
+        load_ensemble([a, b, tmp_path / "copy.pt"])
+    r = CliRunner().invoke(app, ["translate", str(a), str(a), "--input", str(a)])
+    assert r.exit_code == 2 and "given twice" in r.stderr
+
+
+def test_an_ensemble_of_loaded_members_is_the_loaded_ensemble(checkpoints, tmp_path):
+    """:func:`ensemble_of` builds from checkpoints already loaded, with the same checks."""
+    a, b, c = checkpoints
+    loaded = [load_checkpoint(p, with_digest=True) for p in (a, b, c)]
+    assert loaded[0].sha256 == file_sha256(a)
+    ens, direct = ensemble_of([a, b], loaded[:2]), load_ensemble([a, b])
+    assert ens.members[0] is loaded[0] and ens.describe() == direct.describe()
+    dec = Decoding(beam_size=2)
+    assert ([t.text for t in Translator(ens.model, ens.src_vocab, ens.tgt_vocab, dec)
+             .translate(SOURCES)] == [t.text for t in Translator(
+                 direct.model, direct.src_vocab, direct.tgt_vocab, dec).translate(SOURCES)])
+    with pytest.raises(CheckpointError, match=f"^{c}: cannot be ensembled with {a}"):
+        ensemble_of([a, c], [loaded[0], loaded[2]])
+    with pytest.raises(CheckpointError, match="identical contents"):
+        # without digests the files are hashed
+        ensemble_of([a, shutil.copy(a, tmp_path / "copy.pt")], [loaded[0], load_checkpoint(a)])
 
 
 def test_an_ensemble_of_fixed_vector_models_has_no_heatmap(toy_vocabs, tmp_path):
@@ -296,3 +337,23 @@ def test_an_ensemble_of_fixed_vector_models_has_no_heatmap(toy_vocabs, tmp_path)
     r = CliRunner().invoke(app, ["translate", str(n1), str(n2), "--input", str(src), "--plot",
                                  str(tmp_path / "h.png")])
     assert r.exit_code == 2 and "--plot: the fixed-vector model" in r.stderr
+
+
+def test_evaluate_ensemble_reads_each_checkpoint_once(checkpoints, tmp_path, monkeypatch):
+    """The ensemble is built from the models loaded for their own rows, not loaded again."""
+    from nmt.commands import evaluate
+    from nmt.inference import ensemble
+
+    a, b, _ = checkpoints
+    src, ref = tmp_path / "s.de", tmp_path / "r.en"
+    src.write_text("ein mann .\n", encoding="utf-8")
+    ref.write_text("a man .\n", encoding="utf-8")
+    reads = []
+    real = evaluate.load_checkpoint
+    monkeypatch.setattr(evaluate, "load_checkpoint",
+                        lambda p, *a, **k: reads.append(p) or real(p, *a, **k))
+    monkeypatch.setattr(ensemble, "load_checkpoint", lambda *a, **k: pytest.fail("read again"))
+    report = evaluate.evaluate_checkpoints([a, b], src=src, ref=ref, beam_size=1, ensemble=True)
+    assert reads == [a, b] and [r["name"] for r in report.json][-1] == "ensemble of 2"
+    assert [r["checkpoint_sha256"] for r in report.json] == [file_sha256(a), file_sha256(b),
+                                                             None]

@@ -59,3 +59,18 @@ def test_select_prints_the_papers_bleu_of_the_test_splits(run, tmp_path):
     assert line.startswith(f"test: BLEU papers (lc, Moses) greedy {test['greedy_bleu_papers']:.2f}"
                            f", beam {test['beam_bleu_papers']:.2f} (lowercased, Moses-tokenized")
     assert line.endswith(test["papers_signature"])
+
+
+def test_references_are_moses_tokenized_once_per_list(monkeypatch):
+    import nmt.evaluation.metrics as metrics
+
+    metrics._tokenized_references.cache_clear()
+    calls = []
+    real = metrics.moses_tokenize
+    monkeypatch.setattr(metrics, "moses_tokenize", lambda lines, lang: calls.append(len(lines))
+                        or real(lines, lang))
+    refs = ["A man, running.", "Two dogs."]
+    first = metrics.papers_bleu(["a man , running .", "two dogs ."], refs, "en")
+    again = metrics.papers_bleu(["a man runs .", "two dogs ."], refs, "en")
+    assert calls == [2, 2, 2]  # hypotheses twice, the references once
+    assert first[0] == pytest.approx(100.0) and again[0] < 99

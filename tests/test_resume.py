@@ -160,3 +160,11 @@ def test_messages_say_none_yet_before_the_first_validation():
     assert TrainState().best_bleu_text() == "none yet"  # not "-1.00"
     assert TrainState(best_bleu=31.234).best_bleu_text() == "31.23"
     assert TrainState(best_bleu=0.0).best_bleu_text() == "0.00"
+
+
+def test_patience_is_one_rule_for_the_loop_and_the_study():
+    from nmt.training.state import TrainState, patience_spent
+
+    assert [patience_spent(b, 3) for b in (0, 2, 3, 4)] == [False, False, True, True]
+    assert not patience_spent(100, None)  # no early stopping
+    assert TrainState(bad_epochs=3).patience_spent(3) and not TrainState().patience_spent(1)

@@ -188,6 +188,10 @@ def test_cache_is_reused_and_a_changed_file_or_setting_invalidates_it(corpus, tm
 
     smaller = dataclasses.replace(cfg, subwords=SubwordConfig(vocab_size=50, joint=True))
     assert why(smaller) == "subwords.vocab_size changed"
+    # subword sampling re-segments each epoch from the same vocabulary and store
+    sampled = dataclasses.replace(cfg, subwords=dataclasses.replace(
+        cfg.subwords, sampling_alpha=0.2, nbest_size=8, sample_target=True))
+    assert why(sampled) is None
     # a resumed run brings its vocabulary: what counts is that the cache was encoded with it
     assert why(smaller, (first.src_vocab, first.tgt_vocab)) is None
     capped = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, max_train_words=5))

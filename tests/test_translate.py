@@ -264,3 +264,7 @@ def test_evaluate_and_serve_cap_or_refuse_a_beam_wider_than_the_vocabulary(toy_v
     with pytest.raises(ApiError, match="beam 8 is more than the 6 target pieces of model 'm'"):
         decoding_for(small, TranslateRequest(lines=["x"], beam=8))
     assert decoding_for(small, TranslateRequest(lines=["x"])).beam_size == 6  # its default
+    wide = SimpleNamespace(id="w", decoding=Decoding(beam_size=40, n_best=12),
+                           loaded=SimpleNamespace(tgt_vocab=list(range(30))))
+    served = decoding_for(wide, TranslateRequest(lines=["x"]))
+    assert (served.beam_size, served.n_best) == (16, 1)  # MAX_BEAM; the request's n_best

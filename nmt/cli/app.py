@@ -28,6 +28,7 @@ from nmt.cli.common import (
 from nmt.cli.common import length_penalty as _length_penalty
 from nmt.config.load import load_config
 from nmt.model.checkpoint import CheckpointError
+from nmt.ops.files import same_file
 
 
 @app.command()
@@ -110,14 +111,6 @@ def evaluate(
         typer.echo(f"wrote {json_out}")
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether two paths name one file: the same inode when both exist (links, ``./``
-    spellings), else the same absolute path."""
-    if a.exists() and b.exists():
-        return a.samefile(b)
-    return a.resolve() == b.resolve()
-
-
 @app.command()
 def translate(
     checkpoints: list[Path] = typer.Argument(..., help="Checkpoint file; several: decode them "
@@ -143,9 +136,8 @@ def translate(
 ) -> None:
     """Translate interactively (terminal) or as a filter (one line out per line in)."""
     from nmt.commands.translate import run_filter, run_interactive
-    from nmt.inference.ensemble import LoadedEnsemble, load_ensemble
+    from nmt.inference.ensemble import load_models
     from nmt.inference.translate import Decoding
-    from nmt.model.checkpoint import Loaded, load_checkpoint
     from nmt.ops.device import pick_device
 
     # `-` is standard input / output, as for other filters
@@ -159,7 +151,7 @@ def translate(
                                     ("--plot", plot, (("--input", input), *read_ckpts,
                                                       ("--output", output)))):
             for option, path in read:
-                if written is not None and path is not None and _same_file(written, path):
+                if written is not None and path is not None and same_file(written, path):
                     raise ValueError(f"{name} {written}: is the same file as the {option}; "
                                      "it would be overwritten")
         if plot is not None:
@@ -174,10 +166,7 @@ def translate(
             except ValueError as e:
                 raise ValueError(f"--plot {e}") from None
         dev = pick_device(device, "--device")
-        # one checkpoint decodes with its own model, not an ensemble of one
-        loaded: Loaded | LoadedEnsemble = (load_checkpoint(checkpoints[0], dev)
-                                           if len(checkpoints) == 1
-                                           else load_ensemble(checkpoints, dev))
+        loaded = load_models(checkpoints, dev)  # Translator.from_checkpoints's loading
         decoding = Decoding.from_config(loaded.cfg, beam_size=beam, alpha=alpha,
                                         length_penalty=_length_penalty(length_penalty),
                                         n_best=nbest, precision=precision)

@@ -18,9 +18,8 @@ import torch
 from nmt.config.buckets import parse_buckets
 from nmt.config.schema import DataConfig
 from nmt.data.corpus import DataError, read_lines, read_split
-from nmt.data.digest import file_sha256
 from nmt.evaluation.metrics import Scores, format_table, score
-from nmt.inference.ensemble import LoadedEnsemble, load_ensemble
+from nmt.inference.ensemble import LoadedEnsemble, ensemble_of
 from nmt.inference.translate import Decoding, truncation_warning, unfinished_warning
 from nmt.inference.translator import Translator
 from nmt.model.checkpoint import Loaded, load_checkpoint
@@ -81,11 +80,21 @@ def test_set(loaded, *, split: str | None, src: Path | None, ref: Path | None,
 def _systems(checkpoints: list[Path], dev: torch.device, ensemble: bool
              ) -> Iterator[tuple[str, Loaded | LoadedEnsemble]]:
     """(checkpoint label, loaded) for each checkpoint, then, with ``ensemble``, for their
-    ensemble; loaded one at a time, so that memory holds one model (or one ensemble)."""
+    ensemble, built from the same loaded models: each file is read once. Without
+    ``ensemble`` memory holds one model at a time; with it, all of them.
+
+    Raises:
+        CheckpointError: as :func:`nmt.model.checkpoint.load_checkpoint`, and for the
+            ensemble as :func:`nmt.inference.ensemble.ensemble_of`.
+    """
+    kept: list[Loaded] = []
     for path in checkpoints:
-        yield str(path), load_checkpoint(path, dev)
+        loaded = load_checkpoint(path, dev, with_digest=True)
+        if ensemble:
+            kept.append(loaded)
+        yield str(path), loaded
     if ensemble:
-        yield "+".join(map(str, checkpoints)), load_ensemble(checkpoints, dev)
+        yield "+".join(map(str, checkpoints)), ensemble_of(checkpoints, kept)
 
 
 def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
@@ -102,7 +111,8 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
     search's matrix products (``search.precision``; ``--precision``). With ``ensemble``
     the checkpoints are also decoded together as one more system, an
     :class:`nmt.inference.ensemble.Ensemble` with the first checkpoint's search settings
-    and test set, named ``ensemble of N``.
+    and test set, named ``ensemble of N``, built from the models already loaded (each file
+    is read once; memory then holds every model, not one at a time).
 
     Raises:
         CheckpointError, DataError, ValueError (bad ``buckets``; ``ensemble`` with fewer
@@ -117,11 +127,12 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
     names, results, records, example_lines = [], [], [], []
     warnings: list[str] = []
     for path, loaded in _systems(checkpoints, dev, ensemble):
-        is_ensemble = isinstance(loaded, LoadedEnsemble)
-        members = loaded.members if isinstance(loaded, LoadedEnsemble) else [loaded]
         # the digest names the weights scored: a later best.pt under the same name is another
         # model, and nmt serve shows this score only beside the file with this digest
-        digest = file_sha256(path) if not is_ensemble and Path(path).is_file() else None
+        if is_ensemble := isinstance(loaded, LoadedEnsemble):
+            members, digest = loaded.members, None
+        else:
+            members, digest = [loaded], loaded.sha256
         label, sources, references = test_set(members[0], split=split, src=src, ref=ref,
                                               data_path=data_path)
         decoding = Decoding.from_config(

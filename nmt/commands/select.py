@@ -27,6 +27,7 @@ from nmt.commands.evaluate import evaluate_checkpoints, stored_corpus
 from nmt.data.corpus import read_split
 from nmt.model.average import average_checkpoints
 from nmt.model.checkpoint import read_payload, save_atomic, stored_config
+from nmt.model.rundir import BEST, LOG, STEP_GLOB
 
 
 class SelectError(ValueError):
@@ -91,17 +92,17 @@ def _check_splits(best: Path, splits: list[str], data_path: str | None) -> None:
 def _candidates(run: Path, average: int, log: Callable[[str], None]
                 ) -> tuple[list[Path], list[str]]:
     """best.pt, and averaged.pt made from the last ``average`` kept checkpoints."""
-    kept = sorted(run.glob("step_*.pt"))[-average:] if average else []
+    kept = sorted(run.glob(STEP_GLOB))[-average:] if average else []
     if average and not kept:
         log(f"note: {run} has no step_*.pt (train.keep_checkpoints), so only best.pt is compared")
-        return [run / "best.pt"], []
+        return [run / BEST], []
     if len(kept) < average:
         log(f"note: {run} keeps only {len(kept)} step_*.pt, fewer than --average {average}")
     if not kept:
-        return [run / "best.pt"], []
+        return [run / BEST], []
     save_atomic(average_checkpoints(kept), run / "averaged.pt")
     log(f"averaged {', '.join(p.name for p in kept)} into {run / 'averaged.pt'}")
-    return [run / "best.pt", run / "averaged.pt"], [p.name for p in kept]
+    return [run / BEST, run / "averaged.pt"], [p.name for p in kept]
 
 
 def select(run: Path, opts: SelectOptions = SelectOptions(),
@@ -115,7 +116,7 @@ def select(run: Path, opts: SelectOptions = SelectOptions(),
             split that cannot be read (before any decoding).
     """
     opts.check()
-    best = run / "best.pt"
+    best = run / BEST
     if not best.is_file():
         raise SelectError(f"{best} not found: is {run} a finished training run?")
     _check_splits(best, [opts.valid_split, *opts.test_splits], opts.data_path)
@@ -150,7 +151,7 @@ def select(run: Path, opts: SelectOptions = SelectOptions(),
                         "beam_bleu_papers": b["bleu_papers"],
                         "papers_signature": b["papers_signature"],
                         "search": b["search"]}
-    log_file = run / "valid_log.jsonl"
+    log_file = run / LOG
     log_rows = ([json.loads(line) for line in log_file.read_text(encoding="utf-8").splitlines()
                  if line.strip()] if log_file.is_file() else [])
     last = log_rows[-1] if log_rows else {}

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ import torch
 from nmt.commands.study_plan import PlannedRun
 from nmt.config.schema import StudyConfig
 from nmt.data.corpus import DataError, read_split
-from nmt.data.digest import file_sha256, lines_sha256
+from nmt.data.digest import lines_sha256
 from nmt.data.longsets import long_sentence_set
 from nmt.evaluation.metrics import score
 from nmt.inference.translate import (
@@ -37,6 +36,8 @@ from nmt.inference.translate import (
 )
 from nmt.inference.translator import Translator
 from nmt.model.checkpoint import Loaded, load_checkpoint
+from nmt.model.rundir import BEST
+from nmt.ops.files import write_atomic
 
 # bump when the search changes what it returns for the same checkpoint and settings, so
 # that translations cached by an older search are made again (2: hypotheses cut at the
@@ -106,13 +107,13 @@ def load_models(runs: list[PlannedRun]) -> tuple[dict[str, Loaded], dict[str, st
     the key of its cached translations), both by label.
 
     Raises:
-        CheckpointError: a ``best.pt`` cannot be loaded.
-        OSError: a ``best.pt`` cannot be read.
+        CheckpointError: a ``best.pt`` is missing, unreadable or not a usable checkpoint.
     """
     models, digests = {}, {}
     for r in runs:
-        digests[r.label] = file_sha256(r.out_dir / "best.pt")
-        models[r.label] = load_checkpoint(r.out_dir / "best.pt")
+        # one read: the digest is of the bytes loaded, even if the file is replaced meanwhile
+        loaded = load_checkpoint(r.out_dir / BEST, with_digest=True)
+        models[r.label], digests[r.label] = loaded, str(loaded.sha256)
     return models, digests
 
 
@@ -148,12 +149,6 @@ def _stale(path: Path, want: dict[str, Any]) -> tuple[list[str] | None, str]:
     return hyps, ""
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def _translate(run: PlannedRun, loaded: Loaded, sources: list[str], decoding: Decoding,
                name: str, log: Callable[[str], None], checkpoint_sha256: str) -> list[str]:
     """Translations of ``sources``, cached beside the checkpoint (``hyps/{name}``, the
@@ -178,8 +173,8 @@ def _translate(run: PlannedRun, loaded: Loaded, sources: list[str], decoding: De
     path.parent.mkdir(parents=True, exist_ok=True)
     # the key is written last: a crash between the two leaves a file no key vouches for
     path.with_name(path.name + ".key.json").unlink(missing_ok=True)
-    _write_atomic(path, "".join(h + "\n" for h in hyps))
-    _write_atomic(path.with_name(path.name + ".key.json"),
+    write_atomic(path, "".join(h + "\n" for h in hyps))
+    write_atomic(path.with_name(path.name + ".key.json"),
                   json.dumps({"key": want, "hyps_sha256": lines_sha256(hyps)}, indent=1))
     return hyps
 

@@ -17,11 +17,12 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.config.differences import config_differences, describe_differences
+from nmt.config.differences import describe_differences, resume_conflicts
 from nmt.config.load import load_config
-from nmt.config.schema import RESUME_ADJUSTABLE, Config, ConfigError, StudyConfig
+from nmt.config.schema import Config, ConfigError, StudyConfig
 from nmt.model.checkpoint import read_payload, stored_config
 from nmt.model.rundir import listed, resume_source, run_files
+from nmt.training.state import patience_spent
 
 
 class StudyError(RuntimeError):
@@ -132,16 +133,15 @@ def _action(cfg: Config) -> tuple[str, str]:
                          "checkpoint to resume from; delete the run or change run_prefix")
     payload = read_payload(source)
     stored = stored_config(payload, source)
-    diffs = config_differences(stored.to_dict(), cfg.to_dict())
-    fixed = [d for d in diffs if d[0] not in RESUME_ADJUSTABLE]
-    if fixed:
+    changes = resume_conflicts(stored, cfg)
+    if changes.conflicts:
         raise StudyError(f"{source} was trained with a different config "
-                         f"({describe_differences(fixed, 'run', 'study')}); "
+                         f"({describe_differences(changes.conflicts, 'run', 'study')}); "
                          "delete the run or change run_prefix")
     if warning:
         return "resume", f"{source.name}, since last.pt is missing"
     counters = (payload.get("train_state") or {}).get("counters", {})
-    if counters.get("done") and not diffs:
+    if counters.get("done") and not changes.changed:
         return "reuse", ""
     if counters.get("done") and _stopped_early(counters, cfg):
         # patience ended it, not the budget: a larger budget would not train another step
@@ -153,5 +153,4 @@ def _action(cfg: Config) -> tuple[str, str]:
 def _stopped_early(counters: dict[str, object], cfg: Config) -> bool:
     """Whether a finished run's validations without a gain reach ``cfg``'s patience."""
     bad = counters.get("bad_epochs")
-    return (cfg.train.patience is not None and isinstance(bad, int)
-            and bad >= cfg.train.patience)
+    return isinstance(bad, int) and patience_spent(bad, cfg.train.patience)

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from nmt.config.differences import config_differences, describe_differences
+from nmt.config.differences import describe_differences, resume_conflicts
 from nmt.config.schema import RESUME_ADJUSTABLE, Config, ConfigError, DataConfig
 from nmt.data.batches import (
     ExampleSet,
@@ -179,14 +179,13 @@ def _resume_config(stored: Config, given: Config, path, log: Callable[[str], Non
     Raises:
         ConfigError: another key differs; the message names every such key with both values.
     """
-    diffs = config_differences(stored.to_dict(), given.to_dict())
-    fixed = [d for d in diffs if d[0] not in RESUME_ADJUSTABLE]
-    if fixed:
+    changes = resume_conflicts(stored, given)
+    if changes.conflicts:
         raise ConfigError(f"{path}: --resume with a configuration that differs from the one "
                           f"the run was trained with "
-                          f"({describe_differences(fixed, 'stored', 'given')}); only "
-                          f"{', '.join(RESUME_ADJUSTABLE)} may change on resume")
-    for key, a, b in diffs:
+                          f"({describe_differences(changes.conflicts, 'stored', 'given')}); "
+                          f"only {', '.join(RESUME_ADJUSTABLE)} may change on resume")
+    for key, a, b in changes.changed:
         log(f"resume: {key} changed from {a!r} to {b!r}")
     return given
 

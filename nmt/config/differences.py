@@ -7,7 +7,10 @@ same form (``model.enc_hidden: 32 (stored) vs 48 (given)``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+from nmt.config.schema import RESUME_ADJUSTABLE, Config
 
 Difference = tuple[str, Any, Any]  # (dotted key, value in a, value in b)
 
@@ -30,3 +33,25 @@ def describe_differences(diffs: list[Difference], a: str, b: str) -> str:
     """``diffs`` for a one-line message: ``key: va (a) vs vb (b); ...``, with ``a`` and
     ``b`` saying where each value comes from (e.g. "stored" and "given")."""
     return "; ".join(f"{k}: {va!r} ({a}) vs {vb!r} ({b})" for k, va, vb in diffs)
+
+
+@dataclass(frozen=True)
+class ResumeChanges:
+    """How a given configuration differs from a run's stored one.
+
+    Attributes:
+        changed: every differing key. conflicts: those of them that ``--resume`` may not
+            change (all but ``RESUME_ADJUSTABLE``, which extend or budget the run).
+    """
+
+    changed: list[Difference]
+    conflicts: list[Difference]
+
+
+def resume_conflicts(stored: Config, given: Config) -> ResumeChanges:
+    """What continuing the run trained with ``stored`` under ``given`` would change, and
+    what of it ``--resume`` refuses (``nmt train --resume``, the study's reuse check).
+    Raises nothing: each caller raises its own error, naming the conflicts with
+    :func:`describe_differences`."""
+    changed = config_differences(stored.to_dict(), given.to_dict())
+    return ResumeChanges(changed, [d for d in changed if d[0] not in RESUME_ADJUSTABLE])

@@ -84,7 +84,12 @@ class SampledExampleSet:
 
     def examples(self, seed: int) -> list[Example]:
         """Every pair with a segmentation sampled under ``seed`` (an epoch's shuffle seed):
-        sources always, targets when ``sampling.target``; equal seeds give equal examples."""
+        sources always, targets when ``sampling.target``; equal seeds give equal examples.
+
+        Raises:
+            ValueError: SentencePiece refuses ``alpha`` or ``nbest_size``
+                (:meth:`nmt.data.vocab.Vocab.sample_batch`).
+        """
         a, n = self.sampling.alpha, self.sampling.nbest_size
         src = self.vocabs[0].sample_batch(self.sources, alpha=a, nbest_size=n,
                                           seed=derived_seed(seed, 0))

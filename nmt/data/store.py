@@ -52,6 +52,7 @@ from nmt.data.store_key import (
     vocab_hashes,
 )
 from nmt.data.vocab import BOS, EOS, PAD, Vocab
+from nmt.ops.files import write_atomic
 
 CHUNK_PAIRS = 50_000  # pairs encoded and written at a time: bounds the memory of preparing
 SHOWN_SKIPPED = 10  # skipped pairs named in the manifest and the log
@@ -128,12 +129,6 @@ def _flat_ids(column: pa.ChunkedArray) -> torch.Tensor:
     return torch.from_numpy(flat.astype(np.int64))
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def prepare_store(d: DataConfig, cache: Path, *, vocabs: tuple[Vocab, Vocab],
                   want: dict[str, Any], log: Callable[[str], None]) -> dict[str, Any]:
     """Stream the training split, filter it (:func:`nmt.data.batches.skip_reason`), encode it
@@ -153,7 +148,7 @@ def prepare_store(d: DataConfig, cache: Path, *, vocabs: tuple[Vocab, Vocab],
     cache.mkdir(parents=True, exist_ok=True)
     (cache / MANIFEST).unlink(missing_ok=True)  # from now on the cache is invalid
     for name, vocab in zip(VOCAB_FILES, vocabs, strict=True):
-        _write_atomic(cache / name, vocab.model_bytes)
+        write_atomic(cache / name, vocab.model_bytes)
     began = time.monotonic()
     wide = max(len(v) for v in vocabs) > 2**16
     ids = pa.list_(pa.int32() if wide else pa.uint16())  # uint16 halves the file
@@ -192,7 +187,7 @@ def prepare_store(d: DataConfig, cache: Path, *, vocabs: tuple[Vocab, Vocab],
                 "skipped": skipped,
                 "tokens": {"src": counts["src_tokens"], "tgt": counts["tgt_tokens"]},
                 "prepare_s": round(time.monotonic() - began, 1)}
-    _write_atomic(cache / MANIFEST, json.dumps(manifest, indent=1).encode())
+    write_atomic(cache / MANIFEST, json.dumps(manifest, indent=1).encode())
     return manifest
 
 

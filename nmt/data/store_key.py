@@ -119,10 +119,16 @@ def vocab_hashes(src_vocab: Vocab, tgt_vocab: Vocab) -> list[str]:
     return [hashlib.sha256(v.model_bytes).hexdigest() for v in (src_vocab, tgt_vocab)]
 
 
+# subword sampling re-segments each epoch's sources from the trained model: it changes
+# neither the vocabulary's training nor the store's one-best encoding, so it is no key
+SEGMENTATION_ONLY = ("sampling_alpha", "nbest_size", "sample_target")
+
+
 def fingerprint(cfg: Config, files: tuple[Path, Path]) -> dict[str, Any]:
     """What a cache must match to be reused: the store format, each source file's content
     (SHA-256 of its text as read; its resolved path is recorded for messages only), the
-    reading and filter settings, and the settings the vocabulary was trained with. Reads
+    reading and filter settings, and the settings the vocabulary was trained with (not
+    the subword-sampling keys ``SEGMENTATION_ONLY``, which change neither). Reads
     both files once.
 
     Raises:
@@ -134,8 +140,8 @@ def fingerprint(cfg: Config, files: tuple[Path, Path]) -> dict[str, Any]:
         "sources": [{"path": str(f.resolve()), "sha256": content_sha256(f)} for f in files],
         "data": {"src_lang": d.src_lang, "tgt_lang": d.tgt_lang, "train_split": d.train_split,
                  "max_train_words": d.max_train_words, "train_limit": d.train_limit},
-        "vocab_settings": {**{f"subwords.{k}": v for k, v in
-                              cfg.to_dict()["subwords"].items()}, "train.seed": cfg.train.seed},
+        "vocab_settings": {**{f"subwords.{k}": v for k, v in cfg.to_dict()["subwords"].items()
+                              if k not in SEGMENTATION_ONLY}, "train.seed": cfg.train.seed},
     }
 
 
@@ -193,6 +199,11 @@ def stale_reason(cache: Path, want: dict[str, Any], vocabs: tuple[Vocab, Vocab] 
 
 
 def cached_vocabs(cache: Path) -> tuple[Vocab, Vocab]:
-    """The (source, target) SentencePiece models stored with the cache."""
+    """The (source, target) SentencePiece models stored with the cache.
+
+    Raises:
+        OSError: a vocabulary file cannot be read. RuntimeError: SentencePiece cannot load
+            one (damaged; :func:`stale_reason` checks their hashes first).
+    """
     src, tgt = ((cache / f).read_bytes() for f in VOCAB_FILES)
     return Vocab(src), Vocab(tgt)

@@ -73,6 +73,13 @@ def moses_tokenize(lines: list[str], lang: str) -> list[str]:
     return [tok.tokenize(line, escape=False, return_str=True) for line in lines]
 
 
+@lru_cache(maxsize=16)
+def _tokenized_references(references: tuple[str, ...], lang: str) -> tuple[str, ...]:
+    # nmt select and evaluate score one reference list against many systems: Moses
+    # tokenizes it once (a tuple, so the cached value cannot be changed by a caller)
+    return tuple(moses_tokenize(list(references), lang))
+
+
 def papers_bleu(hypotheses: list[str], references: list[str], lang: str) -> tuple[float, str]:
     """BLEU (0-100) as published Multi30k results compute it, and its signature.
 
@@ -94,7 +101,7 @@ def papers_bleu(hypotheses: list[str], references: list[str], lang: str) -> tupl
                          "counts must match")
     bleu = BLEU(tokenize="none", lowercase=True)
     result = bleu.corpus_score(moses_tokenize(hypotheses, lang),
-                               [moses_tokenize(references, lang)])
+                               [list(_tokenized_references(tuple(references), lang))])
     return result.score, f"{bleu.get_signature()}+moses-tok.{lang}+lc"
 
 

@@ -27,7 +27,7 @@ from torch import nn
 
 from nmt.config.schema import Config
 from nmt.data.vocab import Vocab
-from nmt.model.checkpoint import CheckpointError, Loaded, load_checkpoint
+from nmt.model.checkpoint import CheckpointError, Loaded, load_checkpoint, refuse_duplicates
 from nmt.ops.precision import at_least_fp32
 
 
@@ -71,7 +71,8 @@ class Ensemble(nn.Module):
     def step(self, prev: torch.Tensor, state: EnsembleParts, mem: EnsembleParts
              ) -> tuple[torch.Tensor, EnsembleParts, torch.Tensor | None]:
         """One search step of every member: (B,) previous ids -> log of the mean
-        probability (B, V) in fp32, the members' new states, and the mean attention
+        probability (B, V) in fp32 (fp64 when a member's is: a float64 model stays fp64;
+        one member's own dtype when alone), the members' new states, and the mean attention
         weights (B, S) of the members that have attention (None when none has: the
         fixed-vector model reads no source position)."""
         outs = [m.step(prev, s, mm)
@@ -116,14 +117,12 @@ class LoadedEnsemble:
 
     Attributes:
         members: the loaded checkpoints, in the order given.
-        paths: their files.
         cfg: the first member's config: the language pair, and the search settings the
             ensemble decodes with unless overridden.
         model: the :class:`Ensemble` of the members' models.
     """
 
     members: list[Loaded]
-    paths: list[Path]
     cfg: Config
     model: Ensemble
     src_vocab: Vocab
@@ -141,18 +140,35 @@ class LoadedEnsemble:
 
 def load_ensemble(paths: Sequence[str | Path], device: torch.device | str = "cpu"
                   ) -> LoadedEnsemble:
-    """Load checkpoints (safe loading, :func:`nmt.model.checkpoint.load_checkpoint`) and
-    check that they share one language pair and one source and target vocabulary.
+    """Load checkpoints (safe loading, :func:`nmt.model.checkpoint.load_checkpoint`, each
+    file read once) and ensemble them (:func:`ensemble_of`).
 
     Raises:
-        CheckpointError: no paths, a file that is not a usable checkpoint, or a member
-            whose vocabulary or language pair differs from the first's (one line naming
-            both files).
+        CheckpointError: no paths, a file that is not a usable checkpoint, or as
+            :func:`ensemble_of`.
     """
     if not paths:
         raise CheckpointError("no checkpoints to ensemble")
     files = [Path(p) for p in paths]
-    members = [load_checkpoint(p, device) for p in files]
+    return ensemble_of(files, [load_checkpoint(p, device, with_digest=True) for p in files])
+
+
+def ensemble_of(paths: Sequence[Path], members: Sequence[Loaded]) -> LoadedEnsemble:
+    """The ensemble of checkpoints already loaded (``members``, from the files ``paths``),
+    after checking that each is there once and that they share one language pair and one
+    source and target vocabulary.
+
+    Raises:
+        CheckpointError: no members; one file twice, by path or by identical contents
+            (compared by :attr:`Loaded.sha256` where every member has one, else the files
+            are hashed); a member whose vocabulary or language pair differs from the
+            first's (one line naming both files).
+    """
+    if not members:
+        raise CheckpointError("no checkpoints to ensemble")
+    files = list(paths)
+    known = [m.sha256 for m in members if m.sha256 is not None]
+    refuse_duplicates(files, "ensembled", known if len(known) == len(members) else None)
     first = members[0]
     for path, loaded in zip(files[1:], members[1:], strict=True):
         why = vocab_mismatch(first, loaded)
@@ -160,5 +176,19 @@ def load_ensemble(paths: Sequence[str | Path], device: torch.device | str = "cpu
             raise CheckpointError(f"{path}: cannot be ensembled with {files[0]}: {why}; an "
                                   "ensemble's models share one source and one target "
                                   "vocabulary (same data and subwords settings)")
-    return LoadedEnsemble(members, files, first.cfg, Ensemble([m.model for m in members]),
+    return LoadedEnsemble(list(members), first.cfg, Ensemble([m.model for m in members]),
                           first.src_vocab, first.tgt_vocab)
+
+
+def load_models(paths: Sequence[str | Path], device: torch.device | str = "cpu"
+                ) -> Loaded | LoadedEnsemble:
+    """One checkpoint loaded alone (its own model, not an ensemble of one), several as
+    their ensemble (:func:`load_ensemble`): what ``nmt translate`` and
+    :meth:`nmt.inference.translator.Translator.from_checkpoints` decode.
+
+    Raises:
+        CheckpointError: as :func:`load_ensemble` (no paths, an unusable file, ...).
+    """
+    if len(paths) == 1:
+        return load_checkpoint(paths[0], device)
+    return load_ensemble(paths, device)

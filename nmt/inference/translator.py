@@ -174,11 +174,9 @@ class Translator:
             nmt.model.checkpoint.CheckpointError: no paths, a file that is not a usable
                 checkpoint, or checkpoints with different vocabularies (names both files).
         """
-        if len(paths) == 1:
-            return cls.from_checkpoint(paths[0], device, **kwargs)
-        from nmt.inference.ensemble import load_ensemble
+        from nmt.inference.ensemble import load_models
 
-        loaded = load_ensemble(paths, device)
+        loaded = load_models(paths, device)
         kwargs.setdefault("decoding", Decoding.from_config(loaded.cfg))
         return cls(loaded.model, loaded.src_vocab, loaded.tgt_vocab, **kwargs)
 

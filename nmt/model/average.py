@@ -21,7 +21,6 @@ than either. So a checkpoint's run is checked, not only its shapes:
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -29,38 +28,18 @@ import torch
 
 from nmt.config.differences import config_differences, describe_differences
 from nmt.config.schema import RESUME_ADJUSTABLE
-from nmt.model.checkpoint import CheckpointError, read_payload, run_id_of, stored_config
+from nmt.model.checkpoint import (
+    CheckpointError,
+    read_payload,
+    refuse_duplicates,
+    run_id_of,
+    stored_config,
+)
 from nmt.model.rundir import is_run_checkpoint, run_files
+from nmt.ops.files import same_file
 
 # what may differ between checkpoints without run ids that still count as one run
 _LEGACY_FREE = tuple(k for k in RESUME_ADJUSTABLE if k not in ("name", "train.out_dir"))
-
-
-def _content_hash(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _refuse_duplicates(paths: list[Path]) -> None:
-    """Each checkpoint once: the same resolved path or the same bytes twice is refused."""
-    by_path: dict[Path, Path] = {}
-    by_hash: dict[str, Path] = {}
-    for p in paths:
-        resolved = p.resolve()
-        if resolved in by_path:
-            first = by_path[resolved]
-            spelled = "" if str(first) == str(p) else f" (also as {first})"
-            raise CheckpointError(f"{p}: given twice{spelled}; each checkpoint can be averaged "
-                                  "once")
-        by_path[resolved] = p
-        digest = _content_hash(p)
-        if digest in by_hash:
-            raise CheckpointError(f"{p}: the same checkpoint as {by_hash[digest]} (identical "
-                                  "contents); each checkpoint can be averaged once")
-        by_hash[digest] = p
 
 
 def _run_mismatch(path: Path, a: dict[str, Any], other: Path, b: dict[str, Any]) -> str | None:
@@ -106,9 +85,7 @@ def check_output(paths: list[Path], output: Path, option: str = "--output") -> N
             ``step_*.pt``) in a directory that holds a run, whose resume it would break.
     """
     for p in paths:
-        same = (output.samefile(p) if output.exists() and p.exists()
-                else output.resolve() == p.resolve())
-        if same:
+        if same_file(output, p):
             raise CheckpointError(f"{option} {output}: is the input {p}; the average would "
                                   "replace it: write it to another file")
     if is_run_checkpoint(output.name) and run_files(output.parent):
@@ -133,10 +110,10 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
     """
     if not paths:
         raise CheckpointError("no checkpoints to average")
+    refuse_duplicates(paths, "averaged")  # before any payload is unpickled: it reads less
     payloads = [read_payload(p) for p in paths]
     for p, payload in zip(paths, payloads, strict=True):
         stored_config(payload, p)  # an invalid stored config is refused, as translate does
-    _refuse_duplicates(paths)
     last = payloads[-1]
     for path, payload in zip(paths[:-1], payloads[:-1], strict=True):
         why = _run_mismatch(path, payload, paths[-1], last)

@@ -28,7 +28,7 @@ from typing import cast
 import torch
 from torch import nn
 
-from nmt.model.decoder import Decoder, DecoderState, Memory, StepOutput
+from nmt.model.decoder import Decoder, DecoderState, Memory, StepOutput, gru_update
 from nmt.ops.precision import at_least_fp32, cast_for_autocast
 from nmt.ops.step_matmul import StepWeights
 
@@ -44,25 +44,6 @@ class CGRUStepWeights(StepWeights):
     """
 
     cond_hh: torch.Tensor | None = None
-
-
-def gru_update(gi: torch.Tensor, gh: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """A GRU's new state from its gate pre-activations (Cho et al. 2014, eq. 5-8, in torch's
-    gate order r, z, n; the formula nn.GRUCell computes).
-
-    Args:
-        gi: (B, 3D) ``W_ih x + b_ih``. gh: (B, 3D) ``W_hh h + b_hh``. h: (B, D) the state.
-
-    Returns:
-        (B, D) ``(1 - z) * n + z * h``. Raises nothing.
-    """
-    D = h.size(1)
-    # split, not [:, a:b]: the backward of a split is one cat, of a slice a zero fill
-    gi_rz, gi_n = gi.split((2 * D, D), dim=1)
-    gh_rz, gh_n = gh.split((2 * D, D), dim=1)
-    r, z = torch.sigmoid(gi_rz + gh_rz).split(D, dim=1)
-    n = torch.tanh(gi_n + r * gh_n)
-    return torch.lerp(n, h, z)
 
 
 class CGRUDecoder(Decoder):
@@ -115,19 +96,5 @@ class CGRUDecoder(Decoder):
         gi = at_least_fp32(w.addmm("feed", self.cond.bias_ih, context))
         s = gru_update(gi, at_least_fp32(w.addmm("cond_hh", self.cond.bias_hh, s_mid)), s_mid)
         hidden = self._upper(s, state.hidden)  # (L, B, D)
-        # _embed_inputs computes out_y because this pre-output reads E y_{j-1}
-        pre = w.addmm("pre", cast(torch.Tensor, out_y) + self.pre_output.bias,
-                      torch.cat([hidden[-1], context], -1))
-        out = torch.tanh(pre)
+        out = self._readout(out_y, hidden[-1], context, w)  # reads E y_{j-1}, as bahdanau's
         return StepOutput(self.dropout(out), DecoderState(hidden, None, t + 1), weights, heads)
-
-    def _upper(self, s: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-        """The layers above the first: s (B, D) layer 0's new state, hidden (L, B, D) the
-        previous states -> the new states (L, B, D)."""
-        if self.layers == 1:
-            return s.unsqueeze(0)  # a view: no copy per step, forward or backward
-        new, h = [s], s
-        for i in range(1, self.layers):
-            h = self.cells[i](self.dropout(h), hidden[i])  # (B, D)
-            new.append(h)
-        return torch.stack(new)

@@ -17,10 +17,11 @@ wrong-typed entry is a one-line :class:`CheckpointError` naming the key.
 from __future__ import annotations
 
 import errno
-import os
+import hashlib
+import io
 import pickle
-import tempfile
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,10 @@ import torch
 
 from nmt.config.load import from_dict
 from nmt.config.schema import Config, ConfigError
+from nmt.data.digest import file_sha256
 from nmt.data.vocab import Vocab
 from nmt.model.seq2seq import Seq2Seq, build_model
+from nmt.ops.files import atomic_open
 
 FORMAT = "nmt-checkpoint"
 VERSION = 1
@@ -40,39 +43,22 @@ class CheckpointError(RuntimeError):
     """A checkpoint cannot be read or written; the message names the file."""
 
 
-def _umask() -> int:
-    """The process's umask (reading it means setting it; it is put back at once)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def save_atomic(payload: dict[str, Any], path: str | Path) -> None:
-    """Write ``payload`` to ``path`` atomically (temp file, fsync, rename).
+    """Write ``payload`` to ``path`` atomically (:func:`nmt.ops.files.atomic_open`: temp
+    file, fsync, rename), creating its directory.
 
     Raises:
         CheckpointError: the disk is full or not writable; the previous file is intact.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        # mkstemp makes the file private (0600); a checkpoint gets the mode any new file
-        # gets here (0644 under the usual umask 022), so others can read shared runs
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as f:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_open(path) as f:
             torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
     except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
         why = "disk full" if e.errno == errno.ENOSPC else (e.strerror or str(e))
         raise CheckpointError(f"{path}: cannot write checkpoint ({why}); "
                               "the previous checkpoint is kept") from e
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def new_run_id() -> str:
@@ -106,6 +92,15 @@ def run_id_of(payload: dict[str, Any]) -> str | None:
     return payload.get("run_id")
 
 
+def _check_file(path: Path) -> None:
+    """Raises CheckpointError when ``path`` is a directory or no file."""
+    if path.is_dir():
+        raise CheckpointError(f"{path}: is a directory; give a checkpoint file such as "
+                              f"{path / 'best.pt'}")
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint not found")
+
+
 def read_payload(path: str | Path) -> dict[str, Any]:
     """Load and check a checkpoint file.
 
@@ -113,14 +108,31 @@ def read_payload(path: str | Path) -> dict[str, Any]:
         CheckpointError: missing file, not a checkpoint, or an unsupported version.
     """
     path = Path(path)
-    if path.is_dir():
-        raise CheckpointError(f"{path}: is a directory; give a checkpoint file such as "
-                              f"{path / 'best.pt'}")
-    if not path.is_file():
-        raise CheckpointError(f"{path}: checkpoint not found")
+    _check_file(path)
+    return _checked_payload(path, path)
+
+
+def read_payload_and_digest(path: str | Path) -> tuple[dict[str, Any], str]:
+    """:func:`read_payload`, and the hex SHA-256 of the very bytes it was loaded from: the
+    file is read once, so a file replaced meanwhile cannot get another file's digest.
+
+    Raises:
+        CheckpointError: as :func:`read_payload`, or the file cannot be read.
+    """
+    path = Path(path)
+    _check_file(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:  # also a file removed since the check
+        raise CheckpointError(f"{path}: cannot read checkpoint ({e.strerror or e})") from None
+    return _checked_payload(io.BytesIO(data), path), hashlib.sha256(data).hexdigest()
+
+
+def _checked_payload(source: Path | io.BytesIO, path: Path) -> dict[str, Any]:
+    """The checked payload loaded from ``source`` (the file ``path`` or its bytes)."""
     try:
         # weights_only: tensors and plain data only; never unpickle arbitrary objects
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        payload = torch.load(source, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         refused = _refused_global(str(e))
         if not refused:  # garbage, not a refused object
@@ -197,22 +209,27 @@ def _layout_problem(payload: dict[str, Any]) -> str | None:
 
 @dataclass
 class Loaded:
-    """A checkpoint ready for translation."""
+    """A checkpoint ready for translation; ``sha256``: the hex SHA-256 of the bytes it was
+    loaded from, when asked for (:func:`load_checkpoint`), else None."""
 
     cfg: Config
     model: Seq2Seq
     src_vocab: Vocab
     tgt_vocab: Vocab
     payload: dict[str, Any]
+    sha256: str | None = None
 
 
-def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Loaded:
-    """Rebuild config, vocabularies and model (in eval mode) from a checkpoint.
+def load_checkpoint(path: str | Path, device: torch.device | str = "cpu", *,
+                    with_digest: bool = False) -> Loaded:
+    """Rebuild config, vocabularies and model (in eval mode) from a checkpoint; with
+    ``with_digest``, also the SHA-256 of the bytes loaded (the file is read once, into
+    memory, so a file replaced meanwhile cannot get another's digest).
 
     Raises:
         CheckpointError: see :func:`read_payload`, or the stored config/weights are invalid.
     """
-    payload = read_payload(path)
+    payload, digest = read_payload_and_digest(path) if with_digest else (read_payload(path), None)
     cfg = stored_config(payload, path)
     src_vocab, tgt_vocab = vocabs_of(payload, path)
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
@@ -221,7 +238,46 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Loa
         raise CheckpointError(f"{path}: weights do not match the stored config: {why}")
     model.load_state_dict(payload["model"])
     model.to(device).eval()
-    return Loaded(cfg, model, src_vocab, tgt_vocab, payload)
+    return Loaded(cfg, model, src_vocab, tgt_vocab, payload, digest)
+
+
+def refuse_duplicates(paths: Sequence[Path], use: str, digests: Sequence[str] | None = None
+                      ) -> None:
+    """Each checkpoint once (``nmt average``, ensembles): the same file, however spelled,
+    or two files of identical bytes would count one model twice.
+
+    Args:
+        paths: the checkpoint files. use: what is done with each, for the message
+            (``"averaged"``). digests: their SHA-256 when already known (e.g.
+            :attr:`Loaded.sha256`); else each file is hashed here, without unpickling it.
+
+    Raises:
+        CheckpointError: a file given twice or two with identical contents (both named),
+            or a file that is missing, a directory or unreadable.
+    """
+    by_path: dict[Path, Path] = {}
+    by_hash: dict[str, Path] = {}
+    for i, p in enumerate(paths):
+        resolved = p.resolve()
+        if resolved in by_path:
+            first = by_path[resolved]
+            spelled = "" if str(first) == str(p) else f" (also as {first})"
+            raise CheckpointError(f"{p}: given twice{spelled}; each checkpoint can be {use} "
+                                  "once")
+        by_path[resolved] = p
+        digest = digests[i] if digests is not None else _file_digest(p)
+        if digest in by_hash:
+            raise CheckpointError(f"{p}: the same checkpoint as {by_hash[digest]} (identical "
+                                  f"contents); each checkpoint can be {use} once")
+        by_hash[digest] = p
+
+
+def _file_digest(path: Path) -> str:
+    _check_file(path)
+    try:
+        return file_sha256(path)
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read checkpoint ({e.strerror or e})") from None
 
 
 def weights_mismatch(model: torch.nn.Module, weights: dict[str, Any]) -> str | None:

@@ -37,6 +37,26 @@ from nmt.ops.step_matmul import StepWeights, step_addmm
 from nmt.ops.weight_grads import defer_weight_grads
 
 
+def gru_update(gi: torch.Tensor, gh: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """A GRU's new state from its gate pre-activations (Cho et al. 2014, eq. 5-8, in torch's
+    gate order r, z, n; the formula nn.GRUCell computes), written out so that a share of
+    ``gi`` can come precomputed.
+
+    Args:
+        gi: (B, 3D) ``W_ih x + b_ih``. gh: (B, 3D) ``W_hh h + b_hh``. h: (B, D) the state.
+
+    Returns:
+        (B, D) ``(1 - z) * n + z * h``. Raises nothing.
+    """
+    D = h.size(1)
+    # split, not [:, a:b]: the backward of a split is one cat, of a slice a zero fill
+    gi_rz, gi_n = gi.split((2 * D, D), dim=1)
+    gh_rz, gh_n = gh.split((2 * D, D), dim=1)
+    r, z = torch.sigmoid(gi_rz + gh_rz).split(D, dim=1)
+    n = torch.tanh(gi_n + r * gh_n)
+    return torch.lerp(n, h, z)
+
+
 @dataclass
 class Memory:
     """Per-sentence encoder results the decoder reads at every step.
@@ -215,32 +235,41 @@ class Decoder(nn.Module):
              weights: StepWeights) -> torch.Tensor:
         """The GRU stack for one step.
 
-        The first layer is nn.GRUCell's formula written out (Cho et al. 2014, eq. 5-8, gate
-        order r, z, n as in torch), so that the embedding's share of its input gates,
-        ``y_gates`` (B, 3D), can come precomputed; ``feed`` (B, F) is the rest of its
+        The first layer is :func:`gru_update`, so that the embedding's share of its input
+        gates, ``y_gates`` (B, 3D), can come precomputed; ``feed`` (B, F) is the rest of its
         input (the context vector, or input feeding's h~_{t-1}). hidden: (L, B, D).
         weights: the batch's :class:`StepWeights`.
         Returns the new hidden states (L, B, D).
         """
-        cell, D = cast(nn.GRUCell, self.cells[0]), self.hidden
+        cell = cast(nn.GRUCell, self.cells[0])
         # under autocast the products come back bf16/fp16, but the recurrent state stays
         # fp32 (a no-op in fp32 training; fp64 stays fp64)
         gi = at_least_fp32(weights.addmm("feed", y_gates, feed))  # (B, 3D)
         h = at_least_fp32(hidden[0])
         gh = at_least_fp32(weights.addmm("hh", cell.bias_hh, h))  # (B, 3D)
-        # split, not [:, a:b]: the backward of a split is one cat, of a slice a zero fill
-        gi_rz, gi_n = gi.split((2 * D, D), dim=1)
-        gh_rz, gh_n = gh.split((2 * D, D), dim=1)
-        r, z = torch.sigmoid(gi_rz + gh_rz).split(D, dim=1)
-        n = torch.tanh(gi_n + r * gh_n)
-        h = torch.lerp(n, h, z)  # (1 - z) * n + z * h
+        return self._upper(gru_update(gi, gh, h), hidden)
+
+    def _upper(self, s: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """The layers above the first, plain GRU cells on the new state of the layer below:
+        s (B, D) layer 0's new state, hidden (L, B, D) the previous states -> the new
+        states (L, B, D)."""
         if self.layers == 1:
-            return h.unsqueeze(0)  # a view: no copy per step, forward or backward
-        new = [h]
+            return s.unsqueeze(0)  # a view: no copy per step, forward or backward
+        new, h = [s], s
         for i in range(1, self.layers):
             h = self.cells[i](self.dropout(h), hidden[i])  # (B, D)
             new.append(h)
         return torch.stack(new)  # (L, B, D)
+
+    def _readout(self, out_y: torch.Tensor | None, top: torch.Tensor, context: torch.Tensor,
+                 weights: StepWeights) -> torch.Tensor:
+        """The pre-output ``t = tanh(W_o [s; c; E y_{j-1}] + b_o)`` of the ``bahdanau`` and
+        ``cgru`` orders (Bahdanau et al. 2015, app. A.2.2, without the maxout): out_y (B, O)
+        the E y share, computed beforehand by :meth:`_embed_inputs`; top (B, D) the top
+        layer's new state; context (B, M) -> (B, O)."""
+        pre = weights.addmm("pre", cast(torch.Tensor, out_y) + self.pre_output.bias,
+                            torch.cat([top, context], -1))
+        return torch.tanh(pre)
 
     def step(self, prev: torch.Tensor, state: DecoderState, mem: Memory) -> StepOutput:
         """Advance one target position.
@@ -262,11 +291,7 @@ class Decoder(nn.Module):
         if self.step_order == "bahdanau":
             context, weights, heads = self._read(state.hidden[-1], mem, t)  # (B, M), (B, S)
             hidden = self._rnn(y_gates, context, state.hidden, recurrent)
-            # W_o [s_t; c_t; E y] with the E y share (out_y) computed beforehand
-            # out_y is computed for bahdanau (the pre-output's embedding share)
-            pre = recurrent.addmm("pre", cast(torch.Tensor, out_y) + self.pre_output.bias,
-                                  torch.cat([hidden[-1], context], -1))
-            out = torch.tanh(pre)
+            out = self._readout(out_y, hidden[-1], context, recurrent)
             return StepOutput(self.dropout(out), DecoderState(hidden, None, t + 1), weights, heads)
         # luong: start() sets the feed (input feeding's h~_{t-1})
         hidden = self._rnn(y_gates, cast(torch.Tensor, state.feed), state.hidden, recurrent)

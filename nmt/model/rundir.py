@@ -18,14 +18,15 @@ checkpoint's step (validations whose checkpoint was lost) are moved to
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 from nmt.model.checkpoint import CheckpointError, read_payload
+from nmt.ops.files import write_atomic
 
 LAST, BEST, LOG, SUMMARY = "last.pt", "best.pt", "valid_log.jsonl", "summary.json"
 SET_ASIDE = "valid_log.set_aside.jsonl"
+STEP_GLOB = "step_*.pt"  # the kept checkpoints of step_name
 _STEP = re.compile(r"step_(\d+)\.pt")
 
 
@@ -85,7 +86,7 @@ def resume_source(out: Path) -> tuple[Path | None, str | None]:
     if (out / LAST).exists():
         return out / LAST, None
     candidates: list[tuple[int, Path]] = []
-    steps = sorted((int(m.group(1)), p) for p in out.glob("step_*.pt")
+    steps = sorted((int(m.group(1)), p) for p in out.glob(STEP_GLOB)
                    if (m := _STEP.fullmatch(p.name)))
     if steps:  # the newest kept checkpoint; every one of them has training state
         candidates.append(steps[-1])
@@ -137,8 +138,6 @@ def set_aside_records_after(out: Path, step: int) -> str | None:
         return None
     with open(out / SET_ASIDE, "a", encoding="utf-8") as f:
         f.writelines(later)
-    tmp = out / f".{LOG}.tmp"
-    tmp.write_text("".join(keep), encoding="utf-8")
-    os.replace(tmp, log)
+    write_atomic(log, "".join(keep))
     return (f"warning: moved {len(later)} validation record(s) after step {step} from {log} "
             f"to {out / SET_ASIDE}: their checkpoint is gone")

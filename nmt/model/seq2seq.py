@@ -45,8 +45,8 @@ class Seq2Seq(nn.Module):
     def step(self, prev: torch.Tensor, state: DecoderState, mem: Memory
              ) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None]:
         """One search step: (B,) previous ids -> log-probabilities (B, V) in fp32 (fp64 for
-        a float64 model), new
-        state, attention weights (B, S) or None for the fixed-vector model.
+        a float64 model), new state, attention weights (B, S) or None for the fixed-vector
+        model.
 
         Under bf16/fp16 autocast (``search.precision``) the matrix products run in the
         lower precision, and the log-probabilities of each row's ``EXACT_TOP`` most
@@ -143,7 +143,13 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
     is the sum of both uses, and which load_state_dict fills in place, so it stays shared.
     The shared matrix starts as N(0, 1/O), the padding row 0 (fairseq's embedding
     initialisation): nn.Embedding's N(0, 1) would give logits of variance O and an initial
-    loss far above log V."""
+    loss far above log V.
+
+    Raises:
+        ValueError: a setting the modules refuse (from :class:`Encoder`, :class:`Decoder` or
+            the attention factory: e.g. ``enc_residual`` with one encoder layer, an unknown
+            attention or score).
+    """
     encoder = Encoder(src_vocab_size, cfg.emb_dim, cfg.enc_hidden, cfg.enc_layers, cfg.dropout,
                       residual=cfg.enc_residual)
     decoder_class = CGRUDecoder if cfg.step_order == "cgru" else Decoder

@@ -60,12 +60,14 @@ def decoding_for(entry: ModelEntry, req: TranslateRequest) -> Decoding:
         ApiError: 400 when n_best exceeds the beam, or a requested beam exceeds the
             model's target vocabulary.
     """
-    d = entry.decoding
     pieces = len(entry.loaded.tgt_vocab)
     if req.beam and req.beam > pieces:
         raise bad_option(f"beam {req.beam} is more than the {pieces} target pieces of model "
                          f"{entry.id!r}", "beam")
-    beam = req.beam or min(d.beam_size, MAX_BEAM, pieces)
+    # the checkpoint's default is served, not refused: capped, as every command caps it
+    d, _ = dataclasses.replace(entry.decoding,
+                               beam_size=min(entry.decoding.beam_size, MAX_BEAM)).capped(pieces)
+    beam = req.beam or d.beam_size
     if req.n_best > beam:
         whose = "" if req.beam else f", the default of model {entry.id!r}"
         raise bad_option(f"n_best {req.n_best} is more than the beam ({beam}{whose})",

@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 
-from nmt.data.digest import file_sha256
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
 from nmt.model.checkpoint import CheckpointError, Loaded, load_checkpoint
@@ -86,10 +85,11 @@ def check_specs(specs: list[str]) -> list[tuple[str | None, Path]]:
     parsed = [parse_model_spec(s) for s in specs]
     seen: set[str] = set()
     for (mid, path), spec in zip(parsed, specs, strict=True):
-        if mid is not None and mid in seen:
-            raise ValueError(f"--model {spec!r}: the id {mid!r} is given twice; give each "
-                             "model its own id")
-        seen.add(mid or "")
+        if mid is not None:
+            if mid in seen:
+                raise ValueError(f"--model {spec!r}: the id {mid!r} is given twice; give each "
+                                 "model its own id")
+            seen.add(mid)
         if not path.is_file():
             why = "is a directory" if path.is_dir() else "does not exist"
             raise CheckpointError(f"--model {spec!r}: {path} {why}; give a checkpoint "
@@ -195,13 +195,13 @@ def load_entry(model_id: str | None, path: Path, device: torch.device, threads: 
         nmt.model.checkpoint.CheckpointError: not a usable checkpoint (named).
         nmt.ops.precision.PrecisionError: its search precision cannot run on ``device``.
     """
-    loaded = load_checkpoint(path, device)
+    loaded = load_checkpoint(path, device, with_digest=True)  # the digest of the bytes loaded
     cfg = loaded.cfg
     m = cfg.model
     decoding = Decoding.from_config(cfg).on(device)
     translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding,
                             threads=threads, max_src_pieces=MAX_PIECES)
-    sha = file_sha256(path)
+    sha = str(loaded.sha256)
     test_bleu, stale, val_bleu = _stored_scores(path, sha)
     mid = model_id or m.attention
     info = {

@@ -23,7 +23,11 @@ from nmt.serve.limits import MAX_BEAM, MAX_CHARS, MAX_LINES, MAX_PIECES
 
 def utf8(text: str) -> str:
     """``text`` when it can be written as UTF-8; a lone surrogate (JSON's ``\\ud800``
-    without its pair) would otherwise fail deep in the tokenizer, as a 500."""
+    without its pair) would otherwise fail deep in the tokenizer, as a 500.
+
+    Raises:
+        ValueError: ``text`` holds a lone surrogate (pydantic answers it as a 422).
+    """
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
@@ -33,7 +37,11 @@ def utf8(text: str) -> str:
 
 
 def not_blank(text: str) -> str:
-    """``text`` unless it is empty or only white space: nothing to translate or score."""
+    """``text`` unless it is empty or only white space: nothing to translate or score.
+
+    Raises:
+        ValueError: ``text`` is empty or only white space (pydantic answers it as a 422).
+    """
     if not text.strip():
         raise ValueError("is empty (or only white space)")
     return text

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from nmt.config.load import load_config
-from nmt.config.schema import ConfigError
 from nmt.data.digest import lines_sha256
 from nmt.evaluation.metrics import bucket_label
 from nmt.serve.limits import not_found
@@ -77,7 +76,7 @@ def _direction(study: Study) -> str | None:
         if path.is_file():
             try:
                 data = load_config(path, [str(x) for x in c.get("overrides") or []]).data
-            except (ConfigError, OSError, ValueError):
+            except (OSError, ValueError):  # ValueError: ConfigError too
                 return None
             return f"{data.src_lang}->{data.tgt_lang}"
     return None

@@ -35,7 +35,7 @@ from nmt.model.checkpoint import (
     save_atomic,
     weights_mismatch,
 )
-from nmt.model.rundir import step_name
+from nmt.model.rundir import BEST, LAST, LOG, STEP_GLOB, step_name
 from nmt.model.seq2seq import Seq2Seq
 from nmt.ops.device import pick_device
 from nmt.ops.precision import autocast, autocast_dtype, native_bf16, precision_name
@@ -146,7 +146,7 @@ class Trainer:
         st, t = self.state, self.t
         return (st.epoch < t.max_epochs and not self.out_of_time()
                 and (t.max_steps is None or st.step < t.max_steps)
-                and (t.patience is None or st.bad_epochs < t.patience))
+                and not st.patience_spent(t.patience))
 
     def save(self, name: str) -> None:
         """Write a resumable checkpoint ``{out_dir}/{name}`` (rank 0 only)."""
@@ -261,7 +261,7 @@ class Trainer:
             if stop.signal is not None:
                 bar.close()
                 st.interrupted = stop.signal
-                self.save("last.pt")
+                self.save(LAST)
                 self.log(f"{stop.signal} received at step {st.step}: saved "
                          f"{self.out / 'last.pt'}; continue with --resume")
                 return False
@@ -294,12 +294,12 @@ class Trainer:
         st.last_valid_s = self._shared(time.monotonic() - began)
         record["lr"] = self.optimizer.param_groups[0]["lr"]
         if self.rank == 0:
-            with open(self.out / "valid_log.jsonl", "a", encoding="utf-8") as f:
+            with open(self.out / LOG, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
         self.schedule.after_validation(float(record.get("val_bleu", -1.0)))
         if record["improved"]:
-            self.save("best.pt")
-        elif t.patience is not None and st.bad_epochs >= t.patience:
+            self.save(BEST)
+        elif st.patience_spent(t.patience):
             self.log(f"early stopping: no val BLEU gain for {t.patience} validations")
             st.done = True
         if self._out_of_time_shared():
@@ -315,10 +315,10 @@ class Trainer:
             flag = torch.tensor([int(st.done)], device=self.device)
             dist.broadcast(flag, 0)
             st.done = bool(flag.item())
-        self.save("last.pt")
+        self.save(LAST)
         if t.keep_checkpoints and self.rank == 0:
             self.save(step_name(st.step))
-            for old in sorted(self.out.glob("step_*.pt"))[: -t.keep_checkpoints]:
+            for old in sorted(self.out.glob(STEP_GLOB))[: -t.keep_checkpoints]:
                 old.unlink()
 
     def _check_ranks_agree(self) -> None:
@@ -339,7 +339,7 @@ class Trainer:
     def run(self) -> TrainState:
         """Train until the epoch or time budget, early stopping, or a signal."""
         if self.state.done:  # resumed with its budget spent: record the config it now has
-            self.save("last.pt")
+            self.save(LAST)
         with StopFlag() as stop:
             while not self.state.done and self.state.epoch < self.t.max_epochs:
                 if not self._epoch(stop):
@@ -377,7 +377,7 @@ def train(cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab, *,
     trainer = Trainer(cfg, model, src_vocab, tgt_vocab, train_set=train_set,
                       valid_examples=valid_examples, validate=validate, log=log)
     if resume is not None:
-        trainer.restore(resume, resume_path or cfg.out_dir() / "last.pt")
+        trainer.restore(resume, resume_path or cfg.out_dir() / LAST)
     else:
         torch.manual_seed(cfg.train.seed)
         random.seed(cfg.train.seed)

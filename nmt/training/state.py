@@ -41,6 +41,10 @@ class TrainState:
         return "none yet" if self.best_bleu < 0 else f"{self.best_bleu:.2f}"
 
 
+    def patience_spent(self, patience: int | None) -> bool:
+        """Whether early stopping ends the run here (:func:`patience_spent`)."""
+        return patience_spent(self.bad_epochs, patience)
+
     @classmethod
     def from_counters(cls, counters: dict[str, Any]) -> TrainState:
         """The state stored as ``counters`` in a checkpoint, keys of older versions dropped.
@@ -52,6 +56,13 @@ class TrainState:
 
 
 _RETIRED_COUNTERS = ("history",)
+
+
+def patience_spent(bad_epochs: int, patience: int | None) -> bool:
+    """Whether ``bad_epochs`` validations in a row without a BLEU gain reach ``patience``
+    (``train.patience``; None: no early stopping). The one rule for the training loop and
+    for ``nmt study``, which must know whether a finished run stopped early."""
+    return patience is not None and bad_epochs >= patience
 
 
 def rng_state() -> dict[str, Any]:

@@ -1,0 +1,68 @@
+"""Files written so that a crash never leaves half of one, and one test of two paths naming
+the same file.
+
+:func:`atomic_open` writes to a temporary file in the target's directory, flushes it to
+disk (fsync) and renames it over the target (``os.replace``, atomic on POSIX): at any
+moment the target is either the previous complete file or the new complete one.
+Checkpoints, the training store's files, cached study translations and the validation log
+are all written this way.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+
+def _umask() -> int:
+    """The process's umask (reading it means setting it; it is put back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@contextmanager
+def atomic_open(path: str | Path) -> Iterator[BinaryIO]:
+    """A binary file that replaces ``path`` when the ``with`` block ends without error
+    (temporary file, flush, fsync, ``os.replace``); on any error the temporary file is
+    removed and ``path`` is left as it was.
+
+    Raises:
+        OSError: the directory is missing or not writable, or the disk is full.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        # mkstemp makes the file private (0600); the result gets the mode any new file gets
+        # here (0644 under the usual umask 022), so others can read shared runs
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(path: str | Path, data: bytes | str) -> None:
+    """Write ``data`` (text as UTF-8) to ``path`` atomically (:func:`atomic_open`).
+
+    Raises:
+        OSError: as :func:`atomic_open`; ``path`` is then unchanged.
+    """
+    with atomic_open(path) as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file: the same inode when both exist (links, ``./``
+    spellings), else the same absolute path. Raises nothing for missing files."""
+    if a.exists() and b.exists():
+        return a.samefile(b)
+    return a.resolve() == b.resolve()
