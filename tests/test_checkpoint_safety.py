@@ -116,8 +116,10 @@ def test_damaged_sentencepiece_model_and_config_are_checkpoint_errors(tmp_path, 
 def test_every_reading_command_refuses_in_one_line(tmp_path, command):
     marker = tmp_path / "pwned.txt"
     evil = str(_evil(tmp_path / "evil.pt", marker))
+    # average gets two different evil files: the same file twice is refused before loading
+    other = str(_evil(tmp_path / "evil2.pt", tmp_path / "pwned2.txt"))
     args = {"translate": [evil], "evaluate": [evil],
-            "average": [evil, evil, "-o", str(tmp_path / "avg.pt")]}[command]
+            "average": [evil, other, "-o", str(tmp_path / "avg.pt")]}[command]
     _one_line_refusal(_nmt(command, *args))
     assert not marker.exists()
     assert not (tmp_path / "avg.pt").exists()
