@@ -238,21 +238,23 @@ def test_nmt40_a_content_change_that_keeps_size_and_mtime_rebuilds_the_store(tmp
     assert resumed.train_set.rows(np.array([1]))[1] == [first.tgt_vocab.encode("the cat")]
 
 
-def test_store_key_is_content_a_moved_or_touched_file_still_reuses(tmp_path):
+def _dog_cat_corpus(tmp_path):
+    """A 20-pair training split under ``tmp_path/corpus`` and a small config over it."""
     local = tmp_path / "corpus"
     write_split(local, "train", "de", ["der hund", "die katze"] * 10)
     write_split(local, "train", "en", ["the dog", "the cat"] * 10)
-    cfg = small_config(local, tmp_path / "run")
+    return local, small_config(local, tmp_path / "run")
+
+
+def test_store_key_is_content_a_moved_or_touched_file_still_reuses(tmp_path):
+    local, cfg = _dog_cat_corpus(tmp_path)
     prepare(cfg, log=lambda _m: None)
     os.utime(local / "train.de", ns=(1, 1))  # a new time, the same content
     assert prepare(cfg, log=lambda _m: None).reused
 
 
 def test_store_refuses_a_file_that_changes_while_it_is_prepared(tmp_path):
-    local = tmp_path / "corpus"
-    write_split(local, "train", "de", ["der hund", "die katze"] * 10)
-    write_split(local, "train", "en", ["the dog", "the cat"] * 10)
-    cfg = small_config(local, tmp_path / "run")
+    local, cfg = _dog_cat_corpus(tmp_path)
     want = nmt.data.store.fingerprint(cfg, nmt.data.store.source_files(cfg.data))
     vocabs = build_vocabs(cfg, [Pair("der hund", "the dog", "")])
     _swap_keeping_size_and_mtime(local / "train.en", 0, 1)  # after the key was taken
@@ -267,10 +269,7 @@ def test_store_refuses_a_file_that_changes_while_it_is_prepared(tmp_path):
 
 
 def test_store_without_content_keys_or_with_other_vocab_files_is_rebuilt(tmp_path):
-    local = tmp_path / "corpus"
-    write_split(local, "train", "de", ["der hund", "die katze"] * 10)
-    write_split(local, "train", "en", ["the dog", "the cat"] * 10)
-    cfg = small_config(local, tmp_path / "run")
+    local, cfg = _dog_cat_corpus(tmp_path)
     prepare(cfg, log=lambda _m: None)
     cache = tmp_path / "run" / "data"
     want = nmt.data.store.fingerprint(cfg, nmt.data.store.source_files(cfg.data))
