@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import gzip
 import os
+import tempfile
 from pathlib import Path
 
 # Tiny test models run fastest on one thread, and several threads spin badly when the
 # machine is busy; subprocesses started by the tests inherit this.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# train.precision=auto caches its measurement (nmt/training/calibrate.py); tests and the
+# subprocesses they start keep theirs apart from the user's ~/.cache/nmt
+os.environ["NMT_CACHE_DIR"] = tempfile.mkdtemp(prefix="nmt-test-cache-")
 
 import pytest
 import torch

@@ -11,6 +11,7 @@ writes checkpoints.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -39,6 +40,7 @@ from nmt.model.rundir import BEST, LAST, LOG, STEP_GLOB, step_name
 from nmt.model.seq2seq import Seq2Seq
 from nmt.ops.device import pick_device
 from nmt.ops.precision import autocast, autocast_dtype, native_bf16, precision_name
+from nmt.training.calibrate import calibration_batches, calibration_key, choose, training_step
 from nmt.training.schedule import Schedule
 from nmt.training.state import StopFlag, TrainingError, TrainState, rng_state, set_rng_state
 from nmt.training.validation import Validate, validate_and_log
@@ -72,12 +74,10 @@ class Trainer:
                 model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         # fused: one kernel for the whole update instead of ~10 elementwise passes per tensor
         self.optimizer = torch.optim.Adam(model.parameters(), lr=self.t.lr, fused=True)
-        self.amp_dtype = autocast_dtype(self.t.precision, self.device)
+        self.amp_dtype = self._precision()
         # fp16's narrow range needs loss scaling; bf16 has fp32's range and needs none
         self.scaler = (torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16
                        else None)
-        log(f"training precision: {precision_name(self.amp_dtype)} "
-            f"(train.precision={self.t.precision})")
         search = autocast_dtype(cfg.search.precision, self.device, "search.precision")
         log(f"search precision (validation, evaluate, translate): {precision_name(search)} "
             f"(search.precision={cfg.search.precision})")
@@ -90,6 +90,22 @@ class Trainer:
         self.run_id = new_run_id()  # every checkpoint of this run carries it (averaging)
         self.started = time.monotonic()
         self.batches_per_epoch = 1  # set by each epoch; for the fractional-epoch log
+
+    def _precision(self) -> torch.dtype | None:
+        """The autocast dtype, logged; a native-bf16 CPU's ``auto`` is measured (calibrate)."""
+        dtype = autocast_dtype(self.t.precision, self.device)
+        why = f"train.precision={self.t.precision}"
+        auto_cpu = self.t.precision == "auto" and self.device.type == "cpu"
+        batches = (calibration_batches(self.train_set, self.t)
+                   if auto_cpu and dtype is not None else [])
+        if len(batches) > 1:
+            cal = choose([training_step(self.model, b.to(self.device)) for b in batches],
+                         calibration_key(dataclasses.asdict(self.cfg.model), self.t.batch_size),
+                         self.log)
+            dtype = torch.bfloat16 if self._shared(float(cal.choice == "bf16")) else None
+            why = cal.describe()
+        self.log(f"training precision: {precision_name(dtype)} ({why})")
+        return dtype
 
     def _setup_device(self) -> torch.device:
         device = pick_device(self.t.device)
