@@ -193,8 +193,9 @@ class TrainConfig:
     valid_every_steps: int | None = None  # also validate every N steps (else once an epoch)
     keep_checkpoints: int = 0  # keep the last N validation checkpoints, for `nmt average`
     # matrix multiplies of the training step: fp32; bf16 or fp16 autocast (fp32 master
-    # weights, optimizer and loss); auto = bf16 where the CPU (AVX512_BF16/AMX) or GPU
-    # computes it natively, else fp32. fp16 is CUDA only (with loss scaling). auto is the
+    # weights, optimizer and loss); auto = bf16 on a GPU that computes it natively, on a
+    # CPU with AVX512_BF16/AMX only where a short measurement finds it faster
+    # (nmt/training/calibrate.py), else fp32. fp16 is CUDA only (with loss scaling). auto is the
     # default since bf16 was measured to cost no quality: the same per-step validation
     # loss as fp32, and higher BLEU after the same wall clock (results/speed/2026-12-01-d)
     precision: Precision = "auto"

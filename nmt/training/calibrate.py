@@ -1,0 +1,169 @@
+"""``train.precision: auto`` on a CPU with native bf16: choose by measurement, not by flags.
+
+A CPU flag says bf16 products are native, not that a training step gets faster: on a
+2-core Intel Xeon with AMX, bf16 was 0-17% faster than fp32 on the bench model (issue 30)
+and about 10% slower on a 1.8M-parameter en->fr model (the widths of
+configs/study_enfr_converged.yaml, 8,000 pieces; 2026-12-02), while on an AVX-512 EPYC it
+was 1.6x faster. So ``auto`` times teacher-forced steps (forward and backward, no update)
+of the configured model on real training batches in each precision, alternating, and
+takes bf16 only when its median step takes at most ``MARGIN`` of fp32's. The answer is
+cached per CPU, torch version, thread count, model config and batch size, so a run that
+resumes, and every later run of the same shape, gets the same choice without measuring
+again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from nmt.config.schema import TrainConfig
+from nmt.data.batches import Batch, TrainingSet
+from nmt.ops.files import write_atomic
+from nmt.ops.precision import autocast, cpu_model_and_flags
+
+MARGIN = 0.95    # bf16 must take at most 95% of fp32's step time: noise never picks it
+ROUNDS = 6       # timed batches, each once in each precision, after one warm-up batch
+CACHE_ENV = "NMT_CACHE_DIR"
+
+Step = Callable[[torch.dtype | None], None]  # one forward+backward in that autocast dtype
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What ``auto`` chose and why.
+
+    Attributes:
+        choice: ``fp32`` or ``bf16``.
+        fp32_s, bf16_s: median seconds per step (forward and backward) in each precision.
+        cached: whether the numbers came from the cache rather than measured now.
+        path: the cache file (None when it could not be read or written).
+    """
+
+    choice: Literal["fp32", "bf16"]
+    fp32_s: float
+    bf16_s: float
+    cached: bool
+    path: Path | None
+
+    def describe(self) -> str:
+        """One line for the training log."""
+        how = f"cached in {self.path}" if self.cached else "measured now"
+        return (f"train.precision=auto: {self.fp32_s * 1e3:.0f} ms/step fp32, "
+                f"{self.bf16_s * 1e3:.0f} ms/step bf16 on this CPU ({how}); bf16 is taken "
+                f"only when at least {(1 - MARGIN) * 100:.0f}% faster")
+
+
+def cache_path() -> Path:
+    """``$NMT_CACHE_DIR/precision.json``, else ``$XDG_CACHE_HOME/nmt/...``, else
+    ``~/.cache/nmt/precision.json``."""
+    root = os.environ.get(CACHE_ENV) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "nmt")
+    return Path(root) / "precision.json"
+
+
+def calibration_key(model_config: dict[str, Any], batch_size: int) -> str:
+    """A SHA-256 over what decides the answer: CPU model and flags, torch version, thread
+    count, the model config and the batch size."""
+    cpu, flags = cpu_model_and_flags()
+    what = {"cpu": cpu, "flags": sorted(flags), "torch": torch.__version__,
+            "threads": torch.get_num_threads(), "model": model_config,
+            "batch_size": batch_size}
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def calibration_batches(train_set: TrainingSet, train: TrainConfig, n: int = 1 + ROUNDS
+                        ) -> list[Batch]:
+    """The first ``n`` training batches in a fixed shuffled order: shapes as varied as
+    training meets them (empty for an empty training set)."""
+    chunks = list(train_set.batches(train.batch_size, train.max_tokens, shuffle_seed=0))
+    return [train_set.collate(c) for c in chunks[:n]]
+
+
+def training_step(model: torch.nn.Module, batch: Batch) -> Step:
+    """A :data:`Step` for ``model`` on ``batch`` (a :class:`nmt.data.batches.Batch` on the
+    model's device): teacher-forced loss per target token, backward, gradients dropped."""
+    device = next(model.parameters()).device
+
+    def step(dtype: torch.dtype | None) -> None:
+        with autocast(device, dtype):
+            loss = model(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out)
+        (loss / batch.n_tokens).backward()
+        model.zero_grad(set_to_none=True)
+
+    return step
+
+
+def measure(steps: Sequence[Step], clock: Callable[[], float] | None = None
+            ) -> tuple[float, float]:
+    """Median seconds per step in fp32 and in bf16: ``steps[0]`` warms both up, then every
+    other step (each its own batch) runs once in each precision, the order alternating.
+
+    A new batch shape is new to oneDNN's bf16 kernels, which it builds on first use; one
+    shape timed again and again hides that cost, and on an AMX Xeon picked bf16 for a model
+    whose training was 10% slower in bf16. Random state is put back afterwards (dropout).
+
+    Raises:
+        ValueError: fewer than two steps.
+    """
+    if len(steps) < 2:
+        raise ValueError("measure needs a warm-up step and at least one timed step")
+    clock = clock or time.perf_counter
+    times: dict[torch.dtype | None, list[float]] = {None: [], torch.bfloat16: []}
+    with torch.random.fork_rng(devices=[]):
+        for dtype in times:
+            steps[0](dtype)
+        for i, step in enumerate(steps[1:]):
+            for dtype in (None, torch.bfloat16)[:: 1 if i % 2 == 0 else -1]:
+                t0 = clock()
+                step(dtype)
+                times[dtype].append(clock() - t0)
+    return statistics.median(times[None]), statistics.median(times[torch.bfloat16])
+
+
+def _read(path: Path, log: Callable[[str], None]) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        log(f"warning: {path}: unreadable precision cache ({type(e).__name__}); measuring again")
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def choose(steps: Sequence[Step], key: str, log: Callable[[str], None] = print,
+           path: Path | None = None) -> Calibration:
+    """The cached answer for ``key``, else :func:`measure` ``steps`` and cache it.
+
+    A cache that cannot be read is measured over (with a warning); one that cannot be
+    written leaves the answer uncached (with a warning). Raises nothing of its own.
+    """
+    path = path or cache_path()
+    cache = _read(path, log)
+    hit = cache.get(key)
+    if isinstance(hit, dict) and {"fp32_s", "bf16_s"} <= hit.keys():
+        fp32_s, bf16_s = float(hit["fp32_s"]), float(hit["bf16_s"])
+        cached = True
+    else:
+        fp32_s, bf16_s = measure(steps)
+        cached = False
+        cache[key] = {"fp32_s": fp32_s, "bf16_s": bf16_s, "cpu": cpu_model_and_flags()[0],
+                      "torch": torch.__version__, "threads": torch.get_num_threads()}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, json.dumps(cache, indent=1, sort_keys=True) + "\n")
+        except OSError as e:
+            log(f"warning: could not cache the precision choice in {path} ({e.strerror or e})")
+            path = None
+    choice: Literal["fp32", "bf16"] = "bf16" if bf16_s <= MARGIN * fp32_s else "fp32"
+    return Calibration(choice, fp32_s, bf16_s, cached, path)

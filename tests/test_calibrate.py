@@ -1,0 +1,131 @@
+"""train.precision=auto on a CPU with native bf16 chooses by measurement (issue 30, item 4)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import nmt.training.calibrate as calibrate
+import nmt.training.loop
+from nmt.config.schema import Config, TrainConfig
+from nmt.data.batches import collate, encode_pairs
+from nmt.data.corpus import Pair
+from nmt.training.loop import Trainer
+
+from conftest import TOY_PAIRS, tiny_model
+
+
+def _fake_step(seconds: dict, clock: list):
+    """A step that advances a fake clock by the time given for its dtype."""
+    def step(dtype):
+        clock[0] += seconds[dtype]
+    return step
+
+
+@pytest.mark.parametrize("bf16_s, want", [(0.50, "bf16"), (0.96, "fp32"), (1.30, "fp32")])
+def test_bf16_is_chosen_only_when_clearly_faster(tmp_path, monkeypatch, bf16_s, want):
+    clock = [0.0]
+    monkeypatch.setattr(calibrate.time, "perf_counter", lambda: clock[0])
+    step = _fake_step({None: 1.0, torch.bfloat16: bf16_s}, clock)
+    cal = calibrate.choose([step] * 4, "k", log=print, path=tmp_path / "p.json")
+    assert (cal.choice, cal.cached) == (want, False)
+    assert (cal.fp32_s, cal.bf16_s) == pytest.approx((1.0, bf16_s))
+
+
+def test_the_answer_is_cached_and_reused_without_measuring(tmp_path):
+    calls = []
+    path = tmp_path / "sub" / "precision.json"
+    steps = [lambda dtype, i=i: calls.append((i, dtype)) for i in range(4)]
+    first = calibrate.choose(steps, "key1", path=path)
+    bf = torch.bfloat16
+    # one warm-up each on batch 0, then every batch once in each precision, order alternating
+    assert calls == [(0, None), (0, bf), (1, None), (1, bf), (2, bf), (2, None), (3, None), (3, bf)]
+    assert "key1" in json.loads(path.read_text())
+
+    def no_step(_dtype):
+        raise AssertionError("measured again despite the cache")
+
+    again = calibrate.choose([no_step] * 4, "key1", path=path)
+    assert again.cached and (again.fp32_s, again.choice) == (first.fp32_s, first.choice)
+    assert f"cached in {path}" in again.describe()
+    calibrate.choose(steps, "key2", path=path)  # another model or batch size
+    assert len(calls) == 16
+    assert set(json.loads(path.read_text())) == {"key1", "key2"}
+
+
+def test_a_damaged_cache_is_measured_over_with_a_warning(tmp_path):
+    path = tmp_path / "precision.json"
+    path.write_text("{not json")
+    messages = []
+    cal = calibrate.choose([lambda dtype: None] * 2, "k", log=messages.append, path=path)
+    assert not cal.cached
+    assert any(str(path) in m and "unreadable" in m for m in messages)
+    assert "k" in json.loads(path.read_text())
+
+
+def test_the_key_changes_with_what_decides_the_answer(monkeypatch):
+    base = calibrate.calibration_key({"enc_hidden": 64}, 64)
+    assert base == calibrate.calibration_key({"enc_hidden": 64}, 64)
+    assert base != calibrate.calibration_key({"enc_hidden": 128}, 64)
+    assert base != calibrate.calibration_key({"enc_hidden": 64}, 32)
+    monkeypatch.setattr(calibrate.torch, "__version__", "0.0.0")
+    assert base != calibrate.calibration_key({"enc_hidden": 64}, 64)
+
+
+def test_measuring_needs_a_timed_step():
+    with pytest.raises(ValueError, match="at least one timed step"):
+        calibrate.measure([lambda dtype: None])
+
+
+def test_measuring_leaves_the_random_state_and_the_gradients_alone(toy_vocabs):
+    src_v, tgt_v = toy_vocabs
+    model = tiny_model(src_v, tgt_v, dropout=0.3)
+    batch = collate(encode_pairs([Pair(s, t, "toy") for s, t in TOY_PAIRS], src_v, tgt_v))
+    torch.manual_seed(7)
+    want = torch.rand(3)
+    torch.manual_seed(7)
+    fp32_s, bf16_s = calibrate.measure([calibrate.training_step(model, batch)] * 2)
+    assert fp32_s > 0 and bf16_s > 0
+    assert torch.equal(torch.rand(3), want)
+    assert all(p.grad is None for p in model.parameters())
+
+
+@pytest.mark.parametrize("bf16_faster", [False, True])
+def test_trainer_auto_follows_the_measurement_on_a_native_bf16_cpu(
+        tmp_path, toy_vocabs, monkeypatch, bf16_faster):
+    monkeypatch.setattr(nmt.training.loop, "autocast_dtype",
+                        lambda p, _dev, *_a: torch.bfloat16 if p != "fp32" else None)
+    monkeypatch.setenv(calibrate.CACHE_ENV, str(tmp_path / "cache"))
+    seen = []
+    monkeypatch.setattr(calibrate, "measure",
+                        lambda steps: seen.append(len(steps)) or (1.0, 0.5 if bf16_faster else 1.1))
+    src_v, tgt_v = toy_vocabs
+    examples = encode_pairs([Pair(s, t, "toy") for s, t in TOY_PAIRS], src_v, tgt_v)
+    messages: list[str] = []
+    cfg = Config(train=TrainConfig(out_dir=str(tmp_path / "run"), device="cpu", precision="auto",
+                                   batch_size=2))
+    tr = Trainer(cfg, tiny_model(src_v, tgt_v), src_v, tgt_v, train_set=examples,
+                 valid_examples=[], validate=lambda _m: {}, log=messages.append)
+    assert tr.amp_dtype is (torch.bfloat16 if bf16_faster else None)
+    line = next(m for m in messages if m.startswith("training precision:"))
+    assert line.startswith(f"training precision: {'bf16' if bf16_faster else 'fp32'} (")
+    assert "1000 ms/step fp32" in line and "measured now" in line
+    assert (tmp_path / "cache" / "precision.json").exists()
+    assert seen == [3]  # the toy set's three batches of two: a warm-up and two timed
+
+
+def test_explicit_precisions_are_never_measured(tmp_path, toy_vocabs, monkeypatch):
+    def boom(*_a, **_k):
+        raise AssertionError("explicit precision was measured")
+
+    monkeypatch.setattr(calibrate, "measure", boom)
+    src_v, tgt_v = toy_vocabs
+    examples = encode_pairs([Pair(s, t, "toy") for s, t in TOY_PAIRS], src_v, tgt_v)
+    for p in ("fp32", "bf16"):
+        messages: list[str] = []
+        cfg = Config(train=TrainConfig(out_dir=str(tmp_path), device="cpu", precision=p))
+        Trainer(cfg, tiny_model(src_v, tgt_v), src_v, tgt_v, train_set=examples,
+                valid_examples=[], validate=lambda _m: {}, log=messages.append)
+        assert f"training precision: {p} (train.precision={p})" in messages
