@@ -51,7 +51,7 @@ def _toy_training(tmp_path, toy_vocabs, **train_overrides):
     cfg = from_dict({"model": {"emb_dim": 16, "enc_hidden": 16, "dec_hidden": 32, "attn_dim": 16,
                                "output_dim": 16},
                      "train": {"out_dir": str(tmp_path / "run"), "max_epochs": 3, "batch_size": 2,
-                               "progress": False, **train_overrides}})
+                               "progress": False, "precision": "fp32", **train_overrides}})
     examples = encode_pairs([Pair(s, t, "") for s, t in TOY_PAIRS], *toy_vocabs)
     model = tiny_model(*toy_vocabs)
     calls = {"n": 0}
