@@ -51,7 +51,7 @@ def _decode(run: PlannedRun, ts: EvalSet, decoding=None) -> tuple[list[str], lis
     models, digests = load_models([run])
     loaded = models[run.label]
     logs: list[str] = []
-    hyps = decode(run, loaded, ts, decoding or greedy_decoding(loaded), logs.append,
+    hyps = decode(run, loaded, ts, decoding or greedy_decoding(run.cfg), logs.append,
                   digests[run.label])
     return hyps, logs
 
@@ -79,7 +79,7 @@ def test_study_translations_are_reused_only_for_the_same_content(tmp_path, toy_v
 
     # another decoding under the same file name (greedy with another length limit)
     models, _ = load_models([run])
-    short = dataclasses.replace(greedy_decoding(models[run.label]), max_ratio=0.1)
+    short = dataclasses.replace(greedy_decoding(run.cfg), max_ratio=0.1)
     _hyps, logs = _decode(run, swapped, short)
     assert any("the decoding settings changed" in x for x in logs)
     key = json.loads((cache.parent / "t.txt.key.json").read_text())["key"]
@@ -91,7 +91,7 @@ def test_study_translations_of_a_replaced_checkpoint_with_its_old_time_are_made_
     run = _run(tmp_path, toy_vocabs, seed=0)
     ts = EvalSet("t", SOURCES, SOURCES, "")
     models, _ = load_models([run])
-    beam = beam_decoding(models[run.label], 2, 0.6)
+    beam = beam_decoding(run.cfg, 2, 0.6)
     first, _ = _decode(run, ts, beam)
     best = run.out_dir / "best.pt"
     other = _run(tmp_path / "other", toy_vocabs, seed=1).out_dir / "best.pt"

@@ -24,7 +24,8 @@ def study_files(tmp_path_factory):
         "model.output_dim=32"], {
         "name": "tiny", "run_prefix": "tiny", "attentions": ["none", "additive", "dot"],
         "parallel": 2, "test_splits": ["test_2016_flickr"], "join_ks": [1, 3],
-        "n_samples": 50, "heatmap_sentences": ["Ein Mann schläft."], "sampled_heatmaps": 1})
+        "n_samples": 50, "heatmap_sentences": ["Ein Mann schläft."], "sampled_heatmaps": 1,
+        "archive_dir": str(tmp / "archive")})
     return tmp, cfg, r
 
 
@@ -71,6 +72,42 @@ def test_changed_config_conflicts_with_existing_run(study_files):
                        cwd=REPO, capture_output=True, text=True, timeout=600)
     assert r.returncode == 2
     assert "trained with a different config (train.seed: 1 (run) vs 99 (study))" in r.stderr
+
+
+def test_archived_run_is_reported_without_its_checkpoint(study_files):
+    tmp, cfg, _r = study_files
+    archive = tmp / "archive" / "tiny_dot"
+    assert sorted(p.name for p in archive.iterdir()) == [
+        "checkpoint.json", "config.yaml", "hyps", "summary.json", "train.log", "valid_log.jsonl"]
+    assert (archive / "hyps" / "test_2016_flickr_joined.txt.key.json").exists()
+    spec = json.loads(cfg.read_text())
+    spec["report_dir"] = str(tmp / "report_archived")
+    other = tmp / "archived.yaml"
+    other.write_text(json.dumps(spec))
+    hidden = tmp / "hidden_dot"
+    (tmp / "runs" / "tiny_dot").rename(hidden)  # runs/ lost, as in a new session
+    try:
+        r = subprocess.run([sys.executable, "-m", "nmt", "study", str(other)], cwd=REPO,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        assert "tiny_dot: no run directory; reported from its records" in r.stderr
+        assert not (tmp / "runs" / "tiny_dot").exists()  # not trained again
+        old = json.loads((tmp / "report" / "results.json").read_text())["test_sets"]
+        new = json.loads((tmp / "report_archived" / "results.json").read_text())["test_sets"]
+        assert new["test_2016_flickr_joined"]["buckets"] == old["test_2016_flickr_joined"][
+            "buckets"]
+        assert "| dot |" in (tmp / "report_archived" / "report.md").read_text()
+        # an archive whose translations are gone cannot be reported from, and says so
+        key = archive / "hyps" / "test_2016_flickr.txt.key.json"
+        saved = key.read_text()
+        key.unlink()
+        r = subprocess.run([sys.executable, "-m", "nmt", "study", str(other), "--report-only"],
+                           cwd=REPO, capture_output=True, text=True, timeout=600)
+        key.write_text(saved)
+        assert r.returncode != 0
+        assert "tiny_dot: no checkpoint" in r.stderr and "train the run again" in r.stderr
+    finally:
+        hidden.rename(tmp / "runs" / "tiny_dot")
 
 
 def test_study_config_errors(tmp_path):

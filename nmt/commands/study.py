@@ -36,10 +36,12 @@ def train_all(study: StudyConfig, runs: list[PlannedRun],
     Raises:
         StudyError: a training subprocess failed (names its log file).
     """
-    pending = [r for r in runs if r.action != "reuse"]
+    pending = [r for r in runs if r.action not in ("reuse", "archived")]
     for r in runs:
         if r.action == "reuse":
             log(f"{r.cfg.name}: finished run found in {r.out_dir}, reused")
+        elif r.action == "archived":
+            log(f"{r.cfg.name}: no run directory; reported from its {r.note}")
     active: list[tuple[PlannedRun, subprocess.Popen]] = []
     try:
         while pending or active:
@@ -62,7 +64,8 @@ def train_all(study: StudyConfig, runs: list[PlannedRun],
         for _run, proc in active:  # Ctrl-C: children got SIGINT too and save last.pt
             proc.wait()
     for i, r in enumerate(runs):
-        runs[i] = dataclasses.replace(r, action="reuse")
+        if r.action != "archived":
+            runs[i] = dataclasses.replace(r, action="reuse")
 
 
 def run_study(study: StudyConfig, report_only: bool = False,
@@ -74,7 +77,7 @@ def run_study(study: StudyConfig, report_only: bool = False,
     """
     runs = plan(study)
     if report_only:
-        missing = [r.cfg.name for r in runs if r.action != "reuse"]
+        missing = [r.cfg.name for r in runs if r.action not in ("reuse", "archived")]
         if missing:
             raise StudyError(f"--report-only: unfinished runs: {', '.join(missing)}")
     else:

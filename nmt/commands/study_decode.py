@@ -9,6 +9,10 @@ whole decoding (beam, length penalty, alpha, length ratio, precision, n-best), t
 Translator's batch and source-length settings and ``HYPS_FORMAT``; and when the file
 still holds the lines the key records. File times and sizes are never trusted (a
 checkpoint copied with ``cp -p`` keeps its old time). Anything else is translated again.
+When the study keeps an archive (nmt/commands/study_archive.py), every translation is also
+written to the run's archive under the same key, and read from there when the cache beside
+the checkpoint lacks it; an archived run without a checkpoint can only be reported from
+translations archived for exactly the decodings the report asks for.
 """
 
 from __future__ import annotations
@@ -22,8 +26,8 @@ from typing import Any
 
 import torch
 
-from nmt.commands.study_plan import PlannedRun
-from nmt.config.schema import StudyConfig
+from nmt.commands.study_plan import PlannedRun, StudyError
+from nmt.config.schema import Config, StudyConfig
 from nmt.data.corpus import DataError, read_split
 from nmt.data.digest import lines_sha256
 from nmt.data.longsets import long_sentence_set
@@ -56,12 +60,13 @@ class TestSet:
     note: str
 
 
-def load_test_sets(study: StudyConfig, loaded: Loaded, log: Callable[[str], None]) -> list[TestSet]:
-    """The named test splits (a missing one is skipped with a note) and the joined set."""
+def load_test_sets(study: StudyConfig, cfg: Config, log: Callable[[str], None]) -> list[TestSet]:
+    """The named test splits of ``cfg.data`` (a missing one is skipped with a note) and the
+    joined sets."""
     sets, by_name = [], {}
     for split in study.test_splits:
         try:
-            pairs = read_split(loaded.cfg.data, split)
+            pairs = read_split(cfg.data, split)
         except DataError as e:
             log(f"warning: test split {split} skipped: {e}")
             continue
@@ -70,14 +75,14 @@ def load_test_sets(study: StudyConfig, loaded: Loaded, log: Callable[[str], None
         by_name[split] = ts
     for long_split in dict.fromkeys([study.long_set_split, *study.long_set_splits]):
         if long_split:
-            sets.append(_joined_set(study, loaded, long_split, by_name.get(long_split)))
+            sets.append(_joined_set(study, cfg, long_split, by_name.get(long_split)))
     return sets
 
 
-def _joined_set(study: StudyConfig, loaded: Loaded, split: str, base: TestSet | None) -> TestSet:
+def _joined_set(study: StudyConfig, cfg: Config, split: str, base: TestSet | None) -> TestSet:
     """``split`` with k = ``study.join_ks`` consecutive pairs joined."""
     if base is None:
-        pairs = read_split(loaded.cfg.data, split)
+        pairs = read_split(cfg.data, split)
         base = TestSet(split, [p.src for p in pairs], [p.tgt for p in pairs], "")
     joined = long_sentence_set(base.sources, base.references, study.join_ks)
     ks = ", ".join(map(str, study.join_ks))
@@ -86,15 +91,16 @@ def _joined_set(study: StudyConfig, loaded: Loaded, split: str, base: TestSet | 
                    f"(source to source, reference to reference): {len(joined)} lines")
 
 
-def greedy_decoding(loaded: Loaded) -> Decoding:
-    """Greedy search with fp32 matrix products (the same result on every CPU)."""
-    return Decoding(beam_size=1, precision="fp32", max_ratio=loaded.cfg.train.max_output_ratio)
+def greedy_decoding(cfg: Config) -> Decoding:
+    """Greedy search with fp32 matrix products (the same result on every CPU), output
+    length limited by the run's ``train.max_output_ratio``."""
+    return Decoding(beam_size=1, precision="fp32", max_ratio=cfg.train.max_output_ratio)
 
 
-def beam_decoding(loaded: Loaded, beam: int, alpha: float) -> Decoding:
+def beam_decoding(cfg: Config, beam: int, alpha: float) -> Decoding:
     """Beam search with the GNMT length penalty ``alpha``, fp32 matrix products."""
     return Decoding(beam_size=beam, alpha=alpha, length_penalty="gnmt", precision="fp32",
-                    max_ratio=loaded.cfg.train.max_output_ratio)
+                    max_ratio=cfg.train.max_output_ratio)
 
 
 def _tag(decoding: Decoding) -> str:
@@ -102,15 +108,20 @@ def _tag(decoding: Decoding) -> str:
     return "greedy" if decoding.beam_size == 1 else f"beam{decoding.beam_size}_a{decoding.alpha:g}"
 
 
-def load_models(runs: list[PlannedRun]) -> tuple[dict[str, Loaded], dict[str, str]]:
-    """Each run's ``best.pt`` loaded, and the SHA-256 of that file (the checkpoint part of
-    the key of its cached translations), both by label.
+def load_models(runs: list[PlannedRun]) -> tuple[dict[str, Loaded | None], dict[str, str]]:
+    """Each run's ``best.pt`` loaded (None for an archived run, which has none), and the
+    SHA-256 of that file (the checkpoint part of the key of its cached translations), both
+    by label.
 
     Raises:
         CheckpointError: a ``best.pt`` is missing, unreadable or not a usable checkpoint.
     """
-    models, digests = {}, {}
+    models: dict[str, Loaded | None] = {}
+    digests: dict[str, str] = {}
     for r in runs:
+        if r.action == "archived" and r.archived_sha256:
+            models[r.label], digests[r.label] = None, r.archived_sha256
+            continue
         # one read: the digest is of the bytes loaded, even if the file is replaced meanwhile
         loaded = load_checkpoint(r.out_dir / BEST, with_digest=True)
         models[r.label], digests[r.label] = loaded, str(loaded.sha256)
@@ -149,15 +160,31 @@ def _stale(path: Path, want: dict[str, Any]) -> tuple[list[str] | None, str]:
     return hyps, ""
 
 
-def _translate(run: PlannedRun, loaded: Loaded, sources: list[str], decoding: Decoding,
+def _translate(run: PlannedRun, loaded: Loaded | None, sources: list[str], decoding: Decoding,
                name: str, log: Callable[[str], None], checkpoint_sha256: str) -> list[str]:
     """Translations of ``sources``, cached beside the checkpoint (``hyps/{name}``, the
-    greedy ones as ``hyps/{set}.txt``) under the key :func:`cache_key`."""
-    path = run.out_dir / "hyps" / name
+    greedy ones as ``hyps/{set}.txt``) and in the run's archive under the key
+    :func:`cache_key`; ``loaded`` is None for an archived run.
+
+    Raises:
+        StudyError: an archived run (no checkpoint) lacks these translations.
+    """
     want = cache_key(checkpoint_sha256, sources, decoding)
-    hyps, why = _stale(path, want)
-    if hyps is not None:
-        return hyps
+    paths = [run.out_dir / "hyps" / name]
+    if run.archive is not None:
+        paths.append(run.archive / "hyps" / name)
+    why = ""
+    for i, path in enumerate(paths):
+        hyps, why_not = _stale(path, want)
+        if hyps is not None:
+            for other in paths[i + 1:]:  # a translation cached before the archive existed
+                _write_hyps(other, hyps, want)
+            return hyps
+        why = why or why_not
+    if loaded is None:
+        raise StudyError(f"{run.cfg.name}: no checkpoint ({run.out_dir / BEST}) and the "
+                         f"archived translations {paths[-1]} cannot be used ({why}); "
+                         "train the run again")
     log(f"{run.cfg.name}: translating {name} ({len(sources)} sentences, "
         f"{decoding.describe()}; {why})")
     with torch.inference_mode():
@@ -170,16 +197,22 @@ def _translate(run: PlannedRun, loaded: Loaded, sources: list[str], decoding: De
                     unfinished_warning(out, f"{run.cfg.name} on {name}")):
         if warning:
             log(warning)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # the key is written last: a crash between the two leaves a file no key vouches for
-    path.with_name(path.name + ".key.json").unlink(missing_ok=True)
-    write_atomic(path, "".join(h + "\n" for h in hyps))
-    write_atomic(path.with_name(path.name + ".key.json"),
-                  json.dumps({"key": want, "hyps_sha256": lines_sha256(hyps)}, indent=1))
+    for path in paths:
+        _write_hyps(path, hyps, want)
     return hyps
 
 
-def decode(run: PlannedRun, loaded: Loaded, ts: TestSet, decoding: Decoding,
+def _write_hyps(path: Path, hyps: list[str], key: dict[str, Any]) -> None:
+    """Write translations and then their key file (a crash between the two leaves a file
+    no key vouches for)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.with_name(path.name + ".key.json").unlink(missing_ok=True)
+    write_atomic(path, "".join(h + "\n" for h in hyps))
+    write_atomic(path.with_name(path.name + ".key.json"),
+                 json.dumps({"key": key, "hyps_sha256": lines_sha256(hyps)}, indent=1))
+
+
+def decode(run: PlannedRun, loaded: Loaded | None, ts: TestSet, decoding: Decoding,
            log: Callable[[str], None], checkpoint_sha256: str) -> list[str]:
     """Translations of test set ``ts`` by ``run``'s model (``loaded``, read from the file
     whose SHA-256 is ``checkpoint_sha256``), from the cache when its key matches."""
@@ -188,14 +221,14 @@ def decode(run: PlannedRun, loaded: Loaded, ts: TestSet, decoding: Decoding,
     return _translate(run, loaded, ts.sources, decoding, name, log, checkpoint_sha256)
 
 
-def choose_alpha(study: StudyConfig, run: PlannedRun, loaded: Loaded,
+def choose_alpha(study: StudyConfig, run: PlannedRun, loaded: Loaded | None,
                  log: Callable[[str], None], checkpoint_sha256: str
                  ) -> tuple[float, dict[str, float]]:
     """The GNMT alpha of ``study.alphas`` with the highest validation score under beam
     search of ``study.beam_size``, and the score of each (the mean of BLEU on the
     validation split and on it joined ``data.valid_join_ks`` at a time, the score training
     selected on; plain BLEU without joined validation). Test sets are never used."""
-    d = loaded.cfg.data
+    d = run.cfg.data
     pairs = [p for p in read_split(d, d.valid_split) if p.src and p.tgt]
     sets = [("val", [p.src for p in pairs], [p.tgt for p in pairs])]
     if d.valid_join_ks:
@@ -203,7 +236,7 @@ def choose_alpha(study: StudyConfig, run: PlannedRun, loaded: Loaded,
         sets.append(("val_joined", j.sources, j.references))
     scores = {}
     for alpha in study.alphas:
-        dec = beam_decoding(loaded, study.beam_size, alpha)
+        dec = beam_decoding(run.cfg, study.beam_size, alpha)
         bleus = [score(_translate(run, loaded, src, dec, f"{name}.{_tag(dec)}.txt", log,
                                   checkpoint_sha256), ref, src, ((1, None),)).bleu
                  for name, src, ref in sets]
@@ -212,7 +245,8 @@ def choose_alpha(study: StudyConfig, run: PlannedRun, loaded: Loaded,
     return best, scores
 
 
-def report_decodings(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Loaded],
+def report_decodings(study: StudyConfig, runs: list[PlannedRun],
+                     models: dict[str, Loaded | None],
                      log: Callable[[str], None], digests: dict[str, str]
                      ) -> tuple[dict[str, Decoding], dict[str, dict]]:
     """Each model's report decoding (beam search with its alpha chosen on val, or greedy
@@ -222,9 +256,9 @@ def report_decodings(study: StudyConfig, runs: list[PlannedRun], models: dict[st
     for r in runs:
         loaded = models[r.label]
         if study.beam_size == 1:
-            decodings[r.label] = greedy_decoding(loaded)
+            decodings[r.label] = greedy_decoding(r.cfg)
             continue
         alpha, scores = choose_alpha(study, r, loaded, log, digests[r.label])
-        decodings[r.label] = beam_decoding(loaded, study.beam_size, alpha)
+        decodings[r.label] = beam_decoding(r.cfg, study.beam_size, alpha)
         choice[r.label] = {"alpha": alpha, "val_score_by_alpha": scores}
     return decodings, choice

@@ -8,7 +8,9 @@ larger ``train.max_epochs`` would not train it further); an unfinished one is re
 with a different config is an error. A run directory is judged by its own files, as ``nmt
 train`` judges it (nmt/model/rundir.py): one whose ``last.pt`` is gone is resumed from its
 latest checkpoint (``nmt train --resume`` warns), and one holding an earlier run's files but
-no checkpoint to resume is an error, never trained over.
+no checkpoint to resume is an error, never trained over. A model with no run directory
+whose records and translations are in the study's ``archive_dir`` (study_archive.py) is
+"archived": reported from there, not trained again.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from nmt.commands.study_archive import ArchiveError, archived_sha256, run_archive
 from nmt.config.differences import describe_differences, resume_conflicts
 from nmt.config.load import load_config
 from nmt.config.schema import Config, ConfigError, StudyConfig
@@ -35,10 +38,20 @@ class PlannedRun:
 
     attention: str
     cfg: Config
-    action: str  # "reuse" | "resume" | "train"
+    action: str  # "reuse" | "resume" | "train" | "archived" (records only, no checkpoint)
     cap: int | None = None  # data.max_train_words of an extra training-length run
     heads: int | None = None  # model.heads of an extra multi-head run
     note: str = ""  # why the action differs from the usual one, for the study's log
+    archive: Path | None = None  # where its records and translations are kept in git
+    archived_sha256: str | None = None  # its checkpoint's digest, when only archived
+
+    @property
+    def records(self) -> Path:
+        """Where ``summary.json`` and the logs are: the archive of an archived run, else
+        the run directory."""
+        if self.action == "archived" and self.archive is not None:
+            return self.archive
+        return self.out_dir
 
     @property
     def label(self) -> str:
@@ -112,7 +125,15 @@ def plan(study: StudyConfig) -> list[PlannedRun]:
                              "differ only in the name); remove one from the study")
         seen[key] = label
         action, note = _action(cfg)
-        runs.append(PlannedRun(attention, cfg, action, cap, heads, note))
+        archive, sha = run_archive(study, cfg.name), None
+        if action == "train" and archive is not None:
+            try:
+                sha = archived_sha256(archive, cfg)
+            except ArchiveError as e:
+                raise StudyError(str(e)) from None
+            if sha is not None:
+                action, note = "archived", f"records and translations in {archive}"
+        runs.append(PlannedRun(attention, cfg, action, cap, heads, note, archive, sha))
     return runs
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from nmt.commands.study_archive import archive_records
 from nmt.commands.study_decode import (
     TestSet,
     decode,
@@ -55,7 +56,7 @@ def _falloff(rows: list[BucketRow], system: str) -> str:
             f"{last.bleu.score:.1f} at {last.label} words ({-drop:+.1f} points, {-rel:+.0f}%)")
 
 
-def _heatmaps(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Loaded],
+def _heatmaps(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Loaded | None],
               first: TestSet, out: Path, decodings: dict[str, Decoding]) -> list[str]:
     """Draw attention for the chosen and sampled sentences; returns Markdown lines."""
     candidates = [s for s in first.sources if 8 <= len(s.split()) <= 20]
@@ -64,9 +65,9 @@ def _heatmaps(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Load
     lines = []
     for i, sentence in enumerate([*study.heatmap_sentences, *sampled]):
         for run in runs:
-            if run.attention == "none":
-                continue
             loaded = models[run.label]
+            if run.attention == "none" or loaded is None:  # no attention, or no checkpoint
+                continue
             tr = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab,
                             decodings[run.label]).translate([sentence])[0]
             if tr.attention is None:
@@ -79,9 +80,9 @@ def _heatmaps(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Load
     return lines
 
 
-def _long_heatmaps(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Loaded],
-                   joined: TestSet | None, out: Path, decodings: dict[str, Decoding]
-                   ) -> list[str]:
+def _long_heatmaps(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Loaded | None],
+                   joined: TestSet | None, out: Path, decodings: dict[str, Decoding],
+                   log: Callable[[str], None], digests: dict[str, str]) -> list[str]:
     """Attention on joined test sentences of ``long_heatmap_words`` source words, one
     heatmap per attention model, with every model's output (the fixed-vector model's too)
     and the reference beside it; returns Markdown lines."""
@@ -103,6 +104,11 @@ def _long_heatmaps(study: StudyConfig, runs: list[PlannedRun], models: dict[str,
                   f"source: {sentence}  \nreference: {joined.references[i]}\n"]
         for run in runs:
             loaded = models[run.label]
+            if loaded is None:  # archived: its output from its archived translations
+                text = decode(run, None, joined, decodings[run.label], log, digests[run.label])[i]
+                lines.append(f"- **{run.label}** ({len(text.split())} words): {text} "
+                             "(archived run: no attention drawn)")
+                continue
             tr = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab,
                             decodings[run.label]).translate([sentence])[0]
             lines.append(f"- **{run.label}** ({len(tr.text.split())} words): {tr.text}")
@@ -115,14 +121,16 @@ def _long_heatmaps(study: StudyConfig, runs: list[PlannedRun], models: dict[str,
     return lines
 
 
-def _training_data_section(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Loaded],
+def _training_data_section(study: StudyConfig, runs: list[PlannedRun],
+                           models: dict[str, Loaded | None],
                            out: Path) -> list[str]:
     """What each training-length cap trains on: pairs per k, a length histogram and the
     tokens of one epoch (the same corpus for every model with the same cap)."""
     edges = parse_buckets(study.buckets)
     by_cap: dict[int | None, PlannedRun] = {}
     for r in runs:
-        by_cap.setdefault(r.cfg.data.max_train_words, r)
+        if models[r.label] is not None or r.cfg.data.max_train_words not in by_cap:
+            by_cap.setdefault(r.cfg.data.max_train_words, r)  # one with a vocabulary
     d0 = runs[0].cfg.data
     md = ["## Training data\n",
           f"Split `{d0.train_split}`, plus joined pairs for k = "
@@ -144,12 +152,13 @@ def _training_data_section(study: StudyConfig, runs: list[PlannedRun], models: d
         ks = Counter(1 + int(p.origin.rsplit("(+", 1)[1].split()[0]) if "joined)" in p.origin
                      else 1 for p in kept)
         loaded = models[run.label]
-        pieces = sum(len(loaded.tgt_vocab.encode(p.tgt)) + 1 for p in kept)
+        pieces = ("n/a (no checkpoint)" if loaded is None else
+                  f"{sum(len(loaded.tgt_vocab.encode(p.tgt)) + 1 for p in kept):,}")
         names = ", ".join(r.label for r in runs if r.cfg.data.max_train_words == cap)
         md.append(f"| {cap} | {names} | {len(kept):,} | "
                   + " | ".join(f"{ks.get(k, 0):,}" for k in (1, *d0.train_join_ks))
                   + f" | {sum(len(p.src.split()) for p in kept):,} | "
-                  f"{sum(len(p.tgt.split()) for p in kept):,} | {pieces:,} |")
+                  f"{sum(len(p.tgt.split()) for p in kept):,} | {pieces} |")
         lengths = Counter(len(p.src.split()) for p in kept)
         hist[f"cap {cap}"] = [sum(c for n, c in lengths.items()
                                   if n >= lo and (hi is None or n <= hi)) for lo, hi in edges]
@@ -193,7 +202,10 @@ def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str]
     out = Path(study.report_dir.format(name=study.name))
     out.mkdir(parents=True, exist_ok=True)
     models, digests = load_models(runs)
-    test_sets = load_test_sets(study, models[runs[0].label], log)
+    for r in runs:
+        if r.archive is not None and r.action != "archived":
+            archive_records(r.archive, r.out_dir, digests[r.label])
+    test_sets = load_test_sets(study, runs[0].cfg, log)
     buckets = parse_buckets(study.buckets)
     decodings, alpha_choice = report_decodings(study, runs, models, log, digests)
     search = ("greedy search" if study.beam_size == 1 else
@@ -255,7 +267,7 @@ def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str]
            "Rows: target pieces; columns: source pieces; white = weight 1.\n"]
     md += _heatmaps(study, runs, models, test_sets[0], out, decodings)
     joined = next((t for t in test_sets if t.name.endswith("_joined")), None)
-    md += _long_heatmaps(study, runs, models, joined, out, decodings)
+    md += _long_heatmaps(study, runs, models, joined, out, decodings, log, digests)
     md += [_DEFINITIONS.format(n_samples=study.n_samples, seed=study.bootstrap_seed,
                                search=search)]
     (out / "report.md").write_text("\n".join(md), encoding="utf-8")
@@ -264,11 +276,12 @@ def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str]
     return out / "report.md"
 
 
-def _greedy_section(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Loaded],
+def _greedy_section(study: StudyConfig, runs: list[PlannedRun],
+                    models: dict[str, Loaded | None],
                     ts: TestSet, log: Callable[[str], None], digests: dict[str, str]
                     ) -> tuple[list[str], dict]:
     """The same set decoded greedily: BLEU by length and the drop table."""
-    systems = {r.label: decode(r, models[r.label], ts, greedy_decoding(models[r.label]), log,
+    systems = {r.label: decode(r, models[r.label], ts, greedy_decoding(r.cfg), log,
                                digests[r.label]) for r in runs}
     rows = study_table(systems, ts.references, ts.sources, parse_buckets(study.buckets),
                        baseline=study.baseline, min_bucket=study.min_bucket,
@@ -347,7 +360,7 @@ def _runs_section(study: StudyConfig, runs: list[PlannedRun],
           "| wall-clock (min) | best val score (greedy) | attention |",
           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in runs:
-        s = json.loads((r.out_dir / "summary.json").read_text())
+        s = json.loads((r.records / "summary.json").read_text())
         md.append(f"| {r.label} | {r.cfg.data.max_train_words} | {s['parameters']:,} | "
                   f"{s['epochs']} | {s['steps']} | {s['elapsed_min']:.1f} | "
                   f"{s['best_val_bleu']:.2f} | {_attention_name(r.cfg.model)} |")

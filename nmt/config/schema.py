@@ -267,6 +267,10 @@ class StudyConfig:
     # single-head vs multi-head comparison: h=1 against the ``multihead`` of attentions)
     head_counts: tuple[int, ...] = ()
     report_dir: str = "reports/{name}"
+    # where each run's records and the report's translations are kept in git
+    # (nmt/commands/study_archive.py), e.g. "results/{name}/models": a run found only there
+    # is reported from it and not trained again; None keeps no archive
+    archive_dir: str | None = None
 
 
 # Keys the study sets for each of its models (nmt/commands/study_plan.py run_overrides),

@@ -1,0 +1,39 @@
+"""The study archive's checks: an archived run is used only for the config it was
+trained with and only with a real checkpoint digest."""
+
+import json
+
+import pytest
+import yaml
+
+from nmt.commands.study_archive import ArchiveError, archive_records, archived_sha256
+from nmt.config.load import from_dict
+
+
+def _archive(tmp_path, cfg, sha="ab" * 32):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict()))
+    (run / "summary.json").write_text(json.dumps({"epochs": 1}))
+    archive_records(tmp_path / "archive", run, sha)
+    return tmp_path / "archive"
+
+
+def test_archive_round_trip_and_its_errors(tmp_path):
+    cfg = from_dict({"name": "a", "train": {"seed": 3}})
+    folder = _archive(tmp_path, cfg)
+    assert archived_sha256(folder, cfg) == "ab" * 32
+    # a budget may differ (as --resume allows), the model may not
+    assert archived_sha256(folder, from_dict({"name": "a", "train": {"seed": 3,
+                                                                     "max_epochs": 99}}))
+    with pytest.raises(ArchiveError, match=r"config.yaml was trained with a different config "
+                       r"\(train.seed: 3 \(archive\) vs 4 \(study\)\)"):
+        archived_sha256(folder, from_dict({"name": "a", "train": {"seed": 4}}))
+    (folder / "checkpoint.json").write_text('{"sha256": "x"}')
+    with pytest.raises(ArchiveError, match="checkpoint.json: sha256 is not a SHA-256"):
+        archived_sha256(folder, cfg)
+    (folder / "checkpoint.json").write_text("{")
+    with pytest.raises(ArchiveError, match="archived run is unreadable"):
+        archived_sha256(folder, cfg)
+    (folder / "checkpoint.json").unlink()
+    assert archived_sha256(folder, cfg) is None  # incomplete: the run is trained instead
