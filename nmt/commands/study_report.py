@@ -106,8 +106,9 @@ def _long_heatmaps(study: StudyConfig, runs: list[PlannedRun], models: dict[str,
             loaded = models[run.label]
             if loaded is None:  # archived: its output from its archived translations
                 text = decode(run, None, joined, decodings[run.label], log, digests[run.label])[i]
-                lines.append(f"- **{run.label}** ({len(text.split())} words): {text} "
-                             "(archived run: no attention drawn)")
+                lines.append(f"- **{run.label}** ({len(text.split())} words): {text}"
+                             + ("" if run.attention == "none" else
+                                " (archived run: no checkpoint, no attention drawn)"))
                 continue
             tr = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab,
                             decodings[run.label]).translate([sentence])[0]
