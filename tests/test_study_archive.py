@@ -32,8 +32,16 @@ def test_archive_round_trip_and_its_errors(tmp_path):
     (folder / "checkpoint.json").write_text('{"sha256": "x"}')
     with pytest.raises(ArchiveError, match="checkpoint.json: sha256 is not a SHA-256"):
         archived_sha256(folder, cfg)
+    for bad in ("{}", "[1, 2]", '{"sha256": 5}'):
+        (folder / "checkpoint.json").write_text(bad)
+        with pytest.raises(ArchiveError, match="checkpoint.json: sha256 is not a SHA-256"):
+            archived_sha256(folder, cfg)
     (folder / "checkpoint.json").write_text("{")
-    with pytest.raises(ArchiveError, match="archived run is unreadable"):
+    with pytest.raises(ArchiveError, match=r"checkpoint.json: unreadable \(expected"):
+        archived_sha256(folder, cfg)
+    (folder / "checkpoint.json").write_text(json.dumps({"sha256": "ab" * 32}))
+    (folder / "config.yaml").write_text("[")
+    with pytest.raises(ArchiveError, match="config.yaml: unreadable archived config"):
         archived_sha256(folder, cfg)
     (folder / "checkpoint.json").unlink()
     assert archived_sha256(folder, cfg) is None  # incomplete: the run is trained instead

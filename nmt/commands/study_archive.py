@@ -54,16 +54,21 @@ def archived_sha256(folder: Path, cfg: Config) -> str | None:
     if not (folder / CHECKPOINT).exists() or not (folder / "summary.json").exists():
         return None
     try:
-        sha = json.loads((folder / CHECKPOINT).read_text(encoding="utf-8"))["sha256"]
+        record = json.loads((folder / CHECKPOINT).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ArchiveError(f"{folder / CHECKPOINT}: unreadable (expected "
+                           f'{{"sha256": "<64 hex digits>"}}): {e}') from None
+    sha = record.get("sha256") if isinstance(record, dict) else None
+    try:
         stored = from_dict(yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError, ConfigError) as e:
-        raise ArchiveError(f"{folder}: archived run is unreadable: {e}") from None
+    except (OSError, TypeError, AttributeError, yaml.YAMLError, ConfigError) as e:
+        raise ArchiveError(f"{folder / 'config.yaml'}: unreadable archived config: {e}") from None
     changes = resume_conflicts(stored, cfg)
     if changes.conflicts:
         raise ArchiveError(f"{folder / 'config.yaml'} was trained with a different config "
                            f"({describe_differences(changes.conflicts, 'archive', 'study')}); "
                            "delete the archived run or change run_prefix")
-    if not isinstance(sha, str) or len(sha) != 64:
+    if not isinstance(sha, str) or len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
         raise ArchiveError(f"{folder / CHECKPOINT}: sha256 is not a SHA-256 digest: {sha!r}")
     return sha
 

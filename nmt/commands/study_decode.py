@@ -180,7 +180,7 @@ def _translate(run: PlannedRun, loaded: Loaded | None, sources: list[str], decod
             for other in paths[i + 1:]:  # a translation cached before the archive existed
                 _write_hyps(other, hyps, want)
             return hyps
-        why = why or why_not
+        why = why_not  # the archive's reason, when there is one, is the one that counts
     if loaded is None:
         raise StudyError(f"{run.cfg.name}: no checkpoint ({run.out_dir / BEST}) and the "
                          f"archived translations {paths[-1]} cannot be used ({why}); "
