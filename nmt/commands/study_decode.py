@@ -178,7 +178,8 @@ def _translate(run: PlannedRun, loaded: Loaded | None, sources: list[str], decod
         hyps, why_not = _stale(path, want)
         if hyps is not None:
             for other in paths[i + 1:]:  # a translation cached before the archive existed
-                _write_hyps(other, hyps, want)
+                if _stale(other, want)[0] is None:
+                    _write_hyps(other, hyps, want)
             return hyps
         why = why_not  # the archive's reason, when there is one, is the one that counts
     if loaded is None:
