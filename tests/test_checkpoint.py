@@ -103,3 +103,17 @@ def _current_umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def test_a_directory_gets_the_checkpoints_inside_it_suggested(tmp_path):
+    """`nmt translate runs/` names the run directories' best.pt, not runs/best.pt."""
+    for run in ("a", "b", "c"):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "best.pt").write_bytes(b"x")
+    with pytest.raises(CheckpointError) as e:
+        read_payload(tmp_path)
+    msg = str(e.value)
+    assert f"{tmp_path / 'a' / 'best.pt'} or {tmp_path / 'b' / 'best.pt'}" in msg
+    assert "(3 runs there have one)" in msg and str(tmp_path / "best.pt") not in msg
+    with pytest.raises(CheckpointError, match=f"such as {tmp_path / 'a' / 'best.pt'}$"):
+        read_payload(tmp_path / "a")  # a run directory: its own best.pt

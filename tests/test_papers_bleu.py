@@ -2,6 +2,7 @@
 ``nmt evaluate`` and ``nmt select``, on a tiny checkpoint and a six-pair corpus."""
 
 import json
+import logging
 
 import pytest
 from typer.testing import CliRunner
@@ -74,3 +75,14 @@ def test_references_are_moses_tokenized_once_per_list(monkeypatch):
     again = metrics.papers_bleu(["a man runs .", "two dogs ."], refs, "en")
     assert calls == [2, 2, 2]  # hypotheses twice, the references once
     assert first[0] == pytest.approx(100.0) and again[0] < 99
+
+
+def test_papers_bleu_gives_no_false_detokenize_warning(caplog):
+    """The Moses-tokenized side ends in " ." by design; sacreBLEU would warn past 100 lines."""
+    from nmt.evaluation.metrics import papers_bleu
+
+    hyps = [f"A dog number {i} runs." for i in range(120)]
+    with caplog.at_level(logging.WARNING):
+        value, _ = papers_bleu(hyps, hyps, "en")
+    assert value == pytest.approx(100.0)
+    assert not [r for r in caplog.records if "detokenize" in r.getMessage()]

@@ -96,9 +96,25 @@ def _check_file(path: Path) -> None:
     """Raises CheckpointError when ``path`` is a directory or no file."""
     if path.is_dir():
         raise CheckpointError(f"{path}: is a directory; give a checkpoint file such as "
-                              f"{path / 'best.pt'}")
+                              f"{_example_checkpoint(path)}")
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint not found")
+
+
+def _example_checkpoint(directory: Path) -> str:
+    """A checkpoint to suggest for ``directory``: its own best.pt, else those of the run
+    directories inside it (``runs/`` holds one per run), else the conventional name."""
+    own = directory / "best.pt"
+    if own.is_file():
+        return str(own)
+    try:
+        inner = sorted(p for p in directory.glob("*/best.pt") if p.is_file())
+    except OSError:  # an unreadable directory: fall back to the name
+        inner = []
+    if not inner:
+        return str(own)
+    shown = " or ".join(str(p) for p in inner[:2])
+    return shown + (f" ({len(inner)} runs there have one)" if len(inner) > 2 else "")
 
 
 def read_payload(path: str | Path) -> dict[str, Any]:
@@ -144,7 +160,8 @@ def _checked_payload(source: Path | io.BytesIO, path: Path) -> dict[str, Any]:
             "this file was not made by nmt or was tampered with (nothing in it was run)") from None
     except Exception as e:
         raise CheckpointError(f"{path}: not a readable nmt checkpoint (truncated, damaged or not "
-                              f"a torch file; {type(e).__name__})") from None
+                              f"a torch file: torch.load failed with {type(e).__name__})"
+                              ) from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not an nmt checkpoint (no '{FORMAT}' marker)")
     if payload.get("version") != VERSION:
