@@ -40,8 +40,10 @@ overrides() {
   esac
 }
 
-[ $# -ge 1 ] || { sed -n 2,20p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,18p "$0"; exit 2; }
 for name in "$@"; do overrides "$name" > /dev/null; done  # every name checked before any run
+dups=$(printf '%s\n' "$@" | sort | uniq -d)
+[ -z "$dups" ] || { echo "scripts/ablation_deen.sh: run given twice: $dups" >&2; exit 2; }
 mkdir -p runs results/ablation_deen
 for name in "$@"; do
   # shellcheck disable=SC2046  # the overrides are meant to split into words

@@ -45,3 +45,17 @@ def test_archive_round_trip_and_its_errors(tmp_path):
         archived_sha256(folder, cfg)
     (folder / "checkpoint.json").unlink()
     assert archived_sha256(folder, cfg) is None  # incomplete: the run is trained instead
+
+
+def test_a_damaged_run_summary_is_named(tmp_path):
+    """A hand-damaged summary.json (archived or not) names the file, not bare JSON text."""
+    from nmt.commands.study_plan import StudyError
+    from nmt.commands.study_report import _run_summary
+
+    path = tmp_path / "summary.json"
+    path.write_text("garbage{")
+    with pytest.raises(StudyError, match=r"summary\.json: unreadable run summary"):
+        _run_summary(path)
+    path.write_text('{"epochs": 3}')
+    with pytest.raises(StudyError, match="lacks parameters, steps, elapsed_min, best_val_bleu"):
+        _run_summary(path)

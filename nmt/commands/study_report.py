@@ -25,7 +25,7 @@ from nmt.commands.study_decode import (
     load_test_sets,
     report_decodings,
 )
-from nmt.commands.study_plan import PlannedRun
+from nmt.commands.study_plan import PlannedRun, StudyError
 from nmt.commands.train import training_pairs
 from nmt.config.buckets import parse_buckets
 from nmt.config.schema import StudyConfig
@@ -331,6 +331,25 @@ def _drop_table(study: StudyConfig, drops: list[dict]) -> list[str]:
     return lines + [""]
 
 
+def _run_summary(path: Path) -> dict[str, Any]:
+    """A run's ``summary.json`` (written by ``nmt train``).
+
+    Raises:
+        StudyError: unreadable, not JSON, or a key the report needs is missing (names the
+            file).
+    """
+    keys = ("parameters", "epochs", "steps", "elapsed_min", "best_val_bleu")
+    try:
+        s = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise StudyError(f"{path}: unreadable run summary (expected the JSON object nmt "
+                         f"train writes): {e}") from None
+    missing = [k for k in keys if not isinstance(s, dict) or k not in s]
+    if missing:
+        raise StudyError(f"{path}: run summary lacks {', '.join(missing)}")
+    return s
+
+
 def _attention_name(m) -> str:
     """``additive``, ``local_p (general, D=10)``, ``multihead (4 heads)``."""
     if m.attention in ("local_m", "local_p"):
@@ -361,7 +380,7 @@ def _runs_section(study: StudyConfig, runs: list[PlannedRun],
           "| wall-clock (min) | best val score (greedy) | attention |",
           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in runs:
-        s = json.loads((r.records / "summary.json").read_text())
+        s = _run_summary(r.records / "summary.json")
         md.append(f"| {r.label} | {r.cfg.data.max_train_words} | {s['parameters']:,} | "
                   f"{s['epochs']} | {s['steps']} | {s['elapsed_min']:.1f} | "
                   f"{s['best_val_bleu']:.2f} | {_attention_name(r.cfg.model)} |")
