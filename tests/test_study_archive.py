@@ -49,13 +49,13 @@ def test_archive_round_trip_and_its_errors(tmp_path):
 
 def test_a_damaged_run_summary_is_named(tmp_path):
     """A hand-damaged summary.json (archived or not) names the file, not bare JSON text."""
+    from nmt.commands.study_models import run_summary
     from nmt.commands.study_plan import StudyError
-    from nmt.commands.study_report import _run_summary
 
     path = tmp_path / "summary.json"
     path.write_text("garbage{")
     with pytest.raises(StudyError, match=r"summary\.json: unreadable run summary"):
-        _run_summary(path)
+        run_summary(path)
     path.write_text('{"epochs": 3}')
     with pytest.raises(StudyError, match="lacks parameters, steps, elapsed_min, best_val_bleu"):
-        _run_summary(path)
+        run_summary(path)

@@ -14,8 +14,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from nmt.commands.study_archive import archive_records
 from nmt.commands.study_decode import (
     TestSet,
@@ -25,7 +23,8 @@ from nmt.commands.study_decode import (
     load_test_sets,
     report_decodings,
 )
-from nmt.commands.study_plan import PlannedRun, StudyError
+from nmt.commands.study_models import runs_section
+from nmt.commands.study_plan import PlannedRun
 from nmt.commands.train import training_pairs
 from nmt.config.buckets import parse_buckets
 from nmt.config.schema import StudyConfig
@@ -219,7 +218,7 @@ def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str]
     md = [f"# Length study: {study.name}\n", f"Decoding: {search}; fp32 matrix products"
           + ("; greedy search beside it under each test set." if study.beam_size > 1 else ".")
           + "\n"]
-    md += _runs_section(study, runs, alpha_choice)
+    md += runs_section(study, runs, alpha_choice)
     if any(r.cfg.data.train_join_ks for r in runs):
         md += _training_data_section(study, runs, models, out)
     results: dict = {"study": asdict(study), "decoding": search, "alpha_choice": alpha_choice,
@@ -329,71 +328,6 @@ def _drop_table(study: StudyConfig, drops: list[dict]) -> list[str]:
                      f"| {d['len_ratio'][1]:.2f} "
                      f"| {dr['delta']:.1f} [{dr['low']:.1f}, {dr['high']:.1f}] |")
     return lines + [""]
-
-
-def _run_summary(path: Path) -> dict[str, Any]:
-    """A run's ``summary.json`` (written by ``nmt train``).
-
-    Raises:
-        StudyError: unreadable, not JSON, or a key the report needs is missing (names the
-            file).
-    """
-    keys = ("parameters", "epochs", "steps", "elapsed_min", "best_val_bleu")
-    try:
-        s = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise StudyError(f"{path}: unreadable run summary (expected the JSON object nmt "
-                         f"train writes): {e}") from None
-    missing = [k for k in keys if not isinstance(s, dict) or k not in s]
-    if missing:
-        raise StudyError(f"{path}: run summary lacks {', '.join(missing)}")
-    return s
-
-
-def _attention_name(m) -> str:
-    """``additive``, ``local_p (general, D=10)``, ``multihead (4 heads)``."""
-    if m.attention in ("local_m", "local_p"):
-        return f"{m.attention} ({m.local_score}, D={m.local_window})"
-    if m.attention == "multihead":
-        return f"multihead ({m.heads} head{'s' if m.heads != 1 else ''})"
-    return m.attention
-
-
-def _runs_section(study: StudyConfig, runs: list[PlannedRun],
-                  alpha_choice: dict[str, dict] | None = None) -> list[str]:
-    caps = sorted({r.cfg.data.max_train_words or 0 for r in runs})
-    what = ("only `model.attention` differs" if len(caps) == 1 else
-            "models differ only in `model.attention`, and models named `-N` were trained "
-            "with `data.max_train_words=N` (the paper's RNNsearch-30/-50 axis); the others "
-            f"with the cap of the overrides ({runs[0].cfg.data.max_train_words} words)")
-    if any(r.cfg.model.attention == "multihead" for r in runs):
-        heads = sorted({r.cfg.model.heads for r in runs if r.cfg.model.attention == "multihead"})
-        what += (f"; `multihead` has `model.heads` heads ({', '.join(map(str, heads))}; a "
-                 "model named `-Nh` has N), every head count with the same parameters")
-    if any(r.cfg.model.attention in ("local_m", "local_p") for r in runs):
-        m = next(r.cfg.model for r in runs if r.cfg.model.attention in ("local_m", "local_p"))
-        what += (f"; `local_m`/`local_p` score with `{m.local_score}` over a window of "
-                 f"D = {m.local_window} source pieces on each side")
-    md = ["## Models\n", f"Base config `{study.base_config}` with overrides "
-          f"`{' '.join(study.overrides) or '(none)'}`; {what}.\n",
-          "| model | training cap (words) | parameters | epochs | steps "
-          "| wall-clock (min) | best val score (greedy) | attention |",
-          "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in runs:
-        s = _run_summary(r.records / "summary.json")
-        md.append(f"| {r.label} | {r.cfg.data.max_train_words} | {s['parameters']:,} | "
-                  f"{s['epochs']} | {s['steps']} | {s['elapsed_min']:.1f} | "
-                  f"{s['best_val_bleu']:.2f} | {_attention_name(r.cfg.model)} |")
-    for label, c in (alpha_choice or {}).items():
-        tried = ", ".join(f"{a}: {v:.2f}" for a, v in c["val_score_by_alpha"].items())
-        md.append(f"- {label}: alpha {c['alpha']:g} chosen on the validation score ({tried})")
-    if runs[0].cfg.data.valid_join_ks:
-        md.append("\nBest val score: mean of the BLEU on the validation split and on the "
-                  "validation split joined as configured (each run's `valid_log.jsonl` has both).")
-    cfg = yaml.safe_dump(runs[0].cfg.to_dict(), sort_keys=False)
-    md += ["", f"<details><summary>Resolved config of `{runs[0].cfg.name}`</summary>\n",
-           f"```yaml\n{cfg}```\n</details>\n"]
-    return md
 
 
 _DEFINITIONS = """## How to read the numbers
