@@ -12,6 +12,7 @@
 # thread each. Names:
 #   baseline-s1, baseline-s2   the recipe, seeds 1 and 2 (the seed-to-seed spread)
 #   subword-reg                 SentencePiece sampling of the source (Kudo 2018), alpha 0.1
+#   subword-reg-a05             the same with alpha 0.5 (closer to the best segmentation)
 #   enc2-residual               2-layer bidirectional encoder with a residual connection
 #   word-dropout                source word dropout 0.1
 #   tied                        target embeddings tied to the output layer
@@ -26,21 +27,23 @@ PRECISION=${PRECISION:-bf16}
 common=(train.max_minutes=null "train.max_epochs=$EPOCHS" "train.patience=$EPOCHS"
         "train.precision=$PRECISION" train.threads=1 train.progress=false)
 
+NAMES="baseline-s1 baseline-s2 subword-reg subword-reg-a05 enc2-residual word-dropout tied cgru"
 overrides() {
   case "$1" in
     baseline-s1) echo "train.seed=1" ;;
     baseline-s2) echo "train.seed=2" ;;
     subword-reg) echo "train.seed=1 subwords.sampling_alpha=0.1 subwords.nbest_size=-1" ;;
+    subword-reg-a05) echo "train.seed=1 subwords.sampling_alpha=0.5 subwords.nbest_size=-1" ;;
     enc2-residual) echo "train.seed=1 model.enc_layers=2 model.enc_residual=true" ;;
     word-dropout) echo "train.seed=1 model.word_dropout=0.1" ;;
     tied) echo "train.seed=1 model.tie_embeddings=true" ;;
     cgru) echo "train.seed=1 model.step_order=cgru" ;;
-    *) echo "scripts/ablation_deen.sh: unknown run '$1' (see the list at the top of the script)" >&2
+    *) echo "scripts/ablation_deen.sh: unknown run '$1'; runs: $NAMES" >&2
        return 2 ;;
   esac
 }
 
-[ $# -ge 1 ] || { sed -n 2,18p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,19p "$0"; exit 2; }
 for name in "$@"; do overrides "$name" > /dev/null; done  # every name checked before any run
 dups=$(printf '%s\n' "$@" | sort | uniq -d)
 [ -z "$dups" ] || { echo "scripts/ablation_deen.sh: run given twice: $dups" >&2; exit 2; }
@@ -51,6 +54,8 @@ for name in "$@"; do
         "name=ablation_deen_$name" > "runs/ablation_deen_$name.log" 2>&1 \
     && "$NMT" select "runs/ablation_deen_$name" --device cpu \
         --json "results/ablation_deen/$name.json" >> "runs/ablation_deen_$name.log" 2>&1 \
+    && cp "runs/ablation_deen_$name/valid_log.jsonl" "results/ablation_deen/${name}_valid_log.jsonl" \
+    && tail -n 4 "runs/ablation_deen_$name.log" > "results/ablation_deen/${name}_log_tail.txt" \
     && echo "$name: done, results/ablation_deen/$name.json" \
     || echo "$name: failed, see runs/ablation_deen_$name.log" ) &
 done
