@@ -187,3 +187,21 @@ def test_study_plan_judges_a_run_directory_by_its_own_files(tmp_path):
     with pytest.raises(StudyError, match=rf"{out} holds files of an earlier run \(summary.json, "
                        r"valid_log.jsonl\) but no checkpoint to resume from"):
         plan(study)
+
+
+def test_a_damaged_validation_log_is_named_with_its_line(tmp_path):
+    """A torn or hand-edited ``valid_log.jsonl`` is an error naming the file and line, not
+    a traceback after minutes of decoding (`nmt select` reads it before decoding)."""
+    from nmt.model.rundir import read_valid_log
+
+    log = tmp_path / "valid_log.jsonl"
+    assert read_valid_log(log) == []
+    good = {"step": 10, "val_bleu": 12.5, "elapsed_s": 60.0}
+    log.write_text(json.dumps(good) + "\n\n" + '{"step": 20, "val_bl', encoding="utf-8")
+    with pytest.raises(CheckpointError, match=r"valid_log\.jsonl, line 3: not a JSON record"):
+        read_valid_log(log)
+    log.write_text(json.dumps(good) + "\n" + json.dumps({"step": "20"}) + "\n", encoding="utf-8")
+    with pytest.raises(CheckpointError, match=r"line 2: not a validation record"):
+        read_valid_log(log)
+    log.write_text(json.dumps(good) + "\n", encoding="utf-8")
+    assert read_valid_log(log) == [good]

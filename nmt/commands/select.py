@@ -16,7 +16,6 @@ the caller asks for.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from nmt.commands.evaluate import evaluate_checkpoints, stored_corpus
 from nmt.data.corpus import read_split
 from nmt.model.average import average_checkpoints
 from nmt.model.checkpoint import read_payload, save_atomic, stored_config
-from nmt.model.rundir import BEST, LOG, STEP_GLOB
+from nmt.model.rundir import BEST, LOG, STEP_GLOB, read_valid_log
 
 
 class SelectError(ValueError):
@@ -120,6 +119,7 @@ def select(run: Path, opts: SelectOptions = SelectOptions(),
     if not best.is_file():
         raise SelectError(f"{best} not found: is {run} a finished training run?")
     _check_splits(best, [opts.valid_split, *opts.test_splits], opts.data_path)
+    log_rows = read_valid_log(run / LOG)  # a damaged log fails here, before minutes of decoding
     candidates, averaged_from = _candidates(run, opts.average, log)
 
     def evaluate(ckpts: list[Path], split: str, beam: int, alpha: float) -> list[dict[str, Any]]:
@@ -151,15 +151,13 @@ def select(run: Path, opts: SelectOptions = SelectOptions(),
                         "beam_bleu_papers": b["bleu_papers"],
                         "papers_signature": b["papers_signature"],
                         "search": b["search"]}
-    log_file = run / LOG
-    log_rows = ([json.loads(line) for line in log_file.read_text(encoding="utf-8").splitlines()
-                 if line.strip()] if log_file.is_file() else [])
     last = log_rows[-1] if log_rows else {}
     return {"run": str(run), "chosen_checkpoint": str(ckpt),
             "chosen_checkpoint_sha256": chosen["checkpoint_sha256"], "beam": opts.beam,
             "alpha": chosen["alpha"], "averaged_from": averaged_from,
             "epochs": last.get("epochs_done", last.get("epoch")),
-            "training_minutes": round(last["elapsed_s"] / 60, 1) if last else None,
+            "training_minutes": (round(last["elapsed_s"] / 60, 1)
+                                 if isinstance(last.get("elapsed_s"), (int, float)) else None),
             "best_val_bleu_greedy_during_training": max(
                 (r["val_bleu"] for r in log_rows), default=None),
             "val_selection": rows, "test": tests}
