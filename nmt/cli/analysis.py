@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -110,10 +111,25 @@ def bench(
         typer.echo(f"wrote {json_out}", err=True)
 
 
+def _echo_tests(summary: dict[str, Any], prefix: str = "") -> None:
+    """The test lines of one ``nmt select`` choice: cased sacreBLEU, then the papers' BLEU."""
+    from nmt.evaluation.metrics import PAPERS_LABEL
+
+    for split, t in summary["test"].items():
+        typer.echo(f"{prefix}{split}: BLEU greedy {t['greedy_bleu']:.2f}, beam "
+                   f"{summary['beam']} alpha {summary['alpha']:g} {t['beam_bleu']:.2f} "
+                   f"(chrF {t['beam_chrf']:.2f}); {t['signature']}")
+        typer.echo(f"{prefix}{split}: {PAPERS_LABEL} greedy {t['greedy_bleu_papers']:.2f}, "
+                   f"beam {t['beam_bleu_papers']:.2f} (lowercased, Moses-tokenized, as "
+                   f"published; not comparable with the line above); {t['papers_signature']}")
+
+
 @app.command()
 def select(
-    run: Path = typer.Argument(..., help="A finished run directory (best.pt, and step_*.pt "
-                               "when trained with train.keep_checkpoints=N)."),
+    runs: list[Path] = typer.Argument(..., help="A finished run directory (best.pt, and "
+                                      "step_*.pt when trained with train.keep_checkpoints=N); "
+                                      "several: each is chosen, then their ensemble.",
+                                      metavar="RUN..."),
     beam: int = typer.Option(5, min=2, help="Beam size (greedy is always decoded too)."),
     alphas: str = typer.Option("0.6,1.0,1.4", help="GNMT alphas to try on the validation "
                                "split, comma-separated."),
@@ -126,10 +142,11 @@ def select(
     json_out: Path | None = typer.Option(None, "--json", help="Write the summary as JSON."),
     device: str = DEVICE_OPTION,
 ) -> None:
-    """Choose checkpoint and length penalty on val, then score the test splits."""
+    """Choose checkpoint and length penalty on val, then score the test splits. With
+    several runs, choose each, then the ensemble's length penalty, and score it too."""
     from nmt.commands.select import SelectOptions, parse_alphas
     from nmt.commands.select import select as run_select
-    from nmt.evaluation.metrics import PAPERS_LABEL
+    from nmt.commands.select_ensemble import select_ensemble
 
     try:
         opts = SelectOptions(beam=beam, alphas=parse_alphas(alphas), average=average,
@@ -139,16 +156,19 @@ def select(
         if json_out is not None and (json_out.is_dir() or not json_out.parent.is_dir()):
             raise ValueError(f"--json {json_out}: " + ("is a directory" if json_out.is_dir()
                              else f"folder {json_out.parent} does not exist"))
-        summary = run_select(run, opts, log=lambda m: typer.echo(m, err=True))
+        log = lambda m: typer.echo(m, err=True)  # noqa: E731
+        summary = (run_select(runs[0], opts, log=log) if len(runs) == 1
+                   else select_ensemble(runs, opts, log=log))
     except USER_ERRORS as e:
         fail(e)
-    for split, t in summary["test"].items():
-        typer.echo(f"{split}: BLEU greedy {t['greedy_bleu']:.2f}, beam {summary['beam']} alpha "
-                   f"{summary['alpha']:g} {t['beam_bleu']:.2f} (chrF {t['beam_chrf']:.2f}); "
-                   f"{t['signature']}")
-        typer.echo(f"{split}: {PAPERS_LABEL} greedy {t['greedy_bleu_papers']:.2f}, beam "
-                   f"{t['beam_bleu_papers']:.2f} (lowercased, Moses-tokenized, as published; "
-                   f"not comparable with the line above); {t['papers_signature']}")
+    if len(runs) == 1:
+        _echo_tests(summary)
+    else:
+        for run, member in zip(runs, summary["members"], strict=True):
+            typer.echo(f"member {run}: {member['chosen_checkpoint']}")
+            _echo_tests(member, prefix="  ")
+        typer.echo(f"ensemble of {len(runs)}:")
+        _echo_tests(summary["ensemble"], prefix="  ")
     if json_out is not None:
         json_out.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
         typer.echo(f"wrote {json_out}", err=True)

@@ -104,7 +104,7 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
                          beam_size: int | None = None, alpha: float | None = None,
                          length_penalty: str | None = None, device: str = "auto",
                          workers: int | None = None, precision: str | None = None,
-                         ensemble: bool = False) -> Report:
+                         ensemble: bool = False, members: bool = True) -> Report:
     """Translate the test set with each checkpoint and score it. Search settings default
     to each checkpoint's ``search`` config; given values override them. ``workers``:
     batches decoded at once (:class:`nmt.inference.translator.Translator`). ``precision``: the
@@ -112,7 +112,9 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
     the checkpoints are also decoded together as one more system, an
     :class:`nmt.inference.ensemble.Ensemble` with the first checkpoint's search settings
     and test set, named ``ensemble of N``, built from the models already loaded (each file
-    is read once; memory then holds every model, not one at a time).
+    is read once; memory then holds every model, not one at a time). ``members=False``
+    (with ``ensemble``) decodes the ensemble alone: what ``nmt select`` scores after
+    choosing each member.
 
     Raises:
         CheckpointError, DataError, ValueError (bad ``buckets``; ``ensemble`` with fewer
@@ -130,10 +132,12 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
         # the digest names the weights scored: a later best.pt under the same name is another
         # model, and nmt serve shows this score only beside the file with this digest
         if is_ensemble := isinstance(loaded, LoadedEnsemble):
-            members, digest = loaded.members, None
+            parts, digest = loaded.members, None
+        elif ensemble and not members:
+            continue
         else:
-            members, digest = [loaded], loaded.sha256
-        label, sources, references = test_set(members[0], split=split, src=src, ref=ref,
+            parts, digest = [loaded], loaded.sha256
+        label, sources, references = test_set(parts[0], split=split, src=src, ref=ref,
                                               data_path=data_path)
         decoding = Decoding.from_config(
             loaded.cfg, beam_size=beam_size, alpha=alpha, length_penalty=length_penalty,
@@ -150,13 +154,13 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
             if warning:
                 warnings.append(warning)
         s: Scores = score(hyps, references, sources, ranges, tgt_lang=loaded.cfg.data.tgt_lang)
-        base = f"ensemble of {len(members)}" if is_ensemble else loaded.cfg.name
+        base = f"ensemble of {len(parts)}" if is_ensemble else loaded.cfg.name
         name = base if base not in names else path
         names.append(name)
         results.append(s)
         records.append({"checkpoint": path, "checkpoint_sha256": digest, "name": base,
                         "test_set": label,
-                        "attention": ", ".join(m.cfg.model.attention for m in members),
+                        "attention": ", ".join(m.cfg.model.attention for m in parts),
                         "search": decoding.describe(), "search_precision": decoding.precision,
                         **({"ensemble": [str(p) for p in checkpoints]} if is_ensemble else {}),
                         **s.to_json()})

@@ -104,6 +104,36 @@ def _candidates(run: Path, average: int, log: Callable[[str], None]
     return [run / BEST, run / "averaged.pt"], [p.name for p in kept]
 
 
+def decode_scores(ckpts: list[Path], opts: SelectOptions, split: str, beam: int, alpha: float,
+                  ensemble: bool = False) -> list[dict[str, Any]]:
+    """``nmt evaluate``'s JSON records for ``ckpts`` on ``split`` (beam 1: greedy), or with
+    ``ensemble`` the one record of their ensemble. Raises as
+    :func:`nmt.commands.evaluate.evaluate_checkpoints`."""
+    return evaluate_checkpoints(ckpts, split=split, data_path=opts.data_path, beam_size=beam,
+                                alpha=alpha, device=opts.device, batch_size=opts.batch_size,
+                                ensemble=ensemble, members=not ensemble).json
+
+
+def score_tests(ckpts: list[Path], opts: SelectOptions, alpha: float,
+                ensemble: bool = False) -> dict[str, dict[str, Any]]:
+    """Per test split: BLEU and chrF greedy and with beam ``opts.beam`` at ``alpha``, the
+    papers' BLEU, and the signatures; of ``ckpts[0]`` alone, or of the ensemble of
+    ``ckpts``. Raises as :func:`decode_scores`."""
+    tests = {}
+    for split in opts.test_splits:
+        g = decode_scores(ckpts, opts, split, 1, 0.0, ensemble)[0]
+        b = decode_scores(ckpts, opts, split, opts.beam, alpha, ensemble)[0]
+        tests[split] = {"greedy_bleu": g["bleu"], "beam_bleu": b["bleu"],
+                        "beam_gain": round(b["bleu"] - g["bleu"], 2),
+                        "greedy_chrf": g["chrf"], "beam_chrf": b["chrf"],
+                        "signature": b["signature"], "chrf_signature": b["chrf_signature"],
+                        "greedy_bleu_papers": g["bleu_papers"],
+                        "beam_bleu_papers": b["bleu_papers"],
+                        "papers_signature": b["papers_signature"],
+                        "search": b["search"]}
+    return tests
+
+
 def select(run: Path, opts: SelectOptions = SelectOptions(),
            log: Callable[[str], None] = print) -> dict[str, Any]:
     """Choose on ``opts.valid_split``, score ``opts.test_splits``; returns the summary
@@ -123,9 +153,7 @@ def select(run: Path, opts: SelectOptions = SelectOptions(),
     candidates, averaged_from = _candidates(run, opts.average, log)
 
     def evaluate(ckpts: list[Path], split: str, beam: int, alpha: float) -> list[dict[str, Any]]:
-        return evaluate_checkpoints(ckpts, split=split, data_path=opts.data_path, beam_size=beam,
-                                    alpha=alpha, device=opts.device,
-                                    batch_size=opts.batch_size).json
+        return decode_scores(ckpts, opts, split, beam, alpha)
 
     rows = [{"checkpoint": str(Path(r["checkpoint"])), "beam": 1, "alpha": None,
              "bleu": r["bleu"], "checkpoint_sha256": r["checkpoint_sha256"]}
@@ -139,18 +167,7 @@ def select(run: Path, opts: SelectOptions = SelectOptions(),
     ckpt = Path(chosen["checkpoint"])
     log(f"chosen on {opts.valid_split}: {ckpt} beam {opts.beam} alpha {chosen['alpha']:g} "
         f"(val BLEU {chosen['bleu']:.2f})")
-    tests = {}
-    for split in opts.test_splits:
-        g = evaluate([ckpt], split, 1, 0.0)[0]
-        b = evaluate([ckpt], split, opts.beam, chosen["alpha"])[0]
-        tests[split] = {"greedy_bleu": g["bleu"], "beam_bleu": b["bleu"],
-                        "beam_gain": round(b["bleu"] - g["bleu"], 2),
-                        "greedy_chrf": g["chrf"], "beam_chrf": b["chrf"],
-                        "signature": b["signature"], "chrf_signature": b["chrf_signature"],
-                        "greedy_bleu_papers": g["bleu_papers"],
-                        "beam_bleu_papers": b["bleu_papers"],
-                        "papers_signature": b["papers_signature"],
-                        "search": b["search"]}
+    tests = score_tests([ckpt], opts, chosen["alpha"])
     last = log_rows[-1] if log_rows else {}
     return {"run": str(run), "chosen_checkpoint": str(ckpt),
             "chosen_checkpoint_sha256": chosen["checkpoint_sha256"], "beam": opts.beam,
