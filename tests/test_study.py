@@ -106,6 +106,15 @@ def test_archived_run_is_reported_without_its_checkpoint(study_files):
         key.write_text(saved)
         assert r.returncode != 0
         assert "tiny_dot: no checkpoint" in r.stderr and "train the run again" in r.stderr
+        # a changed digest in checkpoint.json is blamed on that file, not on the translations
+        record = archive / "checkpoint.json"
+        saved = record.read_text()
+        record.write_text(json.dumps({"sha256": "0" * 64}))
+        r = subprocess.run([sys.executable, "-m", "nmt", "study", str(other), "--report-only"],
+                           cwd=REPO, capture_output=True, text=True, timeout=600)
+        record.write_text(saved)
+        assert r.returncode != 0
+        assert f"the sha256 in {record} (000000000000...) is not the checkpoint" in r.stderr
     finally:
         hidden.rename(tmp / "runs" / "tiny_dot")
 

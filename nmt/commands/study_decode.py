@@ -48,6 +48,7 @@ from nmt.ops.files import write_atomic
 # length limit rank after complete ones)
 HYPS_FORMAT = 2
 BATCH_SIZE = 64  # sentences per batch of the report's searches (part of the cache key)
+_CHANGED = "cached translations are stale: {what} changed"
 
 
 @dataclass
@@ -154,7 +155,7 @@ def _stale(path: Path, want: dict[str, Any]) -> tuple[list[str] | None, str]:
             what = {"checkpoint_sha256": "the checkpoint", "sources_sha256": "the source lines",
                     "lines": "the source lines", "format": "the search's output format"
                     }.get(k, f"the {k} settings")
-            return None, f"cached translations are stale: {what} changed"
+            return None, _CHANGED.format(what=what)
     if got.get("hyps_sha256") != lines_sha256(hyps) or len(hyps) != want["lines"]:
         return None, "cached translations are not the lines their key records"
     return hyps, ""
@@ -182,6 +183,13 @@ def _translate(run: PlannedRun, loaded: Loaded | None, sources: list[str], decod
                     _write_hyps(other, hyps, want)
             return hyps
         why = why_not  # the archive's reason, when there is one, is the one that counts
+    if loaded is None and why == _CHANGED.format(what="the checkpoint") and run.archive:
+        # with no checkpoint here the digest comes from checkpoint.json, so it is the
+        # record, not the translations, that disagrees
+        raise StudyError(f"{run.cfg.name}: the sha256 in {run.archive / 'checkpoint.json'} "
+                         f"({checkpoint_sha256[:12]}...) is not the checkpoint the archived "
+                         f"translations {paths[-1]} were made from; restore the file (e.g. "
+                         "git checkout -- it) or train the run again")
     if loaded is None:
         raise StudyError(f"{run.cfg.name}: no checkpoint ({run.out_dir / BEST}) and the "
                          f"archived translations {paths[-1]} cannot be used ({why}); "
