@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Issue 28's quality runs: an ensemble of N models of one direction's recipe, trained side by
+# side on the 2 cores, each chosen on val, then the ensemble's length penalty chosen on val,
+# then test scored (cased sacreBLEU and the papers' lowercased, Moses-tokenized BLEU).
+#
+#   bash scripts/quality.sh DIRECTION [N]     DIRECTION: deen | ende | enfr; N models (default 3)
+#
+# Model i is configs/recipe_DIRECTION.yaml, seed i, with the additions the de->en ablation
+# measured to help (QUALITY_OVERRIDES; results/ablation_deen/README.md), for exactly EPOCHS
+# epochs (default 20: the ablation's budget), one thread, PRECISION (default bf16) autocast.
+# An interrupted model resumes from its last.pt when the script is run again, and a finished
+# one is kept, so the ensemble can be trained over more than one sitting; the wall clock of
+# every sitting is appended to results/quality/DIRECTION_timing.txt (issue 28's budget is
+# 3 hours per direction, every ensemble model counted). Files: runs/quality_DIRECTION_sI/,
+# results/quality/DIRECTION.json (`nmt select` of all N runs), DIRECTION_sI_valid_log.jsonl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NMT=${NMT:-.venv/bin/nmt}
+EPOCHS=${EPOCHS:-20}
+PRECISION=${PRECISION:-bf16}
+QUALITY_OVERRIDES=${QUALITY_OVERRIDES:-model.tie_embeddings=true}
+
+case "${1:-}" in
+  deen|ende|enfr) dir=$1 ;;
+  *) sed -n 2,15p "$0"; echo "scripts/quality.sh: DIRECTION must be deen, ende or enfr" >&2
+     exit 2 ;;
+esac
+n=${2:-3}
+[[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "scripts/quality.sh: N must be a positive integer, got '$n'" >&2; exit 2; }
+config=configs/recipe_$dir.yaml
+[ -f "$config" ] || { echo "scripts/quality.sh: $config not found" >&2; exit 2; }
+mkdir -p runs results/quality
+timing=results/quality/${dir}_timing.txt
+common=(train.max_minutes=null "train.max_epochs=$EPOCHS" "train.patience=$EPOCHS"
+        "train.precision=$PRECISION" train.threads=1 train.progress=false)
+
+epochs_done() {  # the epochs a run's valid_log.jsonl records, 0 without one
+  python3 - "$1/valid_log.jsonl" <<'EOF'
+import json, sys
+try:
+    rows = [json.loads(x) for x in open(sys.argv[1], encoding="utf-8") if x.strip()]
+except FileNotFoundError:
+    rows = []
+print(int(rows[-1].get("epochs_done", rows[-1]["epoch"])) if rows else 0)
+EOF
+}
+
+start=$(date -u +%FT%TZ)
+runs=()
+for i in $(seq 1 "$n"); do
+  name=quality_${dir}_s$i
+  out=runs/$name
+  runs+=("$out")
+  done_epochs=$(epochs_done "$out")
+  if [ "$done_epochs" -ge "$EPOCHS" ]; then
+    echo "$name: finished ($done_epochs epochs), kept"
+    continue
+  fi
+  resume=()
+  [ -f "$out/last.pt" ] && resume=(--resume) && echo "$name: resuming after epoch $done_epochs"
+  # shellcheck disable=SC2086  # the overrides are meant to split into words
+  ( "$NMT" train "$config" "${common[@]}" $QUALITY_OVERRIDES "train.seed=$i" "name=$name" \
+        "${resume[@]}" >> "runs/$name.log" 2>&1 \
+    && cp "$out/valid_log.jsonl" "results/quality/${dir}_s${i}_valid_log.jsonl" \
+    && echo "$name: trained" || echo "$name: failed, see runs/$name.log" ) &
+done
+wait
+end=$(date -u +%FT%TZ)
+echo "training $start → $end, $n models of $config, $QUALITY_OVERRIDES, $EPOCHS epochs, $PRECISION, $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" >> "$timing"
+for out in "${runs[@]}"; do
+  [ "$(epochs_done "$out")" -ge "$EPOCHS" ] || { echo "scripts/quality.sh: $out did not finish $EPOCHS epochs; run the script again to resume" >&2; exit 1; }
+done
+"$NMT" select "${runs[@]}" --device cpu --json "results/quality/$dir.json"  # N >= 2: and their ensemble
+echo "select $end → $(date -u +%FT%TZ)" >> "$timing"

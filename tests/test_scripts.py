@@ -1,0 +1,76 @@
+"""The experiment scripts' own logic (arguments, which run is kept, resumed or started), run
+with a stand-in for ``nmt`` that records its arguments instead of training."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _tree(tmp: Path, script: str) -> Path:
+    """A copy of ``scripts/{script}`` beside an empty recipe config, and a fake ``nmt``."""
+    (tmp / "scripts").mkdir()
+    shutil.copy(REPO / "scripts" / script, tmp / "scripts" / script)
+    (tmp / "configs").mkdir()
+    (tmp / "configs" / "recipe_deen.yaml").write_text("name: recipe_deen\n")
+    fake = tmp / "fake_nmt"
+    fake.write_text('#!/usr/bin/env bash\necho "$*" >> "$(dirname "$0")/calls.txt"\n')
+    fake.chmod(0o755)
+    return fake
+
+
+def _run(tmp: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(tmp / "scripts" / "quality.sh"), *args], cwd=tmp,
+                          capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", **env})
+
+
+def _log(run: Path, epochs: int) -> None:
+    run.mkdir(parents=True)
+    (run / "valid_log.jsonl").write_text("".join(
+        json.dumps({"epoch": e, "epochs_done": float(e), "step": e, "val_bleu": 1.0}) + "\n"
+        for e in range(1, epochs + 1)))
+
+
+def test_quality_keeps_finished_runs_resumes_interrupted_ones(tmp_path):
+    fake = _tree(tmp_path, "quality.sh")
+    _log(tmp_path / "runs" / "quality_deen_s1", 2)             # finished
+    _log(tmp_path / "runs" / "quality_deen_s2", 1)             # interrupted
+    (tmp_path / "runs" / "quality_deen_s2" / "last.pt").write_bytes(b"")
+    r = _run(tmp_path, "deen", "3", NMT=str(fake), EPOCHS="2")
+    calls = (tmp_path / "calls.txt").read_text().splitlines()
+    assert "quality_deen_s1: finished (2 epochs), kept" in r.stdout
+    assert "quality_deen_s2: resuming after epoch 1" in r.stdout
+    trains = sorted(c for c in calls if c.startswith("train "))
+    assert len(trains) == 2 and "name=quality_deen_s1" not in " ".join(trains)
+    assert trains[0].endswith("train.seed=2 name=quality_deen_s2 --resume")
+    assert trains[1].endswith("train.seed=3 name=quality_deen_s3")
+    assert all("model.tie_embeddings=true" in t and "train.max_epochs=2" in t for t in trains)
+    # the stand-in trains nothing, so the script stops before choosing on val
+    assert r.returncode == 1 and "did not finish 2 epochs" in r.stderr
+    assert not any(c.startswith("select") for c in calls)
+    assert "3 models of configs/recipe_deen.yaml" in (
+        tmp_path / "results" / "quality" / "deen_timing.txt").read_text()
+
+
+def test_quality_selects_the_ensemble_of_finished_runs(tmp_path):
+    fake = _tree(tmp_path, "quality.sh")
+    for i in (1, 2):
+        _log(tmp_path / "runs" / f"quality_deen_s{i}", 2)
+    r = _run(tmp_path, "deen", "2", NMT=str(fake), EPOCHS="2")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "calls.txt").read_text().splitlines() == [
+        "select runs/quality_deen_s1 runs/quality_deen_s2 --device cpu --json "
+        "results/quality/deen.json"]
+
+
+def test_quality_refuses_bad_arguments(tmp_path):
+    _tree(tmp_path, "quality.sh")
+    r = _run(tmp_path)
+    assert r.returncode == 2 and "DIRECTION must be deen, ende or enfr" in r.stderr
+    r = _run(tmp_path, "deen", "two")
+    assert r.returncode == 2 and "N must be a positive integer, got 'two'" in r.stderr
+    r = _run(tmp_path, "enfr")
+    assert r.returncode == 2 and "configs/recipe_enfr.yaml not found" in r.stderr
