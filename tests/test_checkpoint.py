@@ -117,3 +117,13 @@ def test_a_directory_gets_the_checkpoints_inside_it_suggested(tmp_path):
     assert "(3 runs there have one)" in msg and str(tmp_path / "best.pt") not in msg
     with pytest.raises(CheckpointError, match=f"such as {tmp_path / 'a' / 'best.pt'}$"):
         read_payload(tmp_path / "a")  # a run directory: its own best.pt
+
+
+def test_a_study_archive_of_a_run_is_named_as_one(tmp_path):
+    """An archived run (results/.../models/RUN) holds checkpoint.json, a digest, and never a
+    best.pt; suggesting RUN/best.pt would send the user to a file that cannot exist."""
+    (tmp_path / "checkpoint.json").write_text('{"sha256": "' + "0" * 64 + '"}\n')
+    with pytest.raises(CheckpointError) as e:
+        read_payload(tmp_path)
+    assert "is a study's archive of a run" in str(e.value) and "best.pt" in str(e.value)
+    assert "such as" not in str(e.value)

@@ -96,7 +96,10 @@ def test_archived_run_is_reported_without_its_checkpoint(study_files):
         new = json.loads((tmp / "report_archived" / "results.json").read_text())["test_sets"]
         assert new["test_2016_flickr_joined"]["buckets"] == old["test_2016_flickr_joined"][
             "buckets"]
-        assert "| dot |" in (tmp / "report_archived" / "report.md").read_text()
+        archived_report = (tmp / "report_archived" / "report.md").read_text()
+        assert "| dot |" in archived_report
+        assert "No heatmaps of dot: reported from the study's archive" in archived_report
+        assert "No heatmaps of" not in (tmp / "report" / "report.md").read_text()
         # an archive whose translations are gone cannot be reported from, and says so
         key = archive / "hyps" / "test_2016_flickr.txt.key.json"
         saved = key.read_text()

@@ -76,6 +76,11 @@ def _heatmaps(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Load
                            f"{run.label}: {tr.text[:60]}")
             lines.append(f"**{run.label}**, source: {sentence}  \nhypothesis: {tr.text}\n\n"
                          f"![attention {run.label} {i + 1}]({name})\n")
+    archived = [r.label for r in runs if r.attention != "none" and models[r.label] is None]
+    if archived:  # their checkpoints are gone, so their attention cannot be drawn again
+        lines.append(f"No heatmaps of {', '.join(archived)}: reported from the study's "
+                     "archive, which keeps translations and records but no checkpoint "
+                     "(attention weights need the model).\n")
     return lines
 
 

@@ -95,6 +95,11 @@ def run_id_of(payload: dict[str, Any]) -> str | None:
 def _check_file(path: Path) -> None:
     """Raises CheckpointError when ``path`` is a directory or no file."""
     if path.is_dir():
+        if (path / "checkpoint.json").is_file() and not (path / "best.pt").is_file():
+            # nmt/commands/study_archive.py's layout: a digest in place of the checkpoint
+            raise CheckpointError(f"{path}: is a study's archive of a run (its records and "
+                                  "translations, never its checkpoint); train the run again "
+                                  "with `nmt study CONFIG` to get a best.pt")
         raise CheckpointError(f"{path}: is a directory; give a checkpoint file such as "
                               f"{_example_checkpoint(path)}")
     if not path.is_file():
