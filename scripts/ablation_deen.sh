@@ -7,6 +7,8 @@
 # stop): the recipe's 85-minute runs reached 19.6 epochs. An epoch budget, unlike a
 # minute budget, gives the same training on any CPU and beside any other work, so runs of
 # different sessions compare; what an addition costs per epoch is measured apart (docs).
+# Run again after an interruption: a run with results/ablation_deen/NAME.json is kept, one
+# with its epochs done is only chosen and scored, and one with a last.pt resumes.
 # Each run is then chosen on val by `nmt select` (average of the last 5 or best.pt, alpha),
 # and its summary is written to results/ablation_deen/NAME.json. Runs go side by side, one
 # thread each. Names:
@@ -43,15 +45,26 @@ overrides() {
   esac
 }
 
-[ $# -ge 1 ] || { sed -n 2,19p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,21p "$0"; exit 2; }
 for name in "$@"; do overrides "$name" > /dev/null; done  # every name checked before any run
 dups=$(printf '%s\n' "$@" | sort | uniq -d)
 [ -z "$dups" ] || { echo "scripts/ablation_deen.sh: run given twice: $dups" >&2; exit 2; }
 mkdir -p runs results/ablation_deen
-for name in "$@"; do
+# shellcheck source=scripts/run_state.sh
+. scripts/run_state.sh
+train() {  # train run $1, or resume it, or keep it when its EPOCHS are done
+  local out=runs/ablation_deen_$1 done
+  done=$(epochs_done "$out")
+  if [ "$done" -ge "$EPOCHS" ]; then echo "$1: $done epochs trained, kept"; return; fi
   # shellcheck disable=SC2046  # the overrides are meant to split into words
-  ( "$NMT" train configs/recipe_deen.yaml "${common[@]}" $(overrides "$name") \
-        "name=ablation_deen_$name" > "runs/ablation_deen_$name.log" 2>&1 \
+  "$NMT" train configs/recipe_deen.yaml "${common[@]}" $(overrides "$1") \
+      "name=ablation_deen_$1" $(resume_flag "$out") >> "runs/ablation_deen_$1.log" 2>&1
+}
+for name in "$@"; do
+  if [ -f "results/ablation_deen/$name.json" ]; then
+    echo "$name: results/ablation_deen/$name.json exists, kept"; continue
+  fi
+  ( train "$name" \
     && "$NMT" select "runs/ablation_deen_$name" --device cpu \
         --json "results/ablation_deen/$name.json" >> "runs/ablation_deen_$name.log" 2>&1 \
     && cp "runs/ablation_deen_$name/valid_log.jsonl" "results/ablation_deen/${name}_valid_log.jsonl" \

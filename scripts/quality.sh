@@ -33,17 +33,8 @@ mkdir -p runs results/quality
 timing=results/quality/${dir}_timing.txt
 common=(train.max_minutes=null "train.max_epochs=$EPOCHS" "train.patience=$EPOCHS"
         "train.precision=$PRECISION" train.threads=1 train.progress=false)
-
-epochs_done() {  # the epochs a run's valid_log.jsonl records, 0 without one
-  python3 - "$1/valid_log.jsonl" <<'EOF'
-import json, sys
-try:
-    rows = [json.loads(x) for x in open(sys.argv[1], encoding="utf-8") if x.strip()]
-except FileNotFoundError:
-    rows = []
-print(int(rows[-1].get("epochs_done", rows[-1]["epoch"])) if rows else 0)
-EOF
-}
+# shellcheck source=scripts/run_state.sh
+. scripts/run_state.sh
 
 start=$(date -u +%FT%TZ)
 runs=()
@@ -56,11 +47,11 @@ for i in $(seq 1 "$n"); do
     echo "$name: finished ($done_epochs epochs), kept"
     continue
   fi
-  resume=()
-  [ -f "$out/last.pt" ] && resume=(--resume) && echo "$name: resuming after epoch $done_epochs"
+  resume=$(resume_flag "$out")
+  [ -z "$resume" ] || echo "$name: resuming after epoch $done_epochs"
   # shellcheck disable=SC2086  # the overrides are meant to split into words
   ( "$NMT" train "$config" "${common[@]}" $QUALITY_OVERRIDES "train.seed=$i" "name=$name" \
-        "${resume[@]}" >> "runs/$name.log" 2>&1 \
+        $resume >> "runs/$name.log" 2>&1 \
     && cp "$out/valid_log.jsonl" "results/quality/${dir}_s${i}_valid_log.jsonl" \
     && echo "$name: trained" || echo "$name: failed, see runs/$name.log" ) &
 done

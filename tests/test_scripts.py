@@ -12,7 +12,8 @@ REPO = Path(__file__).resolve().parents[1]
 def _tree(tmp: Path, script: str) -> Path:
     """A copy of ``scripts/{script}`` beside an empty recipe config, and a fake ``nmt``."""
     (tmp / "scripts").mkdir()
-    shutil.copy(REPO / "scripts" / script, tmp / "scripts" / script)
+    for name in (script, "run_state.sh"):
+        shutil.copy(REPO / "scripts" / name, tmp / "scripts" / name)
     (tmp / "configs").mkdir()
     (tmp / "configs" / "recipe_deen.yaml").write_text("name: recipe_deen\n")
     fake = tmp / "fake_nmt"
@@ -21,8 +22,9 @@ def _tree(tmp: Path, script: str) -> Path:
     return fake
 
 
-def _run(tmp: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(tmp / "scripts" / "quality.sh"), *args], cwd=tmp,
+def _run(tmp: Path, *args: str, script: str = "quality.sh", **env: str
+         ) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(tmp / "scripts" / script), *args], cwd=tmp,
                           capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin", **env})
 
@@ -74,3 +76,24 @@ def test_quality_refuses_bad_arguments(tmp_path):
     assert r.returncode == 2 and "N must be a positive integer, got 'two'" in r.stderr
     r = _run(tmp_path, "enfr")
     assert r.returncode == 2 and "configs/recipe_enfr.yaml not found" in r.stderr
+
+
+def test_ablation_keeps_what_is_done_and_resumes_the_rest(tmp_path):
+    fake = _tree(tmp_path, "ablation_deen.sh")
+    (tmp_path / "results" / "ablation_deen").mkdir(parents=True)
+    (tmp_path / "results" / "ablation_deen" / "tied.json").write_text("{}")
+    _log(tmp_path / "runs" / "ablation_deen_cgru", 2)                # trained, not scored
+    _log(tmp_path / "runs" / "ablation_deen_word-dropout", 1)        # interrupted
+    (tmp_path / "runs" / "ablation_deen_word-dropout" / "last.pt").write_bytes(b"")
+    r = _run(tmp_path, "tied", "cgru", "word-dropout", script="ablation_deen.sh",
+             NMT=str(fake), EPOCHS="2")
+    assert r.returncode == 0, r.stderr
+    assert "tied: results/ablation_deen/tied.json exists, kept" in r.stdout
+    calls = (tmp_path / "calls.txt").read_text().splitlines()
+    trains = [c for c in calls if c.startswith("train ")]
+    assert len(trains) == 1 and trains[0].endswith("name=ablation_deen_word-dropout --resume")
+    assert "model.word_dropout=0.1" in trains[0]
+    selects = sorted(c.split()[1] for c in calls if c.startswith("select "))
+    assert selects == ["runs/ablation_deen_cgru", "runs/ablation_deen_word-dropout"]
+    r = _run(tmp_path, "tied", "nope", script="ablation_deen.sh", NMT=str(fake))
+    assert r.returncode == 2 and "unknown run 'nope'" in r.stderr
