@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 NMT=${NMT:-.venv/bin/nmt}
 EPOCHS=${EPOCHS:-20}
 PRECISION=${PRECISION:-bf16}
-QUALITY_OVERRIDES=${QUALITY_OVERRIDES:-model.tie_embeddings=true}
+QUALITY_OVERRIDES=${QUALITY_OVERRIDES:-model.tie_embeddings=true model.step_order=cgru}
 
 case "${1:-}" in
   deen|ende|enfr) dir=$1 ;;
