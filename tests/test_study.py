@@ -74,6 +74,19 @@ def test_changed_config_conflicts_with_existing_run(study_files):
     assert "trained with a different config (train.seed: 1 (run) vs 99 (study))" in r.stderr
 
 
+def test_report_only_names_runs_that_were_never_trained(study_files):
+    tmp, cfg, _r = study_files
+    spec = json.loads(cfg.read_text())
+    spec["run_prefix"], spec["archive_dir"] = "ghost", str(tmp / "no_archive")
+    other = tmp / "ghost.yaml"
+    other.write_text(json.dumps(spec))
+    r = subprocess.run([sys.executable, "-m", "nmt", "study", str(other), "--report-only"],
+                       cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "--report-only: no run and no archive for " in r.stderr
+    assert "ghost_dot" in r.stderr and "unfinished" not in r.stderr
+
+
 def test_archived_run_is_reported_without_its_checkpoint(study_files):
     tmp, cfg, _r = study_files
     archive = tmp / "archive" / "tiny_dot"

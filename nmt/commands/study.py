@@ -77,9 +77,16 @@ def run_study(study: StudyConfig, report_only: bool = False,
     """
     runs = plan(study)
     if report_only:
-        missing = [r.cfg.name for r in runs if r.action not in ("reuse", "archived")]
-        if missing:
-            raise StudyError(f"--report-only: unfinished runs: {', '.join(missing)}")
+        absent = [r for r in runs if r.action == "train"]
+        unfinished = [r for r in runs if r.action == "resume"]
+        if absent or unfinished:
+            why = [f"unfinished runs (resume them: nmt study without --report-only): "
+                   f"{', '.join(r.cfg.name for r in unfinished)}"] if unfinished else []
+            if absent:
+                where = ", ".join(str(r.out_dir) for r in absent)
+                why.append(f"no run and no archive for {where} (checkpoints stay out of git; "
+                           "train them: nmt study without --report-only)")
+            raise StudyError("--report-only: " + "; ".join(why))
     else:
         train_all(study, runs, log)
     return write_report(study, runs, log)
