@@ -226,12 +226,18 @@ def average(
 
 @app.command()
 def study(
-    config: Path = typer.Argument(..., help="Study YAML file (see configs/study_deen.yaml)."),
-    overrides: list[str] | None = typer.Argument(None, help="key=value overrides."),
+    config: Path = typer.Argument(..., help="Study YAML file (e.g. "
+                                  "configs/study_deen_converged.yaml; keys: docs/study.md)."),
+    overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the "
+                                                 "study's own keys (e.g. report_dir=DIR); "
+                                                 "training keys go in its overrides list."),
     report_only: bool = typer.Option(False, "--report-only",
-                                     help="Do not train; report on finished runs."),
+                                     help="Do not train; report on finished or archived runs "
+                                     "(into report_dir, which it writes over)."),
 ) -> None:
-    """Train models differing only in attention and compare them by source length."""
+    """Train models differing only in attention and compare them by source length. Without
+    --report-only it trains every run that is missing (hours on a CPU), resuming
+    interrupted ones."""
     from nmt.commands.study import run_study
     from nmt.commands.study_plan import StudyError
     from nmt.config.load import load_study_config
