@@ -54,7 +54,7 @@ mkdir -p runs results/ablation_deen
 . scripts/run_state.sh
 train() {  # train run $1, or resume it, or keep it when its EPOCHS are done
   local out=runs/ablation_deen_$1 done
-  done=$(epochs_done "$out")
+  done=$(epochs_done "$out") || return 1  # a damaged valid_log.jsonl: named, nothing trained
   if [ "$done" -ge "$EPOCHS" ]; then echo "$1: $done epochs trained, kept"; return; fi
   # shellcheck disable=SC2046  # the overrides are meant to split into words
   "$NMT" train configs/recipe_deen.yaml "${common[@]}" $(overrides "$1") \

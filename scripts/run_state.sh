@@ -2,15 +2,21 @@
 # fixed epoch budget stands, so that running a script again keeps finished runs and resumes
 # interrupted ones (from last.pt) instead of starting them over.
 
-# epochs_done RUN_DIR: the epochs RUN_DIR/valid_log.jsonl records (0 without one)
+# epochs_done RUN_DIR: the epochs RUN_DIR/valid_log.jsonl records (0 without one), read by
+# nmt's own reader, so a damaged log stops the script with the file and line named
 epochs_done() {
-  python3 - "$1/valid_log.jsonl" <<'EOF'
-import json, sys
+  "${PYTHON:-.venv/bin/python}" - "$1/valid_log.jsonl" <<'EOF'
+import sys
+from pathlib import Path
+
+from nmt.model.checkpoint import CheckpointError
+from nmt.model.rundir import read_valid_log
+
 try:
-    rows = [json.loads(x) for x in open(sys.argv[1], encoding="utf-8") if x.strip()]
-except FileNotFoundError:
-    rows = []
-print(int(rows[-1].get("epochs_done", rows[-1]["epoch"])) if rows else 0)
+    rows = read_valid_log(Path(sys.argv[1]))
+except CheckpointError as e:
+    sys.exit(f"error: {e}")
+print(int(rows[-1].get("epochs_done", rows[-1].get("epoch", 0))) if rows else 0)
 EOF
 }
 

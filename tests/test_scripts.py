@@ -4,6 +4,7 @@ with a stand-in for ``nmt`` that records its arguments instead of training."""
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,7 +27,8 @@ def _run(tmp: Path, *args: str, script: str = "quality.sh", **env: str
          ) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(tmp / "scripts" / script), *args], cwd=tmp,
                           capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", **env})
+                          env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable,
+                               "PYTHONPATH": str(REPO), **env})
 
 
 def _log(run: Path, epochs: int) -> None:
@@ -98,3 +100,13 @@ def test_ablation_keeps_what_is_done_and_resumes_the_rest(tmp_path):
     assert selects == ["runs/ablation_deen_cgru", "runs/ablation_deen_word-dropout"]
     r = _run(tmp_path, "tied", "nope", script="ablation_deen.sh", NMT=str(fake))
     assert r.returncode == 2 and "unknown run 'nope'" in r.stderr
+
+
+def test_a_damaged_validation_log_stops_the_script_naming_its_line(tmp_path):
+    fake = _tree(tmp_path, "quality.sh")
+    _log(tmp_path / "runs" / "quality_deen_s1", 2)
+    with open(tmp_path / "runs" / "quality_deen_s1" / "valid_log.jsonl", "a") as f:
+        f.write("garbage\n")
+    r = _run(tmp_path, "deen", "1", NMT=str(fake), EPOCHS="2")
+    assert r.returncode != 0 and "valid_log.jsonl, line 3: not a JSON record" in r.stderr
+    assert not (tmp_path / "calls.txt").exists()  # nothing trained on a damaged run
