@@ -48,7 +48,6 @@ from nmt.ops.files import write_atomic
 # length limit rank after complete ones)
 HYPS_FORMAT = 2
 BATCH_SIZE = 64  # sentences per batch of the report's searches (part of the cache key)
-_CHANGED = "cached translations are stale: {what} changed"
 
 
 @dataclass
@@ -138,27 +137,27 @@ def cache_key(checkpoint_sha256: str, sources: list[str], decoding: Decoding) ->
             "translator": {"batch_size": BATCH_SIZE, "max_src_pieces": MAX_SOURCE_PIECES}}
 
 
-def _stale(path: Path, want: dict[str, Any]) -> tuple[list[str] | None, str]:
-    """(the cached translations in ``path``, "") when its key file matches ``want``, else
-    (None, why they are not reused)."""
+def _stale(path: Path, want: dict[str, Any]) -> tuple[list[str] | None, str, str | None]:
+    """(the cached translations in ``path``, "", None) when its key file matches ``want``,
+    else (None, why they are not reused, the key entry that differs or None)."""
     try:
         got = json.loads(path.with_name(path.name + ".key.json").read_text(encoding="utf-8"))
         hyps = path.read_text(encoding="utf-8").split("\n")[:-1]
     except (OSError, ValueError):
         return None, ("not cached yet" if not path.exists()
-                      else "cached translations without a readable key")
+                      else "cached translations without a readable key"), None
     if not isinstance(got, dict) or not isinstance(got.get("key"), dict):
-        return None, "cached translations without a readable key"
+        return None, "cached translations without a readable key", None
     old: dict[str, Any] = got["key"]
     for k, v in want.items():
         if old.get(k) != v:
             what = {"checkpoint_sha256": "the checkpoint", "sources_sha256": "the source lines",
                     "lines": "the source lines", "format": "the search's output format"
                     }.get(k, f"the {k} settings")
-            return None, _CHANGED.format(what=what)
+            return None, f"cached translations are stale: {what} changed", k
     if got.get("hyps_sha256") != lines_sha256(hyps) or len(hyps) != want["lines"]:
-        return None, "cached translations are not the lines their key records"
-    return hyps, ""
+        return None, "cached translations are not the lines their key records", None
+    return hyps, "", None
 
 
 def _translate(run: PlannedRun, loaded: Loaded | None, sources: list[str], decoding: Decoding,
@@ -174,16 +173,17 @@ def _translate(run: PlannedRun, loaded: Loaded | None, sources: list[str], decod
     paths = [run.out_dir / "hyps" / name]
     if run.archive is not None:
         paths.append(run.archive / "hyps" / name)
-    why = ""
+    why, changed = "", None
     for i, path in enumerate(paths):
-        hyps, why_not = _stale(path, want)
+        hyps, why_not, changed_key = _stale(path, want)
         if hyps is not None:
             for other in paths[i + 1:]:  # a translation cached before the archive existed
                 if _stale(other, want)[0] is None:
                     _write_hyps(other, hyps, want)
             return hyps
-        why = why_not  # the archive's reason, when there is one, is the one that counts
-    if loaded is None and why == _CHANGED.format(what="the checkpoint") and run.archive:
+        # the archive's reason, when there is one, is the one that counts
+        why, changed = why_not, changed_key
+    if loaded is None and changed == "checkpoint_sha256" and run.archive:
         # with no checkpoint here the digest comes from checkpoint.json, so it is the
         # record, not the translations, that disagrees
         raise StudyError(f"{run.cfg.name}: the sha256 in {run.archive / 'checkpoint.json'} "
