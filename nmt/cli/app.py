@@ -7,6 +7,7 @@ each parses its options and calls the module that does the work.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import sys
@@ -255,4 +256,8 @@ import nmt.cli.analysis  # noqa: E402,F401  (registers heads, bench and select o
 
 def main() -> None:
     """Entry point of the ``nmt`` console command."""
+    if "LOCAL_RANK" in os.environ:
+        # under torchrun a rank killed by a signal (gloo's aborts among them) otherwise dies
+        # without a word: print every thread's Python stack to its stderr
+        faulthandler.enable()
     app()

@@ -41,6 +41,7 @@ from nmt.model.seq2seq import Seq2Seq
 from nmt.ops.device import pick_device
 from nmt.ops.precision import autocast, autocast_dtype, native_bf16, precision_name
 from nmt.training.calibrate import calibration_batches, calibration_key, choose, training_step
+from nmt.training.ddp import check_ranks_agree, teardown
 from nmt.training.schedule import Schedule
 from nmt.training.state import StopFlag, TrainingError, TrainState, rng_state, set_rng_state
 from nmt.training.validation import Validate, validate_and_log
@@ -337,21 +338,6 @@ class Trainer:
             for old in sorted(self.out.glob(STEP_GLOB))[: -t.keep_checkpoints]:
                 old.unlink()
 
-    def _check_ranks_agree(self) -> None:
-        """Compare a checksum of the weights and the learning rate across ranks; rank 0
-        logs that they agree, or every rank raises TrainingError."""
-        with torch.no_grad():
-            total = sum(p.double().sum() * (i + 1) for i, p in
-                        enumerate(self.model.parameters()))
-        mine = torch.tensor([float(total), self.optimizer.param_groups[0]["lr"],
-                             float(self.state.step)], dtype=torch.float64, device=self.device)
-        gathered = [torch.zeros_like(mine) for _ in range(self.world)]
-        dist.all_gather(gathered, mine)
-        if any(not torch.equal(g, gathered[0]) for g in gathered):
-            raise TrainingError("ranks disagree at the end of training (weights checksum, lr, "
-                                f"step per rank: {[g.tolist() for g in gathered]})")
-        self.log(f"ranks agree: identical weights, learning rate and step on {self.world} ranks")
-
     def run(self) -> TrainState:
         """Train until the epoch or time budget, early stopping, or a signal."""
         if self.state.done:  # resumed with its budget spent: record the config it now has
@@ -361,12 +347,12 @@ class Trainer:
                 if not self._epoch(stop):
                     break
         if self.world > 1 and dist.is_initialized():
-            self._check_ranks_agree()
-            dist.barrier()  # rank 0 may still be writing; tearing down under it aborts gloo
+            check_ranks_agree(self.model, self.optimizer.param_groups[0]["lr"],
+                              self.state.step, self.world, self.device, self.log)
             # the DDP wrapper's reducer holds the process group: free it while the group
             # is alive, not at interpreter exit, where gloo's threads may abort the process
             self.net = self.model
-            dist.destroy_process_group()
+            teardown(self.rank, self.world)
         return self.state
 
 
