@@ -18,6 +18,10 @@ def check_ranks_agree(model: torch.nn.Module, lr: float, step: int, world: int,
     """Compare a checksum of ``model``'s weights, the learning rate and the step across the
     ``world`` ranks (a collective: every rank calls it); logs that they agree.
 
+    Each rank contributes one float64 tensor of shape ``(3,)`` on ``device``: the sum over
+    parameters ``i`` of ``(i + 1) * sum(p_i)`` (the weight keeps a swap of two tensors from
+    cancelling out), ``lr``, and ``step``; they are gathered into ``world`` such tensors.
+
     Raises:
         TrainingError: on every rank, when any rank differs (each rank's values named).
     """
