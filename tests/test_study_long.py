@@ -112,6 +112,18 @@ def test_study_cap_options_are_checked(tmp_path):
         load_study_config(path)
 
 
+def test_study_search_options_are_checked_naming_the_file(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("attentions: [none]\nbeam_size: 0\n")
+    with pytest.raises(ConfigError, match=r"s\.yaml: beam_size: must be at least 1"):
+        load_study_config(path)
+    path.write_text("attentions: [none]\nbeam_size: 5\nalphas: [-1.0]\n")
+    with pytest.raises(ConfigError, match=r"s\.yaml: alphas: expected GNMT alphas >= 0"):
+        load_study_config(path)
+    with pytest.raises(ConfigError, match=r"s\.yaml.*alphas: expected GNMT alphas"):
+        load_study_config(path, ["alphas=[]"])
+
+
 def test_a_changed_budget_resumes_while_another_change_is_refused(long_study):
     from nmt.commands.study_plan import StudyError, plan
 

@@ -98,13 +98,8 @@ def plan(study: StudyConfig) -> list[PlannedRun]:
             models of the study would be the same model (e.g. a head count equal to the
             ``multihead`` model's own).
         ConfigError: the base config or an override is invalid (a ``head_counts`` entry
-            is named), or the report's ``beam_size`` / ``alphas`` cannot work.
+            is named).
     """
-    if study.beam_size < 1:
-        raise ConfigError(f"beam_size: must be at least 1 (1 = greedy), got {study.beam_size}")
-    if study.beam_size > 1 and (not study.alphas or any(a < 0 for a in study.alphas)):
-        raise ConfigError(f"alphas: expected GNMT alphas >= 0 to choose from, got "
-                          f"{list(study.alphas)}")
     runs = []
     models: list[tuple[str, int | None, int | None]] = [(a, None, None) for a in study.attentions]
     models += [(a, cap, None) for cap in study.extra_caps for a in study.cap_attentions]

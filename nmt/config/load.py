@@ -293,9 +293,13 @@ def load_study_config(path: str | Path, overrides: list[str] | None = None) -> S
     try:
         cfg = _build(StudyConfig, raw, "")
         _refuse_overrides_the_study_sets(cfg.overrides)
-        for a in cfg.attentions:
-            if a not in ATTENTION_TYPES:
-                raise ConfigError(f"attentions: {a!r} is not one of {', '.join(ATTENTION_TYPES)}")
+        for key in ("attentions", "cap_attentions"):
+            values = getattr(cfg, key)
+            for a in values:
+                if a not in ATTENTION_TYPES:
+                    raise ConfigError(f"{key}: {a!r} is not one of {', '.join(ATTENTION_TYPES)}")
+            if len(set(values)) != len(values):
+                raise ConfigError(f"{key}: {list(values)} names an attention twice")
         for a in cfg.cap_attentions if cfg.extra_caps else ():
             if a not in cfg.attentions:
                 raise ConfigError(f"cap_attentions: {a!r} is not in attentions")
@@ -324,13 +328,11 @@ def load_study_config(path: str | Path, overrides: list[str] | None = None) -> S
         if len(parse_buckets(cfg.drop_buckets, "drop_buckets")) != 2:
             raise ConfigError(f"drop_buckets: expected two ranges such as '1-10,51-60', "
                               f"got {cfg.drop_buckets!r}")
-        for key in ("attentions", "cap_attentions"):
-            values = getattr(cfg, key)
-            for a in values:
-                if a not in ATTENTION_TYPES:
-                    raise ConfigError(f"{key}: {a!r} is not one of {', '.join(ATTENTION_TYPES)}")
-            if len(set(values)) != len(values):
-                raise ConfigError(f"{key}: {list(values)} names an attention twice")
+        if cfg.beam_size < 1:
+            raise ConfigError(f"beam_size: must be at least 1 (1 = greedy), got {cfg.beam_size}")
+        if cfg.beam_size > 1 and (not cfg.alphas or any(a < 0 for a in cfg.alphas)):
+            raise ConfigError(f"alphas: expected GNMT alphas >= 0 to choose from, got "
+                              f"{list(cfg.alphas)}")
     except ConfigError as e:
         raise ConfigError(f"{_where(path, overrides, e)}: {e}") from None
     return cfg
