@@ -74,5 +74,7 @@ def test_select_refuses_what_cannot_be_an_ensemble_before_decoding(runs, monkeyp
     again = f"{a}/../{runs['a'].name}"  # another spelling of the same directory
     r = CliRunner().invoke(app, ["select", a, b, again, *FAST])
     assert r.exit_code == 2 and f"{again} is given twice (also as {a})" in r.output
+    r = CliRunner().invoke(app, ["select", a, a, *FAST])  # the same spelling: no "also as"
+    assert r.exit_code == 2 and f"{a} is given twice: an ensemble" in r.output
     r = CliRunner().invoke(app, ["select", a, str(runs["a"].parent / "missing"), *FAST])
     assert r.exit_code == 2 and "missing/best.pt not found" in r.output

@@ -56,6 +56,9 @@ def test_a_damaged_run_summary_is_named(tmp_path):
     path.write_text("garbage{")
     with pytest.raises(StudyError, match=r"summary\.json: unreadable run summary"):
         run_summary(path)
+    with pytest.raises(StudyError, match=r"missing\.json: not found; nmt train writes it") as e:
+        run_summary(tmp_path / "missing.json")
+    assert "Errno" not in str(e.value)
     path.write_text('{"epochs": 3}')
     with pytest.raises(StudyError, match="lacks parameters, steps, elapsed_min, best_val_bleu"):
         run_summary(path)

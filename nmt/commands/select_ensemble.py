@@ -39,8 +39,9 @@ def check_runs(runs: list[Path]) -> None:
     for run in runs:
         key = run.resolve()
         if key in seen:
-            raise SelectError(f"{run} is given twice (also as {seen[key]}): an ensemble of a "
-                              "model with itself is that model")
+            spelled = "" if str(seen[key]) == str(run) else f" (also as {seen[key]})"
+            raise SelectError(f"{run} is given twice{spelled}: an ensemble of a model with "
+                              "itself is that model")
         seen[key] = run
         if not (run / BEST).is_file():
             raise SelectError(f"{run / BEST} not found: is {run} a finished training run?")

@@ -23,6 +23,9 @@ def run_summary(path: Path) -> dict[str, Any]:
     keys = ("parameters", "epochs", "steps", "elapsed_min", "best_val_bleu")
     try:
         s = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StudyError(f"{path}: not found; nmt train writes it when a run ends, so this "
+                         "run has not finished (rerun the study to train it)") from None
     except (OSError, ValueError) as e:
         raise StudyError(f"{path}: unreadable run summary (expected the JSON object nmt "
                          f"train writes): {e}") from None
