@@ -52,6 +52,7 @@ dups=$(printf '%s\n' "$@" | sort | uniq -d)
 mkdir -p runs results/ablation_deen
 # shellcheck source=scripts/run_state.sh
 . scripts/run_state.sh
+require_tools
 train() {  # train run $1, or resume it, or keep it when its EPOCHS are done
   local out=runs/ablation_deen_$1 done
   done=$(epochs_done "$out") || return 1  # a damaged valid_log.jsonl: named, nothing trained

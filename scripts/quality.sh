@@ -23,7 +23,7 @@ QUALITY_OVERRIDES=${QUALITY_OVERRIDES:-model.tie_embeddings=true model.step_orde
 
 case "${1:-}" in
   deen|ende|enfr) dir=$1 ;;
-  *) sed -n 2,15p "$0"; echo "scripts/quality.sh: DIRECTION must be deen, ende or enfr" >&2
+  *) sed -n 2,16p "$0"; echo "scripts/quality.sh: DIRECTION must be deen, ende or enfr" >&2
      exit 2 ;;
 esac
 n=${2:-3}
@@ -36,6 +36,7 @@ common=(train.max_minutes=null "train.max_epochs=$EPOCHS" "train.patience=$EPOCH
         "train.precision=$PRECISION" train.threads=1 train.progress=false)
 # shellcheck source=scripts/run_state.sh
 . scripts/run_state.sh
+require_tools
 
 start=$(date -u +%FT%TZ)
 runs=()

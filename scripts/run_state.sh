@@ -24,3 +24,15 @@ EOF
 resume_flag() {
   if [ -f "$1/last.pt" ]; then echo "--resume"; fi
 }
+
+# require_tools: stops with a hint when the nmt command or the Python that the helpers above
+# use is missing (a fresh clone before scripts/setup.sh)
+require_tools() {
+  local tool
+  for tool in "$NMT" "${PYTHON:-.venv/bin/python}"; do
+    command -v "$tool" > /dev/null || {
+      echo "$0: $tool not found; run 'bash scripts/setup.sh' first (or set NMT= and PYTHON=)" >&2
+      exit 2
+    }
+  done
+}

@@ -189,3 +189,16 @@ def test_average_last_n_needs_n_checkpoints(tmp_path, toy_vocabs):
     r = _nmt("average", str(run), "--last", "5", "-o", str(tmp_path / "a.pt"))
     assert r.returncode == 2 and "--last 5: only 3 checkpoint(s) found" in r.stderr
     assert not (tmp_path / "a.pt").exists()
+
+
+def test_a_plain_pickle_is_one_error_without_torch_warnings(tmp_path, recwarn):
+    """torch warns about a foreign pickle protocol, naming its own site-packages file; the
+    user is shown only nmt's error about their file."""
+    import pickle
+
+    path = tmp_path / "plain.pt"
+    path.write_bytes(pickle.dumps({"a": 1}, protocol=4))
+    with pytest.raises(CheckpointError, match=r"plain\.pt: not an nmt checkpoint|plain\.pt: not "
+                       r"a readable nmt checkpoint"):
+        read_payload(path)
+    assert not [w for w in recwarn if "torch" in str(w.filename)], [str(w.message) for w in recwarn]

@@ -311,3 +311,18 @@ def test_select_refuses_choosing_on_a_test_split_and_a_missing_run(trained, tmp_
     assert r.returncode == 2 and "best.pt not found" in r.stderr
     r = nmt("select", trained["additive"], "--alphas", "0.6,x")
     assert r.returncode == 2 and "--alphas: 'x'" in r.stderr
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate"])
+@pytest.mark.parametrize("alpha", ["nan", "inf", "-inf"])
+def test_alpha_must_be_finite_before_any_checkpoint_is_read(command, alpha, tmp_path):
+    """click's min=0 lets nan and inf through; they would print nan scores and exit 0."""
+    from typer.testing import CliRunner
+
+    from nmt.cli.app import app
+
+    missing = str(tmp_path / "missing.pt")
+    r = CliRunner().invoke(app, [command, missing, "--alpha", alpha])
+    assert r.exit_code == 2 and "--alpha" in r.output and "missing.pt" not in r.output
+    r = CliRunner().invoke(app, [command, missing, "--alpha", "1.0"])  # a finite alpha passes
+    assert r.exit_code == 2 and "missing.pt" in r.output

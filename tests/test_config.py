@@ -81,6 +81,24 @@ def test_bad_files(tmp_path):
         load_config(bad)
 
 
+def test_a_key_given_twice_or_non_utf8_text_is_an_error_naming_file_and_line(tmp_path):
+    """Plain YAML keeps the last of two ``train:`` blocks, so the first one's settings
+    would be dropped without a word; and a Latin-1 file named no file at all."""
+    path = tmp_path / "dup.yaml"
+    path.write_text("name: a\ntrain:\n  lr: 0.5\nmodel:\n  emb_dim: 8\ntrain:\n  seed: 3\n")
+    with pytest.raises(ConfigError, match=re.escape(
+            "dup.yaml:6:1: invalid YAML: the key 'train' is given twice (first at line 2)")):
+        load_config(path)
+    path.write_text("name: a\ntrain: {lr: 0.1, seed: 2, lr: 0.2}\n")
+    with pytest.raises(ConfigError, match=r"dup\.yaml:2:\d+: .*'lr' is given twice"):
+        load_config(path)
+    path.write_text("model:\n  emb_dim: 8\ntrain:\n  seed: 2\n")  # same keys, other sections
+    assert load_config(path).train.seed == 2
+    path.write_bytes(b"\xff\xfename: x\n")
+    with pytest.raises(ConfigError, match=r"dup\.yaml: not UTF-8 text \(byte 0xff at offset 0\)"):
+        load_config(path)
+
+
 def test_every_shipped_config_loads():
     from pathlib import Path
 

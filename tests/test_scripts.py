@@ -81,6 +81,13 @@ def test_quality_refuses_bad_arguments(tmp_path):
     assert r.returncode == 2 and "N must be a positive integer, got 'two'" in r.stderr
     r = _run(tmp_path, "enfr")
     assert r.returncode == 2 and "configs/recipe_enfr.yaml not found" in r.stderr
+    # a fresh clone before scripts/setup.sh: no .venv, so no nmt (the default NMT) to run
+    r = _run(tmp_path, "deen", "2")
+    assert r.returncode == 2 and ".venv/bin/nmt not found; run 'bash scripts/setup.sh' first" \
+        in r.stderr and not (tmp_path / "runs" / "quality_deen_s1.log").exists()
+    r = _run(tmp_path, "bogus")  # the usage text ends where the header does
+    assert r.stdout.rstrip().endswith("DIRECTION.json (`nmt select` of all N runs), "
+                                      "DIRECTION_sI_valid_log.jsonl.")
 
 
 def test_ablation_keeps_what_is_done_and_resumes_the_rest(tmp_path):

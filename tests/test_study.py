@@ -143,3 +143,17 @@ def test_study_config_errors(tmp_path):
     path.write_text("attentions: [additive]\n")
     with pytest.raises(ConfigError, match="baseline: 'none' is not in attentions"):
         load_study_config(path)
+
+
+def test_a_bad_study_override_names_the_study_file_and_the_override(tmp_path):
+    """The override is applied to the base config, but the user wrote it in the study file."""
+    path = tmp_path / "s.yaml"
+    base = REPO / "configs" / "multi30k_deen_additive.yaml"
+    path.write_text(f"base_config: {base}\nattentions: [none, additive]\n"
+                    "overrides: [train.thraeds=1]\n")
+    r = subprocess.run([sys.executable, "-m", "nmt", "study", str(path), "--report-only"],
+                       cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert f"error: {path}: {base} with override 'train.thraeds=1': train.thraeds: unknown key" \
+        in r.stderr
+    assert "Traceback" not in r.stderr

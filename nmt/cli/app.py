@@ -241,11 +241,14 @@ def study(
     interrupted ones."""
     from nmt.commands.study import run_study
     from nmt.commands.study_plan import StudyError
-    from nmt.config.load import load_study_config
+    from nmt.config.load import ConfigError, load_study_config
 
     try:
         cfg = load_study_config(config, overrides or [])
-        path = run_study(cfg, report_only=report_only, log=lambda m: typer.echo(m, err=True))
+        try:
+            path = run_study(cfg, report_only=report_only, log=lambda m: typer.echo(m, err=True))
+        except ConfigError as e:  # the base config with the study's overrides: name the study
+            raise ConfigError(f"{config}: {e}") from None
     except (*USER_ERRORS, StudyError) as e:
         fail(e)
     typer.echo(f"report: {path}")

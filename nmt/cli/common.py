@@ -3,6 +3,7 @@ way a user error ends a command (a red ``error:`` line on stderr, exit status 2)
 
 from __future__ import annotations
 
+import math
 from typing import get_args
 
 import typer
@@ -33,7 +34,18 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 # search options shared by evaluate and translate; defaults come from the checkpoint
 BEAM_OPTION = typer.Option(None, min=1, help="Beam size (1 = greedy); default: the "
                            "checkpoint's search.beam_size.")
-ALPHA_OPTION = typer.Option(None, min=0.0, help="GNMT length penalty alpha.")
+
+
+def _finite_alpha(value: float | None) -> float | None:
+    """``--alpha``: click's ``min=0`` lets nan and inf through, which would score every
+    hypothesis nan (or divide by an infinite penalty) without a word."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number >= 0")
+    return value
+
+
+ALPHA_OPTION = typer.Option(None, min=0.0, callback=_finite_alpha,
+                            help="GNMT length penalty alpha.")
 LENGTH_PENALTY_OPTION = typer.Option(None, help="gnmt | average | none.")
 WORKERS_OPTION = typer.Option(None, min=1, help="Batches decoded at once on the CPU, the "
                               "threads shared among them (default: one per torch thread).")

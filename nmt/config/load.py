@@ -28,6 +28,7 @@ from nmt.config.schema import (
     StudyConfig,
     plain,
 )
+from nmt.config.yaml_file import read_yaml
 
 
 def _coerce(value: Any, tp: Any, key: str) -> Any:
@@ -260,28 +261,6 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return raw
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read config ({e.strerror or e})") from e
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
-    if raw is None:
-        # an empty file is a mistake (a wrong path, an unsaved editor), not "all defaults":
-        # it would start a long run nobody asked for
-        raise ConfigError(f"{path}: the config is empty; start from a file in configs/ "
-                          "(e.g. configs/quickstart_deen.yaml)")
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return raw
-
-
 def load_study_config(path: str | Path, overrides: list[str] | None = None) -> StudyConfig:
     """Read a study YAML file (keys of :class:`StudyConfig`) with ``key=value`` overrides.
 
@@ -289,7 +268,7 @@ def load_study_config(path: str | Path, overrides: list[str] | None = None) -> S
         ConfigError: unreadable file, unknown key, wrong type, impossible value.
     """
     path = Path(path)
-    raw = apply_overrides(_read_yaml(path), overrides or [])
+    raw = apply_overrides(read_yaml(path), overrides or [])
     try:
         cfg = _build(StudyConfig, raw, "")
         _refuse_overrides_the_study_sets(cfg.overrides)
@@ -361,7 +340,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
         ConfigError: missing or unreadable file, YAML syntax error, or invalid keys/values.
     """
     path = Path(path)
-    raw = apply_overrides(_read_yaml(path), overrides or [])
+    raw = apply_overrides(read_yaml(path), overrides or [])
     if "base_config" in raw and "model" not in raw:
         raise ConfigError(f"{path}: this is a study config; run it with `nmt study {path}`")
     try:

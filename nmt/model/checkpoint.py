@@ -21,6 +21,7 @@ import hashlib
 import io
 import pickle
 import uuid
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,7 +154,9 @@ def _checked_payload(source: Path | io.BytesIO, path: Path) -> dict[str, Any]:
     """The checked payload loaded from ``source`` (the file ``path`` or its bytes)."""
     try:
         # weights_only: tensors and plain data only; never unpickle arbitrary objects
-        payload = torch.load(source, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about foreign pickles; we refuse them below
+            warnings.simplefilter("ignore")
+            payload = torch.load(source, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         refused = _refused_global(str(e))
         if not refused:  # garbage, not a refused object
