@@ -78,3 +78,7 @@ def test_select_refuses_what_cannot_be_an_ensemble_before_decoding(runs, monkeyp
     assert r.exit_code == 2 and f"{a} is given twice: an ensemble" in r.output
     r = CliRunner().invoke(app, ["select", a, str(runs["a"].parent / "missing"), *FAST])
     assert r.exit_code == 2 and "missing/best.pt not found" in r.output
+    r = CliRunner().invoke(app, ["select", f"{a}/best.pt", b, *FAST])  # a file, not a run
+    assert r.exit_code == 2 and f"{a}/best.pt is a file: give the run directory" in r.output
+    r = CliRunner().invoke(app, ["select", f"{a}/best.pt", *FAST])  # and for a single run
+    assert r.exit_code == 2 and f"({a}), not a checkpoint" in r.output

@@ -33,6 +33,15 @@ class SelectError(ValueError):
     """A bad option or run directory; the message names it."""
 
 
+def no_best_checkpoint(run: Path) -> SelectError:
+    """The error for a run without ``best.pt``; a checkpoint file given in place of its run
+    directory (``runs/x/best.pt``) is told so, not sent looking for ``best.pt/best.pt``."""
+    if run.is_file():
+        return SelectError(f"{run} is a file: give the run directory that holds {BEST} "
+                           f"({run.parent}), not a checkpoint")
+    return SelectError(f"{run / BEST} not found: is {run} a finished training run?")
+
+
 @dataclass(frozen=True)
 class SelectOptions:
     """What ``nmt select`` tries; see the module docstring."""
@@ -147,7 +156,7 @@ def select(run: Path, opts: SelectOptions = SelectOptions(),
     opts.check()
     best = run / BEST
     if not best.is_file():
-        raise SelectError(f"{best} not found: is {run} a finished training run?")
+        raise no_best_checkpoint(run)
     _check_splits(best, [opts.valid_split, *opts.test_splits], opts.data_path)
     log_rows = read_valid_log(run / LOG)  # a damaged log fails here, before minutes of decoding
     candidates, averaged_from = _candidates(run, opts.average, log)

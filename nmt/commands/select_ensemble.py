@@ -19,7 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nmt.commands.select import SelectError, SelectOptions, decode_scores, score_tests, select
+from nmt.commands.select import (
+    SelectError,
+    SelectOptions,
+    decode_scores,
+    no_best_checkpoint,
+    score_tests,
+    select,
+)
 from nmt.inference.ensemble import load_ensemble
 from nmt.model.rundir import BEST
 
@@ -44,7 +51,7 @@ def check_runs(runs: list[Path]) -> None:
                               "itself is that model")
         seen[key] = run
         if not (run / BEST).is_file():
-            raise SelectError(f"{run / BEST} not found: is {run} a finished training run?")
+            raise no_best_checkpoint(run)
     load_ensemble([run / BEST for run in runs])  # vocabularies and duplicates, on the CPU
 
 
