@@ -5,6 +5,7 @@ import pytest
 
 from nmt.config.load import apply_overrides, from_dict, load_config
 from nmt.config.schema import Config, ConfigError
+from nmt.config.yaml_file import read_yaml
 
 
 def test_defaults_and_roundtrip():
@@ -94,6 +95,12 @@ def test_a_key_given_twice_or_non_utf8_text_is_an_error_naming_file_and_line(tmp
         load_config(path)
     path.write_text("model:\n  emb_dim: 8\ntrain:\n  seed: 2\n")  # same keys, other sections
     assert load_config(path).train.seed == 2
+    # a merge key may be overridden by the mapping's own keys: that is YAML, not a mistake
+    path.write_text("x: &t {seed: 1, lr: 0.5}\ntrain:\n  <<: *t\n  seed: 4\n")
+    assert apply_overrides(read_yaml(path), [])["train"] == {"seed": 4, "lr": 0.5}
+    path.write_text("name: a\n? [1, 2]\n: 3\n")  # an unhashable key: YAML's own error
+    with pytest.raises(ConfigError, match=r"dup\.yaml:2:\d+: invalid YAML: found unhashable key"):
+        load_config(path)
     path.write_bytes(b"\xff\xfename: x\n")
     with pytest.raises(ConfigError, match=r"dup\.yaml: not UTF-8 text \(byte 0xff at offset 0\)"):
         load_config(path)

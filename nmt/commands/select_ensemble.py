@@ -28,6 +28,7 @@ from nmt.commands.select import (
     select,
 )
 from nmt.inference.ensemble import load_ensemble
+from nmt.model.checkpoint import also_as
 from nmt.model.rundir import BEST
 
 
@@ -46,9 +47,8 @@ def check_runs(runs: list[Path]) -> None:
     for run in runs:
         key = run.resolve()
         if key in seen:
-            spelled = "" if str(seen[key]) == str(run) else f" (also as {seen[key]})"
-            raise SelectError(f"{run} is given twice{spelled}: an ensemble of a model with "
-                              "itself is that model")
+            raise SelectError(f"{run} is given twice{also_as(seen[key], run)}: an ensemble of "
+                              "a model with itself is that model")
         seen[key] = run
         if not (run / BEST).is_file():
             raise no_best_checkpoint(run)

@@ -3,6 +3,7 @@ silently accept (a key given twice) and naming the file, line and column of ever
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *anchor` may be overridden by the mapping's own keys, by design
             key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):
+                continue  # SafeLoader's own construct_mapping names it ("unhashable key")
             line = key_node.start_mark.line + 1
             if key in seen:
                 raise yaml.constructor.ConstructorError(

@@ -266,6 +266,12 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu", *,
     return Loaded(cfg, model, src_vocab, tgt_vocab, payload, digest)
 
 
+def also_as(first: Path, given: Path) -> str:
+    """`` (also as FIRST)`` when a path given twice was spelt two ways, else ``""``: naming
+    the same spelling twice only repeats it."""
+    return "" if str(first) == str(given) else f" (also as {first})"
+
+
 def refuse_duplicates(paths: Sequence[Path], use: str, digests: Sequence[str] | None = None
                       ) -> None:
     """Each checkpoint once (``nmt average``, ensembles): the same file, however spelled,
@@ -286,9 +292,8 @@ def refuse_duplicates(paths: Sequence[Path], use: str, digests: Sequence[str] | 
         resolved = p.resolve()
         if resolved in by_path:
             first = by_path[resolved]
-            spelled = "" if str(first) == str(p) else f" (also as {first})"
-            raise CheckpointError(f"{p}: given twice{spelled}; each checkpoint can be {use} "
-                                  "once")
+            raise CheckpointError(f"{p}: given twice{also_as(first, p)}; each checkpoint can "
+                                  f"be {use} once")
         by_path[resolved] = p
         digest = digests[i] if digests is not None else _file_digest(p)
         if digest in by_hash:
