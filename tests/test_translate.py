@@ -268,3 +268,38 @@ def test_evaluate_and_serve_cap_or_refuse_a_beam_wider_than_the_vocabulary(toy_v
                            loaded=SimpleNamespace(tgt_vocab=list(range(30))))
     served = decoding_for(wide, TranslateRequest(lines=["x"]))
     assert (served.beam_size, served.n_best) == (16, 1)  # MAX_BEAM; the request's n_best
+
+
+def test_evaluate_gives_each_language_pair_its_own_table_and_signature(toy_vocabs, tmp_path):
+    """A de->en and a de->fr model side by side are scored against references of different
+    languages: each gets its own header and papers' signature, not the first model's."""
+    from nmt.commands.evaluate import evaluate_checkpoints
+    from nmt.config.load import from_dict
+    from nmt.model.checkpoint import make_payload, save_atomic
+
+    small = {"emb_dim": 16, "enc_hidden": 16, "dec_hidden": 32, "attn_dim": 16,
+             "output_dim": 16, "dropout": 0.0}
+    for name, tgt in (("to_en", "en"), ("to_fr", "fr"), ("also_en", "en")):
+        cfg = from_dict({"name": name, "data": {"src_lang": "de", "tgt_lang": tgt},
+                         "model": small})
+        save_atomic(make_payload(cfg, tiny_model(*toy_vocabs), *toy_vocabs),
+                    tmp_path / f"{name}.pt")
+    (tmp_path / "s.txt").write_text("ein mann läuft .\n")
+    (tmp_path / "r.txt").write_text("a man runs .\n")
+    report = evaluate_checkpoints([tmp_path / f"{n}.pt" for n in ("to_en", "to_fr", "also_en")],
+                                  src=tmp_path / "s.txt", ref=tmp_path / "r.txt",
+                                  beam_size=1, device="cpu")
+    en, fr = _tables(report.table)
+    assert "target en" in en and "to_en" in en and "also_en" in en and "to_fr" not in en
+    assert "target fr" in fr and "to_fr" in fr and "to_en" not in fr
+    assert "moses-tok.en" in en and "moses-tok.fr" not in en
+    assert "moses-tok.fr" in fr and "moses-tok.en" not in fr
+    one = evaluate_checkpoints([tmp_path / "to_en.pt", tmp_path / "also_en.pt"],
+                               src=tmp_path / "s.txt", ref=tmp_path / "r.txt", beam_size=1,
+                               device="cpu")
+    assert len(_tables(one.table)) == 1 and "target en" not in one.table  # one pair: as before
+
+
+def _tables(text: str) -> list[str]:
+    """The tables of an ``nmt evaluate`` report, each starting at its ``test set:`` line."""
+    return ["test set:" + t for t in text.split("test set:")[1:]]

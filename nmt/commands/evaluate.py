@@ -97,6 +97,23 @@ def _systems(checkpoints: list[Path], dev: torch.device, ensemble: bool
         yield "+".join(map(str, checkpoints)), ensemble_of(checkpoints, kept)
 
 
+def _table(names: list[str], results: list[Scores], records: list[dict[str, Any]],
+           ensemble: list[Path] | None, groups: list[tuple[str, str, int]]) -> Iterator[str]:
+    """One side-by-side table per test set: checkpoints of different language pairs (or
+    corpora) are scored on different references, so their BLEU, buckets and signatures
+    would otherwise sit in one table under the first system's header."""
+    for group in dict.fromkeys(groups):
+        idx = [i for i, g in enumerate(groups) if g == group]
+        label, tgt_lang, size = group
+        lang = f", target {tgt_lang}" if len(set(groups)) > 1 else ""
+        text = f"test set: {label} ({size} sentences{lang})\n"
+        text += "".join(f"decoding of {names[i]}: {records[i]['search']}\n" for i in idx)
+        if ensemble and any("ensemble" in records[i] for i in idx):
+            text += (f"ensemble of {len(ensemble)}: {', '.join(map(str, ensemble))} "
+                     "(mean of the models' probabilities at each step)\n")
+        yield text + format_table([names[i] for i in idx], [results[i] for i in idx])
+
+
 def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
                          src: Path | None = None, ref: Path | None = None,
                          buckets: str = "1-10,11-20,21-30,31-", batch_size: int = 64,
@@ -127,6 +144,7 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
         raise ValueError(f"--ensemble needs at least two checkpoints, got {len(checkpoints)}")
     dev = pick_device(device, "--device")
     names, results, records, example_lines = [], [], [], []
+    groups: list[tuple[str, str, int]] = []  # each system's (test set, target language, size)
     warnings: list[str] = []
     for path, loaded in _systems(checkpoints, dev, ensemble):
         # the digest names the weights scored: a later best.pt under the same name is another
@@ -158,6 +176,7 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
         name = base if base not in names else path
         names.append(name)
         results.append(s)
+        groups.append((label, loaded.cfg.data.tgt_lang, len(references)))
         records.append({"checkpoint": path, "checkpoint_sha256": digest, "name": base,
                         "test_set": label,
                         "attention": ", ".join(m.cfg.model.attention for m in parts),
@@ -168,13 +187,8 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
             k = i * max(len(sources) // max(n_examples, 1), 1)
             example_lines += [f"[{name}] SRC: {sources[k]}", f"[{name}] REF: {references[k]}",
                               f"[{name}] HYP: {hyps[k]}", ""]
-    table = f"test set: {records[0]['test_set']} ({len(references)} sentences)\n"
-    table += "".join(f"decoding of {n}: {r['search']}\n"
-                     for n, r in zip(names, records, strict=True))
-    if ensemble:
-        table += (f"ensemble of {len(checkpoints)}: {', '.join(map(str, checkpoints))} "
-                  "(mean of the models' probabilities at each step)\n")
-    table += format_table(names, results)
+    table = "\n\n".join(_table(names, results, records, checkpoints if ensemble else None,
+                                 groups))
     if example_lines:
         table += "\n\nexample translations:\n" + "\n".join(example_lines)
     return Report(table, records, warnings)
