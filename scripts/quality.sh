@@ -14,16 +14,19 @@
 # every sitting is appended to results/quality/DIRECTION_timing.txt (issue 28's budget is
 # 3 hours per direction, every ensemble model counted). Files: runs/quality_DIRECTION_sI/,
 # results/quality/DIRECTION.json (`nmt select` of all N runs), DIRECTION_sI_valid_log.jsonl.
+# DATA_PATH=DIR reads the corpus from DIR instead of the recipe's data.path; test_2017_mscoco
+# is scored too when DIR holds its two files (data/README.md says where to get them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NMT=${NMT:-.venv/bin/nmt}
 EPOCHS=${EPOCHS:-20}
 PRECISION=${PRECISION:-auto}  # bf16 is emulated, ~20x slower, on an AVX2-only CPU
 QUALITY_OVERRIDES=${QUALITY_OVERRIDES:-model.tie_embeddings=true model.step_order=cgru}
+DATA_PATH=${DATA_PATH:-}
 
 case "${1:-}" in
   deen|ende|enfr) dir=$1 ;;
-  *) sed -n 2,16p "$0"; echo "scripts/quality.sh: DIRECTION must be deen, ende or enfr" >&2
+  *) sed -n 2,18p "$0"; echo "scripts/quality.sh: DIRECTION must be deen, ende or enfr" >&2
      exit 2 ;;
 esac
 n=${2:-3}
@@ -34,6 +37,12 @@ mkdir -p runs results/quality
 timing=results/quality/${dir}_timing.txt
 common=(train.max_minutes=null "train.max_epochs=$EPOCHS" "train.patience=$EPOCHS"
         "train.precision=$PRECISION" train.threads=1 train.progress=false)
+data=()  # select's --data-path
+if [ -n "$DATA_PATH" ]; then
+  [ -d "$DATA_PATH" ] || { echo "scripts/quality.sh: DATA_PATH $DATA_PATH is not a directory" >&2; exit 2; }
+  common+=("data.path=$DATA_PATH")
+  data=(--data-path "$DATA_PATH")
+fi
 # shellcheck source=scripts/run_state.sh
 . scripts/run_state.sh
 require_tools
@@ -64,5 +73,14 @@ echo "training $start → $end, $n models of $config, $QUALITY_OVERRIDES, $EPOCH
 for out in "${runs[@]}"; do
   [ "$(epochs_done "$out")" -ge "$EPOCHS" ] || { echo "scripts/quality.sh: $out did not finish $EPOCHS epochs; run the script again to resume" >&2; exit 1; }
 done
-"$NMT" select "${runs[@]}" --device cpu --json "results/quality/$dir.json"  # N >= 2: and their ensemble
+# test_2017_mscoco is scored too when its two files are in the corpus directory: it is not in
+# ../shared/data/multi30k nor on the hub dataset (data/README.md says where to get it)
+data_path=${DATA_PATH:-$(sed -n 's/^  path: *\([^ #]*\).*/\1/p' "$config" | head -n 1)}
+splits=test_2016_flickr,test_2017_flickr
+if compgen -G "$data_path/test_2017_mscoco.${dir:0:2}*" > /dev/null \
+   && compgen -G "$data_path/test_2017_mscoco.${dir:2:2}*" > /dev/null; then
+  splits+=,test_2017_mscoco
+fi
+"$NMT" select "${runs[@]}" --device cpu --test-splits "$splits" "${data[@]}" \
+  --json "results/quality/$dir.json"  # N >= 2: and their ensemble
 echo "select $end → $(date -u +%FT%TZ)" >> "$timing"

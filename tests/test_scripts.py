@@ -69,8 +69,30 @@ def test_quality_selects_the_ensemble_of_finished_runs(tmp_path):
     r = _run(tmp_path, "deen", "2", NMT=str(fake), EPOCHS="2")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "calls.txt").read_text().splitlines() == [
-        "select runs/quality_deen_s1 runs/quality_deen_s2 --device cpu --json "
-        "results/quality/deen.json"]
+        "select runs/quality_deen_s1 runs/quality_deen_s2 --device cpu --test-splits "
+        "test_2016_flickr,test_2017_flickr --json results/quality/deen.json"]
+
+
+def test_quality_scores_test_2017_mscoco_only_when_both_its_files_are_there(tmp_path):
+    fake = _tree(tmp_path, "quality.sh")
+    (tmp_path / "configs" / "recipe_deen.yaml").write_text(
+        "name: recipe_deen\ndata:\n  path: corpus            # a comment\n")
+    for i in (1, 2):
+        _log(tmp_path / "runs" / f"quality_deen_s{i}", 2)
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "test_2017_mscoco.de.gz").write_bytes(b"")
+    for expected in ("test_2017_flickr --json", "test_2017_flickr,test_2017_mscoco --json"):
+        r = _run(tmp_path, "deen", "2", NMT=str(fake), EPOCHS="2")
+        assert r.returncode == 0, r.stderr
+        assert expected in (tmp_path / "calls.txt").read_text().splitlines()[-1]
+        (tmp_path / "corpus" / "test_2017_mscoco.en").write_text("a dog .\n")  # the target
+    # DATA_PATH: the corpus, and so test_2017_mscoco, from another directory
+    (tmp_path / "elsewhere").mkdir()
+    r = _run(tmp_path, "deen", "2", NMT=str(fake), EPOCHS="2", DATA_PATH="elsewhere")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "calls.txt").read_text().splitlines()[-1].endswith(
+        "--test-splits test_2016_flickr,test_2017_flickr --data-path elsewhere "
+        "--json results/quality/deen.json")
 
 
 def test_quality_refuses_bad_arguments(tmp_path):
@@ -86,8 +108,10 @@ def test_quality_refuses_bad_arguments(tmp_path):
     assert r.returncode == 2 and ".venv/bin/nmt not found; run 'bash scripts/setup.sh' first" \
         in r.stderr and not (tmp_path / "runs" / "quality_deen_s1.log").exists()
     r = _run(tmp_path, "bogus")  # the usage text ends where the header does
-    assert r.stdout.rstrip().endswith("DIRECTION.json (`nmt select` of all N runs), "
-                                      "DIRECTION_sI_valid_log.jsonl.")
+    assert r.stdout.rstrip().endswith("test_2017_mscoco\n# is scored too when DIR holds its "
+                                      "two files (data/README.md says where to get them).")
+    r = _run(tmp_path, "deen", "2", DATA_PATH=str(tmp_path / "nowhere"))
+    assert r.returncode == 2 and "DATA_PATH " in r.stderr and "is not a directory" in r.stderr
 
 
 def test_ablation_keeps_what_is_done_and_resumes_the_rest(tmp_path):
