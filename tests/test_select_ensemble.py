@@ -59,6 +59,20 @@ def test_select_of_two_runs_chooses_the_ensembles_alpha_on_val(runs, tmp_path):
     assert json.loads(scores.read_text())[-1]["bleu"] == pytest.approx(test["beam_bleu"])
     assert "ensemble of 2:" in r.stdout and f"member {runs['b']}:" in r.stdout
     assert sum("test: BLEU greedy" in line for line in r.stdout.splitlines()) == 3
+    # with two alphas every choice is at an edge of the grid, and the log says so
+    side = "largest" if ens["alpha"] == 1.4 else "smallest"
+    assert f"warning: alpha {ens['alpha']:g} is the {side} of --alphas 0.6,1.4" in r.stderr
+
+
+def test_grid_edge_warns_only_where_val_bleu_may_rise_beyond_the_grid():
+    from nmt.commands.select import grid_edge
+
+    grid = (0.6, 1.0, 1.4)
+    assert "try --alphas 1.4,1.8,2.2" in grid_edge(1.4, grid)
+    assert "the smallest of --alphas 0.6,1,1.4" in grid_edge(0.6, grid)
+    assert grid_edge(1.0, grid) is None  # inside the grid: val's own optimum
+    assert grid_edge(0.0, (0.0, 1.0)) is None  # no length penalty is the smallest there is
+    assert grid_edge(1.0, (1.0,)) is None and grid_edge(1.0, (1.0, 1.0)) is None
 
 
 def test_select_refuses_what_cannot_be_an_ensemble_before_decoding(runs, monkeypatch):

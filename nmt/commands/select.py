@@ -89,6 +89,24 @@ def parse_alphas(text: str) -> tuple[float, ...]:
     return tuple(alphas)
 
 
+def grid_edge(alpha: float, alphas: tuple[float, ...]) -> str | None:
+    """A warning when the chosen ``alpha`` is the largest of two or more tried: val BLEU
+    may still rise beyond the grid, so the choice is the grid's limit, not val's optimum.
+    The smallest is no such limit when it is 0 (no length penalty)."""
+    if len(set(alphas)) < 2:
+        return None
+    if alpha == max(alphas):
+        wider = f"{alpha:g},{alpha + 0.4:g},{alpha + 0.8:g}"
+    elif alpha == min(alphas) and alpha > 0:
+        wider = f"0,{alpha / 2:g},{alpha:g}"
+    else:
+        return None
+    side = "largest" if alpha == max(alphas) else "smallest"
+    return (f"warning: alpha {alpha:g} is the {side} of --alphas "
+            f"{','.join(f'{a:g}' for a in alphas)}: val BLEU may be higher beyond it; "
+            f"try --alphas {wider} (still chosen on val only)")
+
+
 def _check_splits(best: Path, splits: list[str], data_path: str | None) -> None:
     """Fail now, not after an hour of decoding, when a split cannot be read."""
     payload = read_payload(best)
@@ -176,6 +194,8 @@ def select(run: Path, opts: SelectOptions = SelectOptions(),
     ckpt = Path(chosen["checkpoint"])
     log(f"chosen on {opts.valid_split}: {ckpt} beam {opts.beam} alpha {chosen['alpha']:g} "
         f"(val BLEU {chosen['bleu']:.2f})")
+    if edge := grid_edge(chosen["alpha"], opts.alphas):
+        log(edge)
     tests = score_tests([ckpt], opts, chosen["alpha"])
     last = log_rows[-1] if log_rows else {}
     return {"run": str(run), "chosen_checkpoint": str(ckpt),

@@ -23,6 +23,7 @@ from nmt.commands.select import (
     SelectError,
     SelectOptions,
     decode_scores,
+    grid_edge,
     no_best_checkpoint,
     score_tests,
     select,
@@ -84,6 +85,8 @@ def select_ensemble(runs: list[Path], opts: SelectOptions = SelectOptions(),
     chosen = max(rows, key=lambda r: r["bleu"])
     log(f"chosen on {opts.valid_split}: ensemble alpha {chosen['alpha']:g} "
         f"(val BLEU {chosen['bleu']:.2f})")
+    if edge := grid_edge(chosen["alpha"], opts.alphas):
+        log(edge)
     return {"members": members,
             "ensemble": {"checkpoints": [str(p) for p in ckpts],
                          "checkpoints_sha256": [m["chosen_checkpoint_sha256"] for m in members],
