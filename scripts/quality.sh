@@ -16,6 +16,7 @@
 # results/quality/DIRECTION.json (`nmt select` of all N runs), DIRECTION_sI_valid_log.jsonl.
 # DATA_PATH=DIR reads the corpus from DIR instead of the recipe's data.path; test_2017_mscoco
 # is scored too when DIR holds its two files (data/README.md says where to get them).
+# ALPHAS: the GNMT length penalties `nmt select` tries on val (default 0.6,1.0,1.4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NMT=${NMT:-.venv/bin/nmt}
@@ -23,10 +24,11 @@ EPOCHS=${EPOCHS:-20}
 PRECISION=${PRECISION:-auto}  # bf16 is emulated, ~20x slower, on an AVX2-only CPU
 QUALITY_OVERRIDES=${QUALITY_OVERRIDES:-model.tie_embeddings=true model.step_order=cgru}
 DATA_PATH=${DATA_PATH:-}
+ALPHAS=${ALPHAS:-0.6,1.0,1.4}
 
 case "${1:-}" in
   deen|ende|enfr) dir=$1 ;;
-  *) sed -n 2,18p "$0"; echo "scripts/quality.sh: DIRECTION must be deen, ende or enfr" >&2
+  *) sed -n 2,19p "$0"; echo "scripts/quality.sh: DIRECTION must be deen, ende or enfr" >&2
      exit 2 ;;
 esac
 n=${2:-3}
@@ -81,6 +83,6 @@ if compgen -G "$data_path/test_2017_mscoco.${dir:0:2}*" > /dev/null \
    && compgen -G "$data_path/test_2017_mscoco.${dir:2:2}*" > /dev/null; then
   splits+=,test_2017_mscoco
 fi
-"$NMT" select "${runs[@]}" --device cpu --test-splits "$splits" "${data[@]}" \
+"$NMT" select "${runs[@]}" --device cpu --alphas "$ALPHAS" --test-splits "$splits" "${data[@]}" \
   --json "results/quality/$dir.json"  # N >= 2: and their ensemble
 echo "select $end → $(date -u +%FT%TZ)" >> "$timing"

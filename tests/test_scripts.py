@@ -69,8 +69,10 @@ def test_quality_selects_the_ensemble_of_finished_runs(tmp_path):
     r = _run(tmp_path, "deen", "2", NMT=str(fake), EPOCHS="2")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "calls.txt").read_text().splitlines() == [
-        "select runs/quality_deen_s1 runs/quality_deen_s2 --device cpu --test-splits "
-        "test_2016_flickr,test_2017_flickr --json results/quality/deen.json"]
+        "select runs/quality_deen_s1 runs/quality_deen_s2 --device cpu --alphas 0.6,1.0,1.4 "
+        "--test-splits test_2016_flickr,test_2017_flickr --json results/quality/deen.json"]
+    r = _run(tmp_path, "deen", "2", NMT=str(fake), EPOCHS="2", ALPHAS="1.4,1.8")
+    assert " --alphas 1.4,1.8 " in (tmp_path / "calls.txt").read_text().splitlines()[-1]
 
 
 def test_quality_scores_test_2017_mscoco_only_when_both_its_files_are_there(tmp_path):
@@ -108,8 +110,8 @@ def test_quality_refuses_bad_arguments(tmp_path):
     assert r.returncode == 2 and ".venv/bin/nmt not found; run 'bash scripts/setup.sh' first" \
         in r.stderr and not (tmp_path / "runs" / "quality_deen_s1.log").exists()
     r = _run(tmp_path, "bogus")  # the usage text ends where the header does
-    assert r.stdout.rstrip().endswith("test_2017_mscoco\n# is scored too when DIR holds its "
-                                      "two files (data/README.md says where to get them).")
+    assert r.stdout.rstrip().endswith("# ALPHAS: the GNMT length penalties `nmt select` tries "
+                                      "on val (default 0.6,1.0,1.4).")
     r = _run(tmp_path, "deen", "2", DATA_PATH=str(tmp_path / "nowhere"))
     assert r.returncode == 2 and "DATA_PATH " in r.stderr and "is not a directory" in r.stderr
 
