@@ -14,24 +14,31 @@
 # every sitting is appended to results/quality/DIRECTION_timing.txt (issue 28's budget is
 # 3 hours per direction, every ensemble model counted). Files: runs/quality_DIRECTION_sI/,
 # results/quality/DIRECTION.json (`nmt select` of all N runs), DIRECTION_sI_valid_log.jsonl.
-# DATA_PATH=DIR reads the corpus from DIR instead of the recipe's data.path; test_2017_mscoco
-# is scored too when DIR holds its two files (data/README.md says where to get them).
+# DATA_PATH=DIR reads the corpus from DIR (relative: to where you run the script) instead of
+# the recipe's data.path; test_2017_mscoco is scored too when DIR holds it in both languages of
+# the direction, e.g. test_2017_mscoco.en.gz and .de.gz for ende (data/README.md: where to get it).
 # ALPHAS: the GNMT length penalties `nmt select` tries on val (default 0.6,1.0,1.4).
 set -euo pipefail
+DATA_PATH=${DATA_PATH:-}
+case "$DATA_PATH" in /*|'') ;; *) DATA_PATH=$PWD/$DATA_PATH ;; esac  # before the cd below
 cd "$(dirname "$0")/.."
 NMT=${NMT:-.venv/bin/nmt}
 EPOCHS=${EPOCHS:-20}
 PRECISION=${PRECISION:-auto}  # bf16 is emulated, ~20x slower, on an AVX2-only CPU
 QUALITY_OVERRIDES=${QUALITY_OVERRIDES:-model.tie_embeddings=true model.step_order=cgru}
-DATA_PATH=${DATA_PATH:-}
 ALPHAS=${ALPHAS:-0.6,1.0,1.4}
 
 case "${1:-}" in
   deen|ende|enfr) dir=$1 ;;
-  *) sed -n 2,19p "$0"; echo "scripts/quality.sh: DIRECTION must be deen, ende or enfr" >&2
+  *) sed -n 2,20p "$0"; echo "scripts/quality.sh: DIRECTION must be deen, ende or enfr" >&2
      exit 2 ;;
 esac
 n=${2:-3}
+if [ $# -gt 2 ]; then
+  echo "scripts/quality.sh: too many arguments: '${*:3}' (settings go before the command," \
+       "e.g. DATA_PATH=DIR bash scripts/quality.sh $dir $n)" >&2
+  exit 2
+fi
 [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "scripts/quality.sh: N must be a positive integer, got '$n'" >&2; exit 2; }
 config=configs/recipe_$dir.yaml
 [ -f "$config" ] || { echo "scripts/quality.sh: $config not found" >&2; exit 2; }

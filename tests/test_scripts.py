@@ -93,8 +93,18 @@ def test_quality_scores_test_2017_mscoco_only_when_both_its_files_are_there(tmp_
     r = _run(tmp_path, "deen", "2", NMT=str(fake), EPOCHS="2", DATA_PATH="elsewhere")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "calls.txt").read_text().splitlines()[-1].endswith(
-        "--test-splits test_2016_flickr,test_2017_flickr --data-path elsewhere "
+        f"--test-splits test_2016_flickr,test_2017_flickr --data-path {tmp_path}/elsewhere "
         "--json results/quality/deen.json")
+    # a relative DATA_PATH is taken from where the script is run, not from the repository
+    (tmp_path / "elsewhere" / "deeper").mkdir()
+    r = subprocess.run(["bash", str(tmp_path / "scripts" / "quality.sh"), "deen", "2"],
+                       cwd=tmp_path / "elsewhere", capture_output=True, text=True, timeout=60,
+                       env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable,
+                            "PYTHONPATH": str(REPO), "NMT": str(fake), "EPOCHS": "2",
+                            "DATA_PATH": "deeper"})
+    assert r.returncode == 0, r.stderr
+    assert f"--data-path {tmp_path}/elsewhere/deeper " in (
+        tmp_path / "calls.txt").read_text().splitlines()[-1]
 
 
 def test_quality_refuses_bad_arguments(tmp_path):
@@ -112,6 +122,10 @@ def test_quality_refuses_bad_arguments(tmp_path):
     r = _run(tmp_path, "bogus")  # the usage text ends where the header does
     assert r.stdout.rstrip().endswith("# ALPHAS: the GNMT length penalties `nmt select` tries "
                                       "on val (default 0.6,1.0,1.4).")
+    # a setting written after the command would otherwise be ignored for hours of training
+    r = _run(tmp_path, "deen", "2", "DATA_PATH=corpus")
+    assert r.returncode == 2 and "too many arguments: 'DATA_PATH=corpus'" in r.stderr
+    assert "not found" not in r.stderr  # refused first, before anything else is looked at
     r = _run(tmp_path, "deen", "2", DATA_PATH=str(tmp_path / "nowhere"))
     assert r.returncode == 2 and "DATA_PATH " in r.stderr and "is not a directory" in r.stderr
 

@@ -6,7 +6,7 @@ import torch
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import decode_workers, translate_lines
 
-from conftest import TOY_PAIRS, tiny_model
+from conftest import TOY_PAIRS, tiny_model, write_split
 
 LINES = [s for s, _ in TOY_PAIRS] + ["ein mann", "", "zwei katzen schlafen im schnee ."]
 
@@ -271,33 +271,47 @@ def test_evaluate_and_serve_cap_or_refuse_a_beam_wider_than_the_vocabulary(toy_v
 
 
 def test_evaluate_gives_each_language_pair_its_own_table_and_signature(toy_vocabs, tmp_path):
-    """A de->en and a de->fr model side by side are scored against references of different
-    languages: each gets its own header and papers' signature, not the first model's."""
+    """A de->en, a de->fr and an en->fr model on one split are scored on different sources
+    or references: each pair gets its own header, length buckets and papers' signature, not
+    the first model's. One pair of --src/--ref files fits one language pair only."""
     from nmt.commands.evaluate import evaluate_checkpoints
     from nmt.config.load import from_dict
+    from nmt.data.corpus import DataError
     from nmt.model.checkpoint import make_payload, save_atomic
 
     small = {"emb_dim": 16, "enc_hidden": 16, "dec_hidden": 32, "attn_dim": 16,
              "output_dim": 16, "dropout": 0.0}
-    for name, tgt in (("to_en", "en"), ("to_fr", "fr"), ("also_en", "en")):
-        cfg = from_dict({"name": name, "data": {"src_lang": "de", "tgt_lang": tgt},
-                         "model": small})
+    corpus = {"de": ["ein mann läuft .", "ein hund"], "en": ["a man runs .", "a dog"],
+              "fr": ["un homme court .", "un chien"]}
+    corpus["en"][1] = "a dog runs in the park with a ball ."  # en sources: another bucket
+    for lang, lines in corpus.items():
+        write_split(tmp_path / "data", "test", lang, lines)
+    for name, src, tgt in (("de_en", "de", "en"), ("de_fr", "de", "fr"),
+                           ("en_fr", "en", "fr"), ("also_de_en", "de", "en")):
+        cfg = from_dict({"name": name, "model": small,
+                         "data": {"source": "dir", "path": str(tmp_path / "data"),
+                                  "src_lang": src, "tgt_lang": tgt, "test_splits": ["test"]}})
         save_atomic(make_payload(cfg, tiny_model(*toy_vocabs), *toy_vocabs),
                     tmp_path / f"{name}.pt")
+    names = ("de_en", "de_fr", "en_fr", "also_de_en")
+    report = evaluate_checkpoints([tmp_path / f"{n}.pt" for n in names], beam_size=1,
+                                  buckets="1-5,6-", device="cpu")
+    de_en, de_fr, en_fr = _tables(report.table)
+    assert "de→en" in de_en and "also_de_en" in de_en and "fr" not in de_en.split("\n")[0]
+    assert "de→fr" in de_fr and "en_fr" not in de_fr and "moses-tok.fr" in de_fr
+    assert "moses-tok.en" in de_en and "moses-tok.fr" not in de_en
+    # the length buckets count each pair's own sources
+    assert "BLEU 6+ (n=0)" in de_fr and "BLEU 6+ (n=1)" in en_fr
+    assert [(r["src_lang"], r["tgt_lang"]) for r in report.json] == [
+        ("de", "en"), ("de", "fr"), ("en", "fr"), ("de", "en")]
+    one = evaluate_checkpoints([tmp_path / "de_en.pt", tmp_path / "also_de_en.pt"],
+                               beam_size=1, device="cpu")
+    assert len(_tables(one.table)) == 1 and "de→en" not in one.table  # one pair: as before
     (tmp_path / "s.txt").write_text("ein mann läuft .\n")
     (tmp_path / "r.txt").write_text("a man runs .\n")
-    report = evaluate_checkpoints([tmp_path / f"{n}.pt" for n in ("to_en", "to_fr", "also_en")],
-                                  src=tmp_path / "s.txt", ref=tmp_path / "r.txt",
-                                  beam_size=1, device="cpu")
-    en, fr = _tables(report.table)
-    assert "target en" in en and "to_en" in en and "also_en" in en and "to_fr" not in en
-    assert "target fr" in fr and "to_fr" in fr and "to_en" not in fr
-    assert "moses-tok.en" in en and "moses-tok.fr" not in en
-    assert "moses-tok.fr" in fr and "moses-tok.en" not in fr
-    one = evaluate_checkpoints([tmp_path / "to_en.pt", tmp_path / "also_en.pt"],
-                               src=tmp_path / "s.txt", ref=tmp_path / "r.txt", beam_size=1,
-                               device="cpu")
-    assert len(_tables(one.table)) == 1 and "target en" not in one.table  # one pair: as before
+    with pytest.raises(DataError, match=r"de_en.pt translates de->en and .*de_fr.pt de->fr"):
+        evaluate_checkpoints([tmp_path / "de_en.pt", tmp_path / "de_fr.pt"],
+                             src=tmp_path / "s.txt", ref=tmp_path / "r.txt", device="cpu")
 
 
 def _tables(text: str) -> list[str]:

@@ -22,7 +22,7 @@ from nmt.evaluation.metrics import Scores, format_table, score
 from nmt.inference.ensemble import LoadedEnsemble, ensemble_of
 from nmt.inference.translate import Decoding, truncation_warning, unfinished_warning
 from nmt.inference.translator import Translator
-from nmt.model.checkpoint import Loaded, load_checkpoint
+from nmt.model.checkpoint import Loaded, load_checkpoint, read_payload, stored_config
 from nmt.ops.device import pick_device
 
 
@@ -98,20 +98,39 @@ def _systems(checkpoints: list[Path], dev: torch.device, ensemble: bool
 
 
 def _table(names: list[str], results: list[Scores], records: list[dict[str, Any]],
-           ensemble: list[Path] | None, groups: list[tuple[str, str, int]]) -> Iterator[str]:
-    """One side-by-side table per test set: checkpoints of different language pairs (or
-    corpora) are scored on different references, so their BLEU, buckets and signatures
-    would otherwise sit in one table under the first system's header."""
+           ensemble: list[Path] | None, groups: list[tuple[str, str, str, int]]
+           ) -> Iterator[str]:
+    """One side-by-side table per test set and language pair: checkpoints of different
+    pairs are scored on different sources and references, so their BLEU, length buckets
+    and signatures would otherwise sit in one table under the first system's header."""
     for group in dict.fromkeys(groups):
         idx = [i for i, g in enumerate(groups) if g == group]
-        label, tgt_lang, size = group
-        lang = f", target {tgt_lang}" if len(set(groups)) > 1 else ""
-        text = f"test set: {label} ({size} sentences{lang})\n"
+        label, src_lang, tgt_lang, size = group
+        pair = f", {src_lang}→{tgt_lang}" if len(set(groups)) > 1 else ""
+        text = f"test set: {label} ({size} sentences{pair})\n"
         text += "".join(f"decoding of {names[i]}: {records[i]['search']}\n" for i in idx)
         if ensemble and any("ensemble" in records[i] for i in idx):
             text += (f"ensemble of {len(ensemble)}: {', '.join(map(str, ensemble))} "
                      "(mean of the models' probabilities at each step)\n")
         yield text + format_table([names[i] for i in idx], [results[i] for i in idx])
+
+
+def _one_pair(checkpoints: list[Path]) -> None:
+    """Before any decoding: one ``--src``/``--ref`` pair of files fits one language pair.
+
+    Raises:
+        DataError: two checkpoints translate different language pairs (both named).
+        CheckpointError: a checkpoint cannot be read.
+    """
+    first: tuple[Path, str, str] | None = None
+    for path in checkpoints:
+        data = stored_config(read_payload(path), path).data
+        here = (path, data.src_lang, data.tgt_lang)
+        first = first or here
+        if here[1:] != first[1:]:  # one reference file cannot be in two languages
+            raise DataError(f"--src/--ref hold one language pair, but {first[0]} translates "
+                            f"{first[1]}->{first[2]} and {path} {here[1]}->{here[2]}: "
+                            "evaluate them separately, or use --split")
 
 
 def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
@@ -144,8 +163,10 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
         raise ValueError(f"--ensemble needs at least two checkpoints, got {len(checkpoints)}")
     dev = pick_device(device, "--device")
     names, results, records, example_lines = [], [], [], []
-    groups: list[tuple[str, str, int]] = []  # each system's (test set, target language, size)
+    groups: list[tuple[str, str, str, int]] = []  # each system's (test set, pair, size)
     warnings: list[str] = []
+    if src is not None:
+        _one_pair(checkpoints)
     for path, loaded in _systems(checkpoints, dev, ensemble):
         # the digest names the weights scored: a later best.pt under the same name is another
         # model, and nmt serve shows this score only beside the file with this digest
@@ -176,9 +197,11 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
         name = base if base not in names else path
         names.append(name)
         results.append(s)
-        groups.append((label, loaded.cfg.data.tgt_lang, len(references)))
+        data = loaded.cfg.data
+        groups.append((label, data.src_lang, data.tgt_lang, len(references)))
         records.append({"checkpoint": path, "checkpoint_sha256": digest, "name": base,
-                        "test_set": label,
+                        "test_set": label, "src_lang": data.src_lang,
+                        "tgt_lang": data.tgt_lang,
                         "attention": ", ".join(m.cfg.model.attention for m in parts),
                         "search": decoding.describe(), "search_precision": decoding.precision,
                         **({"ensemble": [str(p) for p in checkpoints]} if is_ensemble else {}),
