@@ -148,7 +148,8 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
     the checkpoints are also decoded together as one more system, an
     :class:`nmt.inference.ensemble.Ensemble` with the first checkpoint's search settings
     and test set, named ``ensemble of N``, built from the models already loaded (each file
-    is read once; memory then holds every model, not one at a time). ``members=False``
+    is loaded once; memory then holds every model, not one at a time; with ``src`` each
+    file's config is read first, to refuse mixed language pairs before any decoding). ``members=False``
     (with ``ensemble``) decodes the ensemble alone: what ``nmt select`` scores after
     choosing each member.
 
@@ -157,6 +158,7 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
         than two checkpoints), DeviceError (``device`` is not available here),
         PrecisionError (a ``precision`` this device cannot use). CheckpointError also for
         an ensemble of checkpoints with different vocabularies (names both files).
+        DataError also for ``src``/``ref`` with checkpoints of different language pairs.
     """
     ranges = parse_buckets(buckets)
     if ensemble and len(checkpoints) < 2:
