@@ -149,9 +149,9 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
     :class:`nmt.inference.ensemble.Ensemble` with the first checkpoint's search settings
     and test set, named ``ensemble of N``, built from the models already loaded (each file
     is loaded once; memory then holds every model, not one at a time; with ``src`` each
-    file's config is read first, to refuse mixed language pairs before any decoding). ``members=False``
-    (with ``ensemble``) decodes the ensemble alone: what ``nmt select`` scores after
-    choosing each member.
+    file's config is read first, to refuse mixed language pairs before any decoding).
+    ``members=False`` (with ``ensemble``) decodes the ensemble alone: what ``nmt select``
+    scores after choosing each member.
 
     Raises:
         CheckpointError, DataError, ValueError (bad ``buckets``; ``ensemble`` with fewer
