@@ -167,7 +167,7 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
     names, results, records, example_lines = [], [], [], []
     groups: list[tuple[str, str, str, int]] = []  # each system's (test set, pair, size)
     warnings: list[str] = []
-    if src is not None:
+    if src is not None and len(checkpoints) > 1:  # one checkpoint is one pair: no extra read
         _one_pair(checkpoints)
     for path, loaded in _systems(checkpoints, dev, ensemble):
         # the digest names the weights scored: a later best.pt under the same name is another

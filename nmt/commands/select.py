@@ -96,12 +96,11 @@ def grid_edge(alpha: float, alphas: tuple[float, ...]) -> str | None:
     if len(set(alphas)) < 2:
         return None
     if alpha == max(alphas):
-        wider = f"{alpha:g},{alpha + 0.4:g},{alpha + 0.8:g}"
+        side, wider = "largest", f"{alpha:g},{alpha + 0.4:g},{alpha + 0.8:g}"
     elif alpha == min(alphas) and alpha > 0:
-        wider = f"0,{alpha / 2:g},{alpha:g}"
+        side, wider = "smallest", f"0,{alpha / 2:g},{alpha:g}"
     else:
         return None
-    side = "largest" if alpha == max(alphas) else "smallest"
     return (f"warning: alpha {alpha:g} is the {side} of --alphas "
             f"{','.join(f'{a:g}' for a in alphas)}: val BLEU may be higher beyond it; "
             f"try --alphas {wider} (still chosen on val only)")
