@@ -14,11 +14,14 @@ WORKER = textwrap.dedent("""
     from nmt.training.ddp import teardown
     dist.init_process_group("gloo")
     rank = dist.get_rank()
+    stamp = []  # rank 1: when its group was destroyed, before it hands the turn on
     if rank == 1:  # rank 1 is slow to tear down: rank 0 must wait for it, not leave
         destroy = dist.destroy_process_group
-        dist.destroy_process_group = lambda: (time.sleep(1.0), destroy())
+        dist.destroy_process_group = lambda: (time.sleep(1.0), destroy(),
+                                              stamp.append(time.monotonic()))
     teardown(rank, 2)
-    print(f"rank {rank} down at {time.monotonic():.3f}", flush=True)
+    down = stamp[0] if stamp else time.monotonic()  # rank 0: when it leaves
+    print(f"rank {rank} down at {down:.3f}", flush=True)
     assert not dist.is_initialized()
 """)
 
