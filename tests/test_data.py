@@ -52,6 +52,17 @@ def test_missing_split_and_directory(tmp_path):
         read_dir_split(tmp_path / "nope", "train", "de", "en")
 
 
+def test_missing_test_2017_mscoco_points_to_where_it_is_downloaded(tmp_path):
+    """The workplace's copy of Multi30k lacks test_2017_mscoco, so its error names data/README.md;
+    other splits' errors do not."""
+    write_split(tmp_path, "train", "de", ["a"])
+    with pytest.raises(DataError, match=r"test_2017_mscoco\.de\.gz .*data/README\.md"):
+        read_dir_split(tmp_path, "test_2017_mscoco", "de", "en")
+    with pytest.raises(DataError) as missing:
+        read_dir_split(tmp_path, "train", "de", "en")
+    assert "README" not in str(missing.value)
+
+
 def test_control_characters_are_replaced(tmp_path):
     write_split(tmp_path, "val", "de", ["a\x00b\x07c"])
     write_split(tmp_path, "val", "en", ["x"])

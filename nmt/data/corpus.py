@@ -126,6 +126,11 @@ def read_lines(path: Path) -> list[str]:
     return lines
 
 
+# Multi30k test sets that ../shared/data/multi30k lacks; data/README.md says where to
+# get them, so their "no file" error points there
+_NOT_IN_SHARED_COPY = frozenset({"test_2017_mscoco"})
+
+
 def _find_split_file(directory: Path, split: str, lang: str) -> Path:
     found = [directory / n for n in (f"{split}.{lang}", f"{split}.{lang}.gz")
              if (directory / n).exists()]
@@ -136,9 +141,11 @@ def _find_split_file(directory: Path, split: str, lang: str) -> Path:
         return found[0]
     names = [p.name.removesuffix(".gz") for p in directory.iterdir()] if directory.is_dir() else []
     splits = sorted({n.rsplit(".", 1)[0] for n in names if n.endswith(f".{lang}")})
+    hint = ("; data/README.md says where to download it"
+            if split in _NOT_IN_SHARED_COPY else "")
     raise DataError(
         f"{directory}: no file {split}.{lang} or {split}.{lang}.gz "
-        f"(splits with .{lang} files here: {', '.join(splits) or 'none'})"
+        f"(splits with .{lang} files here: {', '.join(splits) or 'none'}){hint}"
     )
 
 
