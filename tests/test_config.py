@@ -149,6 +149,14 @@ def test_errors_name_the_override_and_the_yaml_line(tmp_path):
     with pytest.raises(ConfigError, match=re.escape(
             "c.yaml with override 'trian.max_epochs=3': trian: unknown key")):
         load_config(path, ["train.max_epochs=2", "trian.max_epochs=3"])
+    # a clash of two keys blames both overrides, in the order given; of a key given twice, the
+    # last setting, which is the one in force
+    with pytest.raises(ConfigError, match=re.escape(
+            "c.yaml with overrides 'model.attention=dot', 'model.enc_hidden=128': "
+            "model.attention: 'dot' scores s.h_i and needs model.dec_hidden == 2 * "
+            "model.enc_hidden, got 512 and 2 * 128")):
+        load_config(path, ["model.enc_hidden=64", "model.attention=dot", "model.enc_hidden=128",
+                           "model.emb_dim=32"])
     path.write_text("model:\n  emb_dim: [1\n  x: 2\n")
     with pytest.raises(ConfigError, match=r"c\.yaml:3:\d+: invalid YAML: ") as e:
         load_config(path)

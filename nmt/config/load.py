@@ -178,13 +178,13 @@ def _validate(cfg: Config) -> None:
     if m.attention in ("dot", "scaled_dot") and m.dec_hidden != 2 * m.enc_hidden:
         raise ConfigError(
             f"model.attention: {m.attention!r} scores s.h_i and needs model.dec_hidden "
-            f"({m.dec_hidden}) == 2 * model.enc_hidden ({2 * m.enc_hidden})"
+            f"== 2 * model.enc_hidden, got {m.dec_hidden} and 2 * {m.enc_hidden}"
         )
     if (m.attention in ("local_m", "local_p") and m.local_score in ("dot", "scaled_dot")
             and m.dec_hidden != 2 * m.enc_hidden):
         raise ConfigError(
             f"model.local_score: {m.local_score!r} scores s.h_i and needs model.dec_hidden "
-            f"({m.dec_hidden}) == 2 * model.enc_hidden ({2 * m.enc_hidden})"
+            f"== 2 * model.enc_hidden, got {m.dec_hidden} and 2 * {m.enc_hidden}"
         )
     # local_window and heads are checked only where they are used, so a config (or an
     # older checkpoint) with, say, an odd memory size stays valid for other attentions
@@ -350,9 +350,20 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
 
 
 def _where(path: Path, overrides: list[str] | None, error: ConfigError) -> str:
-    """The file, and the override that set the faulty key when one did: for an unknown
-    section (``trian.max_epochs=3``) the key in error is the override's first part."""
-    key = str(error).split(":", 1)[0]
-    given = [o for o in overrides or []
-             if (k := o.split("=", 1)[0].strip()) == key or k.startswith(key + ".")]
-    return f"{path} with override {given[-1]!r}" if given else str(path)
+    """The file, and the overrides that set the faulty key or a key the error names: for an
+    unknown section (``trian.max_epochs=3``) the key in error is the override's first part, and
+    a clash of two keys (``model.attention=dot model.enc_hidden=128``) blames both overrides.
+    Of one key given twice, the last one counts, as it does in the config."""
+    message = str(error)
+    key = message.split(":", 1)[0]
+    last: dict[str, str] = {}
+    for o in overrides or []:
+        k = o.split("=", 1)[0].strip()
+        named = re.search(rf"(?<![\w.]){re.escape(k)}(?![\w.])", message.split(":", 1)[-1])
+        if k == key or k.startswith(key + ".") or named:
+            last.pop(k, None)  # keep the order of the last settings
+            last[k] = o
+    given = list(last.values())
+    if not given:
+        return str(path)
+    return f"{path} with override{'s' if len(given) > 1 else ''} {', '.join(map(repr, given))}"
