@@ -71,6 +71,6 @@ for name in "$@"; do
     && cp "runs/ablation_deen_$name/valid_log.jsonl" "results/ablation_deen/${name}_valid_log.jsonl" \
     && tail -n 4 "runs/ablation_deen_$name.log" > "results/ablation_deen/${name}_log_tail.txt" \
     && echo "$name: done, results/ablation_deen/$name.json" \
-    || echo "$name: failed, see runs/ablation_deen_$name.log" ) &
+    || show_failure "$name" "runs/ablation_deen_$name.log" ) &
 done
 wait

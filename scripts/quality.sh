@@ -30,7 +30,8 @@ ALPHAS=${ALPHAS:-0.6,1.0,1.4}
 
 case "${1:-}" in
   deen|ende|enfr) dir=$1 ;;
-  *) sed -n 2,20p "$0"; echo "scripts/quality.sh: DIRECTION must be deen, ende or enfr" >&2
+  *) sed -n 2,20p "$0"
+     echo "scripts/quality.sh: DIRECTION must be deen, ende or enfr, got '${1:-}'" >&2
      exit 2 ;;
 esac
 n=${2:-3}
@@ -58,30 +59,58 @@ require_tools
 
 start=$(date -u +%FT%TZ)
 runs=()
+failed=$(mktemp -d)  # one file per model whose training failed in this sitting
+trap 'rm -rf "$failed"' EXIT
+started=0 before=0
 for i in $(seq 1 "$n"); do
   name=quality_${dir}_s$i
   out=runs/$name
   runs+=("$out")
   done_epochs=$(epochs_done "$out")
+  before=$((before + done_epochs))
   if [ "$done_epochs" -ge "$EPOCHS" ]; then
     echo "$name: finished ($done_epochs epochs), kept"
     continue
   fi
   resume=$(resume_flag "$out")
   [ -z "$resume" ] || echo "$name: resuming after epoch $done_epochs"
+  started=$((started + 1))
   # shellcheck disable=SC2086  # the overrides are meant to split into words
-  ( "$NMT" train "$config" "${common[@]}" $QUALITY_OVERRIDES "train.seed=$i" "name=$name" \
-        $resume >> "runs/$name.log" 2>&1 \
-    && cp "$out/valid_log.jsonl" "results/quality/${dir}_s${i}_valid_log.jsonl" \
-    && echo "$name: trained" || echo "$name: failed, see runs/$name.log" ) &
+  ( if "$NMT" train "$config" "${common[@]}" $QUALITY_OVERRIDES "train.seed=$i" "name=$name" \
+          $resume >> "runs/$name.log" 2>&1 \
+       && cp "$out/valid_log.jsonl" "results/quality/${dir}_s${i}_valid_log.jsonl"; then
+      echo "$name: trained"
+    else
+      touch "$failed/$i"; show_failure "$name" "runs/$name.log"
+    fi ) &
 done
 wait
 end=$(date -u +%FT%TZ)
+after=0
+for out in "${runs[@]}"; do after=$((after + $(epochs_done "$out"))); done
+nfailed=$(find "$failed" -type f | wc -l)
+# a sitting in which every model failed before an epoch (no corpus, a bad override) trained
+# nothing: its time is not the budget's, and results/ holds measured data only
+if [ "$started" -gt 0 ] && [ "$nfailed" -eq "$started" ] && [ "$after" -le "$before" ]; then
+  echo "scripts/quality.sh: every model failed before training an epoch (errors above);" \
+       "fix the cause and run the script again; no timing recorded" >&2
+  exit 1
+fi
 chosen=$({ grep -o 'training precision: [a-z0-9]*' "runs/quality_${dir}_s1.log" || true; } | tail -n 1 | cut -d' ' -f3)
 echo "training $start → $end, $n models of $config, $QUALITY_OVERRIDES, $EPOCHS epochs, $PRECISION ($chosen), $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" >> "$timing"
-for out in "${runs[@]}"; do
-  [ "$(epochs_done "$out")" -ge "$EPOCHS" ] || { echo "scripts/quality.sh: $out did not finish $EPOCHS epochs; run the script again to resume" >&2; exit 1; }
+unfinished=0
+for i in $(seq 1 "$n"); do
+  out=${runs[$((i - 1))]}
+  [ "$(epochs_done "$out")" -lt "$EPOCHS" ] || continue
+  unfinished=1
+  if [ -f "$failed/$i" ]; then
+    echo "scripts/quality.sh: $out failed (its error is above; the whole log: $out.log); fix" \
+         "the cause and run the script again, which resumes it" >&2
+  else
+    echo "scripts/quality.sh: $out did not finish $EPOCHS epochs; run the script again to resume" >&2
+  fi
 done
+[ "$unfinished" -eq 0 ] || exit 1
 # test_2017_mscoco is scored too when its two files are in the corpus directory: it is not in
 # ../shared/data/multi30k nor on the hub dataset (data/README.md says where to get it)
 data_path=${DATA_PATH:-$(sed -n 's/^  path: *\([^ #]*\).*/\1/p' "$config" | head -n 1)}

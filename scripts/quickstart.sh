@@ -3,6 +3,8 @@
 # Multi30k de->en for about 10 minutes, then print BLEU by sentence length on
 # test_2016_flickr and a few example translations.
 # Data: ../shared/data/multi30k when it exists, else Multi30k from the Hugging Face hub.
+# Arguments are key=value overrides for `nmt train`, e.g. data.path=DIR for a corpus elsewhere
+# (give the same ones again to continue an interrupted run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

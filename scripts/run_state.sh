@@ -36,3 +36,10 @@ require_tools() {
     }
   done
 }
+
+# show_failure NAME LOG: says that NAME failed, with the end of its log (nmt's one-line error
+# is its last line), so the cause is on the screen and not only in LOG
+show_failure() {
+  echo "$1: failed; the end of $2:"
+  tail -n 3 "$2" 2>/dev/null | sed 's/^/  /'
+}

@@ -157,6 +157,10 @@ def test_errors_name_the_override_and_the_yaml_line(tmp_path):
             "model.enc_hidden, got 512 and 2 * 128")):
         load_config(path, ["model.enc_hidden=64", "model.attention=dot", "model.enc_hidden=128",
                            "model.emb_dim=32"])
+    # the known keys listed after an unknown one are not blamed ('name' is one of them)
+    with pytest.raises(ConfigError, match=re.escape(
+            "c.yaml with override 'modelattention=dot': modelattention: unknown key")):
+        load_config(path, ["modelattention=dot", "name=probe1", "train.seed=3"])
     path.write_text("model:\n  emb_dim: [1\n  x: 2\n")
     with pytest.raises(ConfigError, match=r"c\.yaml:3:\d+: invalid YAML: ") as e:
         load_config(path)
@@ -216,3 +220,32 @@ def test_resume_conflicts_are_the_changes_resume_may_not_make():
     assert [k for k, _, _ in changes.changed] == ["model.enc_hidden", "train.max_epochs"]
     assert changes.conflicts == [("model.enc_hidden", stored.model.enc_hidden, 48)]
     assert resume_conflicts(stored, stored).changed == []
+
+
+def test_overrides_that_the_config_never_reads_are_warned_about(tmp_path):
+    """``model.heads=4`` with additive attention trained without a word (fresh-user report,
+    2026-12-04): such keys stay valid, so one config serves every attention, but a typed
+    override that cannot act is named, with the setting that makes it idle."""
+    from nmt.config.load import ignored_overrides
+
+    path = tmp_path / "c.yaml"
+    path.write_text("model:\n  attention: additive\n")
+    given = ["model.heads=4", "model.local_window=5", "subwords.nbest_size=8",
+             "model.word_dropout_target=true", "train.seed=2"]
+    warnings = ignored_overrides(load_config(path, given), given)
+    assert warnings == [
+        "warning: override 'model.heads=4' has no effect with model.attention=additive "
+        "(only multihead uses it)",
+        "warning: override 'model.local_window=5' has no effect with model.attention=additive "
+        "(only local_m and local_p use it)",
+        "warning: override 'subwords.nbest_size=8' has no effect with subwords.sampling_alpha "
+        "unset (it is used only when sampling)",
+        "warning: override 'model.word_dropout_target=true' has no effect with "
+        "model.word_dropout=0",
+    ]
+    # the same keys where they act: nothing to say
+    acting = ["model.attention=multihead", "model.heads=4", "subwords.sampling_alpha=0.1",
+              "subwords.nbest_size=8", "model.word_dropout=0.1", "model.word_dropout_target=true"]
+    assert ignored_overrides(load_config(path, acting), acting) == []
+    local = ["model.attention=local_p", "model.local_window=5", "model.local_score=dot"]
+    assert ignored_overrides(load_config(path, local), local) == []

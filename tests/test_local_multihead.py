@@ -266,6 +266,9 @@ def test_nmt_heads_end_to_end_and_its_errors(tmp_path):
     r = nmt("heads", runs["mh"], "--compare", runs["lp"], "--max-sentences", 30, "--maps", 1,
             "--out", out)
     assert r.returncode == 0, r.stderr
+    # decoding a full test set takes minutes on CPU: each model says so before it starts
+    assert f"{runs['mh']}: decoding 30 sentences of test_2016_flickr" in r.stderr
+    assert f"{runs['lp']}: decoding 30 sentences" in r.stderr
     md = (out / "heads.md").read_text()
     assert "| mh (2 heads) | 2 |" in md and "| lp | 1 |" in md
     assert (out / "heads_1.png").stat().st_size > 1000

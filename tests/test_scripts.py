@@ -120,6 +120,7 @@ def test_quality_refuses_bad_arguments(tmp_path):
     assert r.returncode == 2 and ".venv/bin/nmt not found; run 'bash scripts/setup.sh' first" \
         in r.stderr and not (tmp_path / "runs" / "quality_deen_s1.log").exists()
     r = _run(tmp_path, "bogus")  # the usage text ends where the header does
+    assert "DIRECTION must be deen, ende or enfr, got 'bogus'" in r.stderr
     assert r.stdout.rstrip().endswith("# ALPHAS: the GNMT length penalties `nmt select` tries "
                                       "on val (default 0.6,1.0,1.4).")
     # a setting written after the command would otherwise be ignored for hours of training
@@ -128,6 +129,39 @@ def test_quality_refuses_bad_arguments(tmp_path):
     assert "not found" not in r.stderr  # refused first, before anything else is looked at
     r = _run(tmp_path, "deen", "2", DATA_PATH=str(tmp_path / "nowhere"))
     assert r.returncode == 2 and "DATA_PATH " in r.stderr and "is not a directory" in r.stderr
+
+
+def test_quality_shows_why_a_model_failed_and_records_no_time_for_a_sitting_that_trained_nothing(
+        tmp_path):
+    """No corpus: every `nmt train` failed at once, the script said "run the script again to
+    resume", which cannot help, and wrote a timing line to results/ (fresh-user report,
+    2026-12-04)."""
+    fake = _tree(tmp_path, "quality.sh")
+    fake.write_text('#!/usr/bin/env bash\necho "$*" >> "$(dirname "$0")/calls.txt"\n'
+                    'echo "error: data.path: ../shared/data/multi30k holds no train.de" >&2\n'
+                    'exit 2\n')
+    r = _run(tmp_path, "deen", "2", NMT=str(fake))
+    assert r.returncode == 1
+    assert "quality_deen_s1: failed; the end of runs/quality_deen_s1.log:" in r.stdout
+    assert "  error: data.path: ../shared/data/multi30k holds no train.de" in r.stdout
+    assert "every model failed before training an epoch" in r.stderr
+    assert "resume" not in r.stderr
+    assert not (tmp_path / "results" / "quality" / "deen_timing.txt").exists()
+    # seed 1 ran (an interrupted training), seed 2 failed: the sitting's time counts, and
+    # each is told apart, the failed one not sent to resume as if merely unfinished
+    fake.write_text('#!/usr/bin/env bash\necho "$*" >> "$(dirname "$0")/calls.txt"\n'
+                    'case "$*" in *train.seed=2*) echo "error: bad" >&2; exit 2 ;; esac\n'
+                    'mkdir -p runs/quality_deen_s1\n'
+                    'echo \'{"epoch": 1, "epochs_done": 1.0, "step": 1, "val_bleu": 1.0}\' '
+                    '> runs/quality_deen_s1/valid_log.jsonl\n')
+    r = _run(tmp_path, "deen", "2", NMT=str(fake), EPOCHS="2")
+    assert r.returncode == 1
+    assert "quality_deen_s1: trained" in r.stdout
+    assert "runs/quality_deen_s1 did not finish 2 epochs; run the script again to resume" \
+        in r.stderr
+    assert "runs/quality_deen_s2 failed (its error is above" in r.stderr
+    assert "2 models of configs/recipe_deen.yaml" in (
+        tmp_path / "results" / "quality" / "deen_timing.txt").read_text()
 
 
 def test_ablation_keeps_what_is_done_and_resumes_the_rest(tmp_path):

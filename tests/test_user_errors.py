@@ -187,6 +187,11 @@ def test_a_time_budget_that_ends_before_one_epoch_is_warned_about():
     warning = undertrained_warning(cfg, TrainState(step=4, epoch=0, elapsed_s=1008.0))
     assert warning is not None and "4 steps, before one full epoch" in warning
     assert "train.max_minutes=10" in warning
+    # it names the score instead of promising "near 0", which a model of 355 steps (val BLEU
+    # 12.78) contradicted (fresh-user report, 2026-12-04)
+    warned = undertrained_warning(cfg, TrainState(step=355, epoch=0, elapsed_s=648.0,
+                                                  best_bleu=12.78))
+    assert warned is not None and "val BLEU 12.78" in warned and "near 0" not in warned
     # a full epoch, a budget not spent, an interrupted run or no budget: nothing to say
     assert undertrained_warning(cfg, TrainState(step=900, epoch=1, elapsed_s=700.0)) is None
     assert undertrained_warning(cfg, TrainState(step=4, epoch=0, elapsed_s=30.0)) is None

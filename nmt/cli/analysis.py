@@ -48,7 +48,8 @@ def heads(
     try:
         path = heads_report(checkpoint, out, compare=compare or [], split=split, src=src,
                             ref=ref, data_path=data_path, max_sentences=max_sentences,
-                            maps=maps, sentences=sentence or [], device=device, join=join)
+                            maps=maps, sentences=sentence or [], device=device, join=join,
+                            log=lambda message: typer.echo(message, err=True))
     except (*USER_ERRORS, HeadsError) as e:
         fail(e)
     typer.echo(f"report: {path}")

@@ -27,7 +27,7 @@ from nmt.cli.common import (
     fail,
 )
 from nmt.cli.common import length_penalty as _length_penalty
-from nmt.config.load import load_config
+from nmt.config.load import ignored_overrides, load_config
 from nmt.model.checkpoint import CheckpointError
 from nmt.ops.files import same_file
 
@@ -45,6 +45,8 @@ def train(
 
     try:
         cfg = load_config(config, overrides or [])
+        for ignored in ignored_overrides(cfg, overrides):
+            typer.echo(ignored, err=True)
         state = run_training(cfg, resume=resume, log=lambda m: typer.echo(m, err=True))
     except (*USER_ERRORS, TrainingError) as e:
         fail(e)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -279,15 +279,17 @@ def heads_report(checkpoint: Path, out_dir: Path, *, compare: Sequence[Path] = (
                  split: str | None = None, src: Path | None = None, ref: Path | None = None,
                  data_path: str | None = None, max_sentences: int | None = None,
                  maps: int = 3, sentences: Sequence[str] = (), device: str = "auto",
-                 batch_size: int = 64, join: int | None = None) -> Path:
+                 batch_size: int = 64, join: int | None = None,
+                 log: Callable[[str], None] = lambda message: None) -> Path:
     """Analyse ``checkpoint`` (and each ``compare`` checkpoint) on a test set and write
     ``heads.md``, ``heads.json`` and per-head heatmaps ``heads_N.png`` to ``out_dir``.
 
     Heatmaps are drawn for ``sentences`` if given, else for the ``maps`` test sentences
     (8-25 words, no repetition loop) whose heads agree least; each compare model's map is
     drawn beside the heads for the same source. With ``join`` = k the test set is first
-    joined k consecutive pairs at a time (long input, nmt/data/longsets.py). Returns the
-    Markdown path.
+    joined k consecutive pairs at a time (long input, nmt/data/longsets.py). ``log`` hears
+    one line per model before its decoding, which takes minutes on a full test set on CPU.
+    Returns the Markdown path.
 
     Raises:
         CheckpointError, DataError, DeviceError, HeadsError (fixed-vector model, no
@@ -315,6 +317,8 @@ def heads_report(checkpoint: Path, out_dir: Path, *, compare: Sequence[Path] = (
             raise HeadsError(f"--compare {path}: translates {m.cfg.data.src_lang}->"
                              f"{m.cfg.data.tgt_lang}, but {checkpoint} translates "
                              f"{pair[0]}->{pair[1]}")
+        log(f"{path}: decoding {len(sources)} sentence{'' if len(sources) == 1 else 's'} of "
+            f"{src or label} (greedy; --max-sentences N for fewer)")
         try:
             sents = head_weights_of(m.model, m.src_vocab, m.tgt_vocab, sources,
                                     batch_size=batch_size, max_ratio=m.cfg.train.max_output_ratio)

@@ -288,13 +288,15 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
 
 def undertrained_warning(cfg: Config, state: TrainState) -> str | None:
     """A warning when the time budget (``train.max_minutes``) ended the run before its first
-    full epoch: such a model translates next to nothing (BLEU near 0), which a reader of the
-    scores alone would take for a broken tool. None otherwise."""
+    full epoch: such a model scores far below a trained one (from 0 to a third of it on the
+    quick start, with the steps a busy CPU allows), which a reader of the scores alone would
+    take for a broken tool. It names the best val BLEU so far. None otherwise."""
     minutes = cfg.train.max_minutes
     if (state.interrupted is not None or state.epoch > 0 or minutes is None
             or state.elapsed_s < minutes * 60):
         return None
     return (f"warning: the time budget (train.max_minutes={minutes:g}) ran out after "
-            f"{state.step} steps, before one full epoch: this model is barely trained and "
-            "will score near 0 BLEU. A busy or slow CPU gives fewer steps per minute; continue "
+            f"{state.step} steps, before one full epoch: this model is barely trained (val "
+            f"BLEU {state.best_bleu_text()}) and scores far below a trained one. A busy or slow "
+            "CPU gives fewer steps per minute; continue "
             "with --resume and a larger train.max_minutes")

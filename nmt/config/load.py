@@ -349,6 +349,32 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
         raise ConfigError(f"{_where(path, overrides, e)}: {e}") from None
 
 
+def ignored_overrides(cfg: Config, overrides: list[str] | None) -> list[str]:
+    """Warnings for ``key=value`` overrides that the validated ``cfg`` never reads: keys that
+    only one attention type or one training setting uses (``model.heads=4`` with additive
+    attention). They stay valid, so that one config serves every attention, but a user who
+    types one expects it to act. One line per override, in the order given; [] when all act.
+    """
+    m, sw = cfg.model, cfg.subwords
+    unused = {
+        "model.heads": (m.attention != "multihead", f"model.attention={m.attention} (only "
+                        "multihead uses it)"),
+        "model.local_window": (m.attention not in ("local_m", "local_p"),
+                               f"model.attention={m.attention} (only local_m and local_p use it)"),
+        "model.local_score": (m.attention not in ("local_m", "local_p"),
+                              f"model.attention={m.attention} (only local_m and local_p use it)"),
+        "subwords.nbest_size": (sw.sampling_alpha is None, "subwords.sampling_alpha unset "
+                                "(it is used only when sampling)"),
+        "model.word_dropout_target": (m.word_dropout == 0, "model.word_dropout=0"),
+    }
+    warnings = []
+    for o in overrides or []:
+        k = o.split("=", 1)[0].strip()
+        if k in unused and unused[k][0]:
+            warnings.append(f"warning: override {o!r} has no effect with {unused[k][1]}")
+    return warnings
+
+
 def _where(path: Path, overrides: list[str] | None, error: ConfigError) -> str:
     """The file, and the overrides that set the faulty key or a key the error names: for an
     unknown section (``trian.max_epochs=3``) the key in error is the override's first part, and
@@ -356,10 +382,12 @@ def _where(path: Path, overrides: list[str] | None, error: ConfigError) -> str:
     Of one key given twice, the last one counts, as it does in the config."""
     message = str(error)
     key = message.split(":", 1)[0]
+    # the list of known keys after an unknown one names bare keys that are not at fault
+    told = re.sub(r"\(known: [^)]*\)", "", message.split(":", 1)[-1])
     last: dict[str, str] = {}
     for o in overrides or []:
         k = o.split("=", 1)[0].strip()
-        named = re.search(rf"(?<![\w.]){re.escape(k)}(?![\w.])", message.split(":", 1)[-1])
+        named = "." in k and re.search(rf"(?<![\w.]){re.escape(k)}(?![\w.])", told)
         if k == key or k.startswith(key + ".") or named:
             last.pop(k, None)  # keep the order of the last settings
             last[k] = o

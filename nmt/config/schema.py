@@ -170,7 +170,11 @@ class TrainConfig:
     clip_norm: float = 1.0
     label_smoothing: float = 0.0
     max_epochs: int = 30
-    max_minutes: float | None = None  # wall-clock budget, validation included
+    # wall-clock budget of the training loop, validations included: it stops in time for one
+    # more validation, timed by the last one. Inside the first epoch there is no last one, so
+    # a budget that ends there overruns by one validation; setup (vocabulary, data store)
+    # and the final test scoring are outside it
+    max_minutes: float | None = None
     # stop after this many optimizer steps (batches): a budget that, unlike minutes, does
     # not depend on what else runs on the machine; None = no step limit
     max_steps: int | None = None
