@@ -356,13 +356,13 @@ def ignored_overrides(cfg: Config, overrides: list[str] | None) -> list[str]:
     types one expects it to act. One line per override, in the order given; [] when all act.
     """
     m, sw = cfg.model, cfg.subwords
+    local = (m.attention not in ("local_m", "local_p"),
+             f"model.attention={m.attention} (only local_m and local_p use it)")
     unused = {
         "model.heads": (m.attention != "multihead", f"model.attention={m.attention} (only "
                         "multihead uses it)"),
-        "model.local_window": (m.attention not in ("local_m", "local_p"),
-                               f"model.attention={m.attention} (only local_m and local_p use it)"),
-        "model.local_score": (m.attention not in ("local_m", "local_p"),
-                              f"model.attention={m.attention} (only local_m and local_p use it)"),
+        "model.local_window": local,
+        "model.local_score": local,
         "subwords.nbest_size": (sw.sampling_alpha is None, "subwords.sampling_alpha unset "
                                 "(it is used only when sampling)"),
         "model.word_dropout_target": (m.word_dropout == 0, "model.word_dropout=0"),
