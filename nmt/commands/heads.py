@@ -318,7 +318,7 @@ def heads_report(checkpoint: Path, out_dir: Path, *, compare: Sequence[Path] = (
                              f"{m.cfg.data.tgt_lang}, but {checkpoint} translates "
                              f"{pair[0]}->{pair[1]}")
         log(f"{path}: decoding {len(sources)} sentence{'' if len(sources) == 1 else 's'} of "
-            f"{src or label} (greedy; --max-sentences N for fewer)")
+            f"{src or label} (greedy{'' if max_sentences else '; --max-sentences N for fewer'})")
         try:
             sents = head_weights_of(m.model, m.src_vocab, m.tgt_vocab, sources,
                                     batch_size=batch_size, max_ratio=m.cfg.train.max_output_ratio)
