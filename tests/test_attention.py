@@ -3,10 +3,11 @@
 import pytest
 import torch
 
+from nmt.config.schema import SCORE_KINDS
 from nmt.model.attention import attend, masked_softmax
 from nmt.model.attention_factory import build_scorer
 
-KINDS = ["additive", "dot", "general", "scaled_dot"]
+KINDS = list(SCORE_KINDS)
 
 
 def _inputs(B=3, S=7, D=8):

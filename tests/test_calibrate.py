@@ -92,6 +92,7 @@ def test_measuring_leaves_the_random_state_and_the_gradients_alone(toy_vocabs):
     assert all(p.grad is None for p in model.parameters())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bf16_faster", [False, True])
 def test_trainer_auto_follows_the_measurement_on_a_native_bf16_cpu(
         tmp_path, toy_vocabs, monkeypatch, bf16_faster):
@@ -116,6 +117,7 @@ def test_trainer_auto_follows_the_measurement_on_a_native_bf16_cpu(
     assert seen == [3]  # the toy set's three batches of two: a warm-up and two timed
 
 
+@pytest.mark.slow
 def test_explicit_precisions_are_never_measured(tmp_path, toy_vocabs, monkeypatch):
     def boom(*_a, **_k):
         raise AssertionError("explicit precision was measured")

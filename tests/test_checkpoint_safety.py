@@ -125,6 +125,7 @@ def test_every_reading_command_refuses_in_one_line(tmp_path, command):
     assert not (tmp_path / "avg.pt").exists()
 
 
+@pytest.mark.slow
 def test_resume_and_bench_refuse_in_one_line(tmp_path):
     marker = tmp_path / "pwned.txt"
     run = tmp_path / "run"

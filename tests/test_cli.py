@@ -38,6 +38,7 @@ def trained(tmp_path_factory):
     return runs
 
 
+@pytest.mark.slow
 def test_train_writes_checkpoints_config_and_log(trained):
     run = trained["additive"]
     for name in ["best.pt", "last.pt", "config.yaml", "valid_log.jsonl", "summary.json"]:
@@ -47,6 +48,7 @@ def test_train_writes_checkpoints_config_and_log(trained):
     assert all({"val_loss", "val_ppl", "val_bleu", "train_loss"} <= r.keys() for r in records)
 
 
+@pytest.mark.slow
 def test_evaluate_side_by_side_with_json(trained, tmp_path):
     out = tmp_path / "scores.json"
     r = nmt("evaluate", trained["additive"] / "best.pt", trained["none"] / "best.pt",
@@ -63,6 +65,7 @@ def test_evaluate_side_by_side_with_json(trained, tmp_path):
     assert [(b["min_len"], b["max_len"]) for b in data[0]["buckets"]] == [(1, 10), (11, None)]
 
 
+@pytest.mark.slow
 def test_evaluate_on_given_files_and_errors(trained, tmp_path):
     src, ref = tmp_path / "s.de", tmp_path / "r.en"
     src.write_text("Ein Hund rennt.\nZwei Männer.\n")
@@ -81,6 +84,7 @@ def test_evaluate_on_given_files_and_errors(trained, tmp_path):
     assert r.returncode == 2 and "s.de has no non-empty line" in r.stderr
 
 
+@pytest.mark.slow
 def test_translate_filter_keeps_one_line_per_input(trained, tmp_path):
     lines = ["Ein Mann fährt Fahrrad.", "", "   ", "Zwei Hunde 🐕 spielen \x07 im Schnee.",
              "Hund " * 600]
@@ -124,6 +128,7 @@ def test_translate_filter_keeps_one_line_per_input(trained, tmp_path):
     assert r.returncode == 141 and len(r.stdout.splitlines()) == 1 and r.stderr == "", r.stderr
 
 
+@pytest.mark.slow
 def test_translate_plot_and_beam_options(trained, tmp_path):
     png = tmp_path / "river.png"
     r = nmt("translate", trained["additive"] / "best.pt", "--plot", png, "--beam", "3",
@@ -174,12 +179,14 @@ def test_translate_plot_and_beam_options(trained, tmp_path):
     assert r.returncode == 2 and "--length-penalty" in r.stderr
 
 
+@pytest.mark.slow
 def test_train_rejects_unknown_key_before_work():
     r = nmt("train", "configs/multi30k_deen_additive.yaml", "model.atention=dot")
     assert r.returncode == 2
     assert "model.atention: unknown key" in r.stderr
 
 
+@pytest.mark.slow
 def test_torchrun_two_processes_train_with_ddp(tmp_path):
     from conftest import MULTI30K
 
@@ -206,6 +213,7 @@ def test_torchrun_two_processes_train_with_ddp(tmp_path):
     assert r.stdout.count("BLEU signature") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [
     ["train.lr_schedule=plateau", "train.lr_patience=1", "train.max_epochs=4",
      "train.patience=2", "train.valid_every_steps=2"],
@@ -229,6 +237,7 @@ def test_torchrun_ranks_agree_for_every_schedule_and_budget(tmp_path, extra):
     assert r.stdout.count("best val BLEU") == 1
 
 
+@pytest.mark.slow
 def test_translate_is_interactive_on_a_terminal(trained):
     import os
     import pty
@@ -286,6 +295,7 @@ def test_help_shows_flags_without_a_value():
     assert r.returncode == 0 and r.stdout.startswith("nmt ") and "torch 2." in r.stdout
 
 
+@pytest.mark.slow
 def test_select_chooses_alpha_on_val_and_scores_test(trained, tmp_path):
     out = tmp_path / "select.json"
     r = nmt("select", trained["additive"], "--beam", "2", "--alphas", "0.6,1.4", "--average", "0",
@@ -303,6 +313,7 @@ def test_select_chooses_alpha_on_val_and_scores_test(trained, tmp_path):
     assert not list(trained["additive"].glob("averaged.pt"))  # --average 0 writes nothing
 
 
+@pytest.mark.slow
 def test_select_refuses_choosing_on_a_test_split_and_a_missing_run(trained, tmp_path):
     r = nmt("select", trained["additive"], "--valid-split", "test_2016_flickr",
             "--test-splits", "test_2016_flickr")

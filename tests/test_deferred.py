@@ -4,12 +4,12 @@ product after the loop, the gradients autograd would have summed step by step.""
 import pytest
 import torch
 
+from nmt.config.schema import ATTENTION_TYPES
 from nmt.ops.weight_grads import defer_weight_grads, deferred_linear
 
 from conftest import tiny_model
 
-ATTENTIONS = ["additive", "dot", "general", "scaled_dot", "local_m", "local_p", "multihead",
-              "none"]
+ATTENTIONS = list(ATTENTION_TYPES)
 
 
 def _grads(model, src, src_len, tgt, defer: bool, monkeypatch, bf16: bool = False):

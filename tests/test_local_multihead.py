@@ -11,7 +11,7 @@ import torch
 
 from nmt.commands.heads import SentenceHeads, analyse, head_weights_of
 from nmt.config.load import load_config, load_study_config
-from nmt.config.schema import ConfigError
+from nmt.config.schema import LOCAL_KINDS, ConfigError
 from nmt.data.batches import collate, encode_pairs
 from nmt.data.corpus import Pair
 from nmt.inference.search import beam_search, greedy
@@ -30,7 +30,7 @@ def _memory(B=3, S=12, M=8, D=8, lengths=(12, 9, 3)):
     return torch.randn(B, D), torch.randn(B, S, M), mask
 
 
-@pytest.mark.parametrize("kind", ["local_m", "local_p"])
+@pytest.mark.parametrize("kind", LOCAL_KINDS)
 @pytest.mark.parametrize("score", ["general", "additive", "dot"])
 def test_local_weights_are_exactly_zero_outside_the_window_and_on_padding(kind, score):
     query, memory, mask = _memory()
@@ -243,6 +243,7 @@ def test_head_weights_of_a_model_match_its_greedy_search(toy_vocabs):
         head_weights_of(none, src_vocab, tgt_vocab, sources)
 
 
+@pytest.mark.slow
 def test_nmt_heads_end_to_end_and_its_errors(tmp_path):
     from conftest import MULTI30K
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import math
 from types import SimpleNamespace
+from typing import get_args
 
 import pytest
 import torch
@@ -18,7 +19,7 @@ from torch import nn
 from torch.func import functional_call
 
 from nmt.config.load import from_dict
-from nmt.config.schema import ATTENTION_TYPES, ConfigError, ModelConfig
+from nmt.config.schema import ATTENTION_TYPES, ConfigError, ModelConfig, StepOrder
 from nmt.data.batches import collate, encode_pairs
 from nmt.data.corpus import Pair
 from nmt.inference.search import beam_search, greedy
@@ -131,7 +132,7 @@ def _untied_copy(model):
     return untied
 
 
-@pytest.mark.parametrize("order", ["bahdanau", "luong", "cgru"])
+@pytest.mark.parametrize("order", get_args(StepOrder))
 @pytest.mark.parametrize("defer", [False, True])
 def test_tied_weights_gradient_is_the_sum_of_both_uses(toy_vocabs, order, defer):
     model = tiny_model(*toy_vocabs, tie_embeddings=True, step_order=order).train()

@@ -139,6 +139,7 @@ def test_sampling_varies_by_epoch_seed_keeps_the_text_and_leaves_encode_alone(mo
     assert only_src.token_counts() == ExampleSet(best).token_counts()
 
 
+@pytest.mark.slow
 def test_training_samples_each_epoch_and_validates_on_the_best_segmentation(
         corpus, tmp_path, monkeypatch):
     seen: dict[int, dict[int, list[int]]] = {}
@@ -206,6 +207,7 @@ def test_word_dropout_replaces_the_expected_share_of_real_pieces_only():
                                                  generator=step_generator(3, 18)).src)
 
 
+@pytest.mark.slow
 def test_word_dropout_applies_to_training_steps_and_never_to_validation(corpus, tmp_path,
                                                                          monkeypatch):
     calls: list[tuple[bool, torch.Tensor, torch.Tensor]] = []
@@ -231,6 +233,7 @@ def test_word_dropout_applies_to_training_steps_and_never_to_validation(corpus, 
 # ---------------------------------------------------------------- runs
 
 
+@pytest.mark.slow
 def test_off_values_leave_training_bit_identical_and_draw_nothing(corpus, tmp_path,
                                                                   monkeypatch):
     def never(*_a, **_k):
@@ -251,6 +254,7 @@ def test_off_values_leave_training_bit_identical_and_draw_nothing(corpus, tmp_pa
     assert _records(tmp_path / "noisy") != default  # the keys are wired in
 
 
+@pytest.mark.slow
 def test_noisy_runs_are_seeded_and_resume_exactly(corpus, tmp_path):
     run_training(_config(corpus, tmp_path / "a", *NOISY), log=lambda _m: None)
     run_training(_config(corpus, tmp_path / "b", *NOISY), log=lambda _m: None)

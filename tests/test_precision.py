@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import nmt.ops.precision as precision
-from nmt.config.schema import Config, TrainConfig
+from nmt.config.schema import ATTENTION_TYPES, Config, TrainConfig
 from nmt.data.batches import encode_pairs
 from nmt.data.corpus import Pair
 from nmt.ops.precision import PrecisionError, autocast, autocast_dtype
@@ -64,6 +64,7 @@ def _train(tmp_path, toy_vocabs, prec: str, steps: int = 60) -> tuple[Trainer, l
     return tr, losses
 
 
+@pytest.mark.slow
 def test_bf16_training_keeps_fp32_weights_and_learns_like_fp32(tmp_path, toy_vocabs):
     tr, bf16 = _train(tmp_path, toy_vocabs, "bf16")
     assert tr.amp_dtype is torch.bfloat16
@@ -88,6 +89,7 @@ def test_bf16_loss_is_close_to_fp32(toy_vocabs):
     assert abs(float(half) - float(full)) < 0.02 * float(full)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["train.precision", "search.precision"])
 def test_train_refuses_fp16_on_cpu_before_any_work(tmp_path, key):
     """search.precision too: unchecked, it failed at the first validation, after an epoch."""
@@ -103,6 +105,7 @@ def test_train_refuses_fp16_on_cpu_before_any_work(tmp_path, key):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_bf16_without_native_support_is_warned_about(tmp_path, toy_vocabs, monkeypatch):
     import nmt.training.loop
     messages = []
@@ -231,8 +234,7 @@ def test_bf16_search_keeps_beam_1_equal_to_greedy(toy_vocabs):
         assert any(h.tokens for h in g)
 
 
-@pytest.mark.parametrize("attention", ["additive", "dot", "general", "scaled_dot", "local_m",
-                                       "local_p", "multihead", "none"])
+@pytest.mark.parametrize("attention", ATTENTION_TYPES)
 @pytest.mark.parametrize("order", ["luong", "bahdanau"])
 def test_every_attention_searches_with_bf16_matrix_products(toy_vocabs, attention, order):
     """Each scorer reads bf16 memory under search autocast (the additive one keeps fp32

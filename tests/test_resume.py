@@ -56,6 +56,7 @@ def multi30k_dir():
     return MULTI30K
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_interrupt_then_resume_gives_the_same_loss_curve(tmp_path, multi30k_dir,
                                                           reference_curve, sig):
@@ -82,6 +83,7 @@ def test_interrupt_then_resume_gives_the_same_loss_curve(tmp_path, multi30k_dir,
     assert _curve(tmp_path) == reference_curve
 
 
+@pytest.mark.slow
 def test_second_run_without_resume_refuses_to_overwrite(tmp_path, multi30k_dir):
     (tmp_path / "last.pt").write_bytes(b"x")
     r = subprocess.run(_cmd(multi30k_dir, tmp_path), cwd=REPO, capture_output=True, text=True)
@@ -91,6 +93,7 @@ def test_second_run_without_resume_refuses_to_overwrite(tmp_path, multi30k_dir):
     assert r.returncode == 2 and "--resume: nothing to resume" in r.stderr, r.stderr
 
 
+@pytest.mark.slow
 def test_resume_with_schedule_and_step_validation_and_average(tmp_path, multi30k_dir):
     extra = ["train.lr_schedule=warmup_decay", "train.warmup_steps=20",
              "train.valid_every_steps=25", "train.keep_checkpoints=2", "train.max_epochs=2"]
@@ -125,6 +128,7 @@ def test_resume_with_schedule_and_step_validation_and_average(tmp_path, multi30k
     assert torch.allclose(read_payload(avg)["model"][key], (a[key] + b[key]) / 2)
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_different_config_and_extends_a_finished_run(tmp_path, multi30k_dir):
     """Kind 4 of issue 12: --resume never silently uses either configuration."""
     out = tmp_path / "run"

@@ -69,6 +69,7 @@ def _toy_training(tmp_path, toy_vocabs, **train_overrides):
     return state, logs
 
 
+@pytest.mark.slow
 def test_nan_loss_stops_with_step_and_keeps_last_good_checkpoint(tmp_path, toy_vocabs):
     from nmt.model.checkpoint import read_payload
 
@@ -79,6 +80,7 @@ def test_nan_loss_stops_with_step_and_keeps_last_good_checkpoint(tmp_path, toy_v
     assert all(torch.isfinite(v).all() for v in payload["model"].values() if v.is_floating_point())
 
 
+@pytest.mark.slow
 def test_nan_loss_can_skip_the_batch(tmp_path, toy_vocabs):
     state, logs = _toy_training(tmp_path, toy_vocabs, on_nonfinite_loss="skip")
     assert state.skipped_batches == 1 and state.epoch == 3

@@ -53,6 +53,7 @@ def _records(path: Path) -> list[tuple]:
     return [tuple(r[k] for k in KEYS) for r in map(json.loads, path.read_text().splitlines())]
 
 
+@pytest.mark.slow
 def test_a_fresh_run_never_replaces_or_mixes_with_an_earlier_run(tmp_path):
     """NMT-37: last.pt deleted; a fresh run used to overwrite best.pt with a worse one,
     append to valid_log.jsonl and rewrite summary.json."""
@@ -69,6 +70,7 @@ def test_a_fresh_run_never_replaces_or_mixes_with_an_earlier_run(tmp_path):
                                                       "valid_log.jsonl"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("leftover", ["best.pt", "valid_log.jsonl", "summary.json",
                                       "step_00000008.pt", "averaged.pt", "last.pt"])
 def test_any_file_of_a_run_keeps_a_fresh_run_out(tmp_path, leftover):
@@ -89,6 +91,7 @@ def test_what_is_not_a_runs_result_does_not_count(tmp_path):
     refuse_reuse(tmp_path / "new")
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_in_one_line_naming_the_files(tmp_path):
     config = _toy_config(tmp_path)
     out = tmp_path / "runs" / "toy"
@@ -103,6 +106,7 @@ def test_the_cli_refuses_in_one_line_naming_the_files(tmp_path):
                       "another name / train.out_dir"]
 
 
+@pytest.mark.slow
 def test_resume_without_last_pt_continues_best_pt_with_one_history(tmp_path):
     """NMT-37: --resume said "this run has not started; drop --resume"."""
     _train(tmp_path, "train.max_epochs=6")
@@ -122,6 +126,7 @@ def test_resume_without_last_pt_continues_best_pt_with_one_history(tmp_path):
     assert best == max(r[4] for r in straight)  # best.pt was never replaced by a worse one
 
 
+@pytest.mark.slow
 def test_resume_prefers_the_latest_kept_checkpoint(tmp_path):
     _train(tmp_path, "train.max_epochs=4", "train.keep_checkpoints=10")
     out = tmp_path / "runs" / "toy"
@@ -136,6 +141,7 @@ def test_resume_prefers_the_latest_kept_checkpoint(tmp_path):
     assert _records(out / "valid_log.set_aside.jsonl") == straight[2:]
 
 
+@pytest.mark.slow
 def test_resume_with_no_checkpoint_left_names_what_is_there(tmp_path):
     out = tmp_path / "runs" / "toy"
     out.mkdir(parents=True)
@@ -150,6 +156,7 @@ def test_resume_with_no_checkpoint_left_names_what_is_there(tmp_path):
         _train(tmp_path, "name=never", resume=True)
 
 
+@pytest.mark.slow
 def test_a_run_keeps_its_run_id_across_resume(tmp_path):
     _train(tmp_path, "train.max_epochs=1", "train.keep_checkpoints=5")
     out = tmp_path / "runs" / "toy"
@@ -167,6 +174,7 @@ def test_a_run_keeps_its_run_id_across_resume(tmp_path):
     assert isinstance(read_payload(out / "last.pt")["run_id"], str)
 
 
+@pytest.mark.slow
 def test_study_plan_judges_a_run_directory_by_its_own_files(tmp_path):
     """NMT-37: the study's plan looked only at last.pt, and planned "train" over best.pt."""
     study_file = tmp_path / "study.yaml"

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
+from nmt.config.schema import LENGTH_PENALTIES
 from nmt.data.batches import collate, encode_pairs
 from nmt.data.corpus import Pair
 from nmt.data.vocab import BOS, EOS
@@ -210,7 +211,7 @@ def test_beam_one_equals_greedy(toy_vocabs, attention, order):
     limits = max_output_length(batch.src_len, 2.0).tolist()
     g = greedy(model, batch.src, batch.src_len)
     assert any(len(h.tokens) < lim for h, lim in zip(g, limits, strict=True))  # some stopped at EOS
-    for penalty in ("gnmt", "average", "none"):
+    for penalty in LENGTH_PENALTIES:
         out = beam_search(model, batch.src, batch.src_len, beam_size=1, length_penalty=penalty)
         for gh, (bh,) in zip(g, out, strict=True):
             assert bh.tokens == gh.tokens
@@ -222,7 +223,7 @@ def test_beam_one_equals_greedy(toy_vocabs, attention, order):
                 assert torch.allclose(bh.attention, gh.attention, atol=1e-6)
 
 
-@pytest.mark.parametrize("penalty", ["gnmt", "average", "none"])
+@pytest.mark.parametrize("penalty", LENGTH_PENALTIES)
 def test_n_best_sorted_distinct_and_scored(toy_vocabs, penalty):
     model, batch = _trained(toy_vocabs, "additive", "bahdanau"), _batch(*toy_vocabs)
     out = beam_search(model, batch.src, batch.src_len, beam_size=5, n_best=5,
@@ -366,7 +367,7 @@ class RunOnModel(MarkovModel):
         return rows, StubState(state.t + 1), None
 
 
-@pytest.mark.parametrize("kind", ["none", "average", "gnmt"])
+@pytest.mark.parametrize("kind", LENGTH_PENALTIES)
 def test_n_best_lists_hold_translations_before_hypotheses_cut_at_the_limit(monkeypatch, kind):
     import nmt.inference.search as search
 

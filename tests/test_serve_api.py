@@ -22,8 +22,10 @@ import pytest
 pytest.importorskip("fastapi", reason="nmt serve needs the serve extra: pip install -e '.[serve]'")
 pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx (the dev extra)")
 
-from fastapi.testclient import TestClient  # noqa: E402
-from serve_support import LINES, REPO, build_app, synthetic_study, tiny_models  # noqa: E402
+from fastapi.testclient import TestClient
+from serve_support import LINES, REPO, build_app, synthetic_study, tiny_models
+
+pytestmark = pytest.mark.slow  # every test here trains or serves a model
 
 REAL_STUDY = REPO / "reports" / "deen_long_study"
 

@@ -24,6 +24,8 @@ sync_api = pytest.importorskip("playwright.sync_api",
 
 from serve_support import REPO, build_app, live_server, tiny_models  # noqa: E402
 
+pytestmark = pytest.mark.slow  # every test here trains or serves a model
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None:
     pytest.skip("no chromium binary: install the system's (apt-get install chromium; "

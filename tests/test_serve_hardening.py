@@ -22,8 +22,8 @@ import pytest
 pytest.importorskip("fastapi", reason="nmt serve needs the serve extra: pip install -e '.[serve]'")
 pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx (the dev extra)")
 
-from fastapi.testclient import TestClient  # noqa: E402
-from serve_support import (  # noqa: E402
+from fastapi.testclient import TestClient
+from serve_support import (
     LINES,
     REPO,
     build_app,
@@ -65,6 +65,7 @@ def invalid(r: Any, where: str) -> dict[str, Any]:
 # 1. the body limit counts bytes as they arrive; a 422 does not echo a large input
 
 
+@pytest.mark.slow
 def test_chunked_body_over_the_limit_is_refused_as_it_arrives(app: Any) -> None:
     with live_server(app) as url:
         host, port = urllib.parse.urlsplit(url).hostname, urllib.parse.urlsplit(url).port
@@ -88,6 +89,7 @@ def test_chunked_body_over_the_limit_is_refused_as_it_arrives(app: Any) -> None:
     assert e["limit"] == "max_body_bytes" and e["field"] == "body" and e["value"] > 1 << 20
 
 
+@pytest.mark.slow
 def test_invalid_body_does_not_echo_a_large_input(client: TestClient) -> None:
     r = client.post("/api/translate", json={"lines": "x" * 900_000})
     body = invalid(r, "lines")
@@ -102,12 +104,14 @@ def test_invalid_body_does_not_echo_a_large_input(client: TestClient) -> None:
 # 2, 3, 7, 9: strict types, finite numbers, UTF-8 text, no empty line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
 def test_non_finite_alpha_is_422(client: TestClient, value: str) -> None:
     body = invalid(raw(client, f'{{"lines": ["Ein Hund."], "alpha": {value}}}'), "alpha")
     assert body["errors"][0]["loc"] == ["body", "alpha"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text, where, line", [
     ('{"lines": ["Ein Hund.", "Ein Hund \\ud800 l\\u00e4uft."]}', "line 1 of lines", 1),
     ('{"lines": ["Ein Hund."], "prefix": "A \\udfff"}', "prefix", None),
@@ -120,6 +124,7 @@ def test_lone_surrogates_are_422_naming_the_field(client: TestClient, text: str,
     assert "surrogate" in body["message"] and body.get("line") == line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("field, value", [
     ("beam", "5"), ("beam", True), ("beam", 2.0), ("n_best", "1"), ("top_k", "2"),
     ("top_k", False), ("alpha", "0.5"), ("alpha", True), ("truncate", "yes"),
@@ -131,12 +136,14 @@ def test_wrong_json_types_are_422_not_coerced(client: TestClient, field: str,
     invalid(client.post("/api/translate", json=body), field)
 
 
+@pytest.mark.slow
 def test_an_int_is_a_float(client: TestClient) -> None:
     r = client.post("/api/translate", json={"lines": ["Ein Hund."], "models": ["none"],
                                             "beam": 2, "alpha": 1})
     assert r.status_code == 200, r.text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("body, where, line", [
     ({"lines": ["Ein Hund.", ""]}, "line 1 of lines is empty", 1),
     ({"lines": [" \t "]}, "line 0 of lines is empty", 0),
@@ -148,6 +155,7 @@ def test_empty_lines_and_references_are_422(client: TestClient, body: dict[str, 
     assert e["line"] == line
 
 
+@pytest.mark.slow
 def test_every_line_answered_has_its_end_piece(client: TestClient) -> None:
     r = client.post("/api/translate", json={"lines": ["\U0001f415"], "models": ["none"],
                                             "beam": 1})
@@ -159,6 +167,7 @@ def test_every_line_answered_has_its_end_piece(client: TestClient) -> None:
 # 10. budgets of work and answer size; a client that went away
 
 
+@pytest.mark.slow
 def test_search_work_and_answer_size_are_capped(client: TestClient) -> None:
     limits = client.get("/api/models").json()["limits"]
     assert limits["max_search_work"] == 64_000 and limits["max_answer_numbers"] == 5_000_000
@@ -175,6 +184,7 @@ def test_search_work_and_answer_size_are_capped(client: TestClient) -> None:
     assert r.json()["limit"] == "max_answer_numbers" and r.json()["value"] > 5_000_000
 
 
+@pytest.mark.slow
 def test_a_client_that_went_away_frees_its_queue_places(
         models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     import starlette.requests
@@ -200,6 +210,7 @@ def test_a_client_that_went_away_frees_its_queue_places(
 # 8. buckets
 
 
+@pytest.mark.slow
 def test_bucket_plus_unencoded_and_lists(client: TestClient) -> None:
     open_end = client.get("/api/examples?split=test_2016_flickr&bucket=21+")  # "+" is " "
     assert open_end.status_code == 200, open_end.text
@@ -216,6 +227,7 @@ def test_bucket_plus_unencoded_and_lists(client: TestClient) -> None:
 # 11, 12: OpenAPI codes per route, no /redoc from a CDN, study directions
 
 
+@pytest.mark.slow
 def test_openapi_lists_only_the_codes_each_route_gives(client: TestClient) -> None:
     paths = client.get("/openapi.json").json()["paths"]
     codes = {p: set(paths[p]["get" if p != "/api/translate" else "post"]["responses"])
@@ -226,6 +238,7 @@ def test_openapi_lists_only_the_codes_each_route_gives(client: TestClient) -> No
     assert client.get("/redoc").status_code == 404
 
 
+@pytest.mark.slow
 def test_without_fastapi_offline_there_is_no_cdn_redoc(
         models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "fastapi_offline", None)  # import fails: plain FastAPI
@@ -233,6 +246,7 @@ def test_without_fastapi_offline_there_is_no_cdn_redoc(
     assert c.get("/redoc").status_code == 404
 
 
+@pytest.mark.slow
 def test_a_study_of_another_direction_is_warned_and_listed(models: dict[str, Path],
                                                            tmp_path: Path) -> None:
     from nmt.serve.server import ServeOptions, build
@@ -259,6 +273,7 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_test_bleu_is_matched_by_sha256(models: dict[str, Path], tmp_path: Path) -> None:
     import torch
 
@@ -286,6 +301,7 @@ def test_test_bleu_is_matched_by_sha256(models: dict[str, Path], tmp_path: Path)
     assert tb["status"] == "unverified" and tb["decoding"] == "greedy search"
 
 
+@pytest.mark.slow
 def test_evaluate_and_select_json_record_the_checkpoint_sha256(
         models: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import nmt.commands.select as select_mod
@@ -329,6 +345,7 @@ def no_loading(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(server, "load_registry", refuse)
 
 
+@pytest.mark.slow
 def test_bad_host_and_busy_port_fail_before_loading(models: dict[str, Path],
                                                     no_loading: None) -> None:
     from nmt.serve.server import ServeOptions, serve
@@ -346,6 +363,7 @@ def test_bad_host_and_busy_port_fail_before_loading(models: dict[str, Path],
         serve(ServeOptions(models=spec, host="203.0.113.7"), log=lambda m: None)
 
 
+@pytest.mark.slow
 def test_bad_models_and_studies_fail_before_loading(models: dict[str, Path], tmp_path: Path,
                                                     no_loading: None) -> None:
     from nmt.serve.server import ServeOptions, serve
@@ -371,6 +389,7 @@ def test_bad_models_and_studies_fail_before_loading(models: dict[str, Path], tmp
         start([f"x={ck}"], [study, study])
 
 
+@pytest.mark.slow
 def test_busy_port_on_the_command_line_is_one_error_line(models: dict[str, Path]) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

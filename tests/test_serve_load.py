@@ -23,6 +23,8 @@ from serve_support import build_app, live_server, tiny_models  # noqa: E402
 
 from conftest import MULTI30K  # noqa: E402
 
+pytestmark = pytest.mark.slow  # every test here trains or serves a model
+
 REQUESTS, CONCURRENCY = 200, 8
 
 

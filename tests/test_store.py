@@ -350,6 +350,7 @@ def _records(out: Path) -> list[dict]:
     return [json.loads(x) for x in (out / "valid_log.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_training_with_the_arrow_store_runs_and_resumes_exactly(tmp_path, monkeypatch):
     corpus = synthetic_corpus(tmp_path / "corpus", n=1200)
     logs = _train(corpus, tmp_path / "straight", "train.max_epochs=2")
@@ -369,6 +370,7 @@ def test_training_with_the_arrow_store_runs_and_resumes_exactly(tmp_path, monkey
         [(r["step"], r["train_loss"], r["val_loss"]) for r in b]
 
 
+@pytest.mark.slow
 def test_torchrun_two_processes_train_from_the_arrow_store(tmp_path):
     corpus = synthetic_corpus(tmp_path / "corpus", n=600)
     r = subprocess.run(

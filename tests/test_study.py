@@ -29,6 +29,7 @@ def study_files(tmp_path_factory):
     return tmp, cfg, r
 
 
+@pytest.mark.slow
 def test_study_trains_each_attention_and_writes_report(study_files):
     tmp, _cfg, _r = study_files
     report = (tmp / "report" / "report.md").read_text()
@@ -51,6 +52,7 @@ def test_study_trains_each_attention_and_writes_report(study_files):
     assert any(r["min_len"] >= 41 and r["n"] > 0 for r in joined)
 
 
+@pytest.mark.slow
 def test_second_study_run_reuses_finished_runs(study_files):
     tmp, cfg, _r = study_files
     r = subprocess.run([sys.executable, "-m", "nmt", "study", str(cfg), "--report-only"],
@@ -62,6 +64,7 @@ def test_second_study_run_reuses_finished_runs(study_files):
     assert r.stderr.count("reused") == 3
 
 
+@pytest.mark.slow
 def test_changed_config_conflicts_with_existing_run(study_files):
     tmp, cfg, _r = study_files
     changed = json.loads(cfg.read_text())
@@ -74,6 +77,7 @@ def test_changed_config_conflicts_with_existing_run(study_files):
     assert "trained with a different config (train.seed: 1 (run) vs 99 (study))" in r.stderr
 
 
+@pytest.mark.slow
 def test_report_only_names_runs_that_were_never_trained(study_files):
     tmp, cfg, _r = study_files
     spec = json.loads(cfg.read_text())
@@ -87,6 +91,7 @@ def test_report_only_names_runs_that_were_never_trained(study_files):
     assert "ghost_dot" in r.stderr and "unfinished" not in r.stderr
 
 
+@pytest.mark.slow
 def test_archived_run_is_reported_without_its_checkpoint(study_files):
     tmp, cfg, _r = study_files
     archive = tmp / "archive" / "tiny_dot"
@@ -145,6 +150,7 @@ def test_study_config_errors(tmp_path):
         load_study_config(path)
 
 
+@pytest.mark.slow
 def test_a_bad_study_override_names_the_study_file_and_the_override(tmp_path):
     """The override is applied to the base config, but the user wrote it in the study file."""
     path = tmp_path / "s.yaml"

@@ -32,6 +32,7 @@ def long_study(tmp_path_factory):
     return tmp, cfg
 
 
+@pytest.mark.slow
 def test_cap_axis_runs_are_trained_with_their_own_cap(long_study):
     tmp, _cfg = long_study
     runs = tmp / "runs"
@@ -48,6 +49,7 @@ def test_cap_axis_runs_are_trained_with_their_own_cap(long_study):
                                               abs=0.011) for x in log)
 
 
+@pytest.mark.slow
 def test_report_shows_training_data_ratio_bp_drop_and_long_alignment(long_study):
     tmp, _cfg = long_study
     report = (tmp / "report" / "report.md").read_text()
@@ -74,6 +76,7 @@ def test_report_shows_training_data_ratio_bp_drop_and_long_alignment(long_study)
             assert 0 < row["brevity_penalty"] <= 1 and row["len_ratio"] > 0
 
 
+@pytest.mark.slow
 def test_report_decodes_with_beam_search_alpha_chosen_on_val_and_greedy_beside(long_study):
     tmp, _cfg = long_study
     report = (tmp / "report" / "report.md").read_text()
@@ -124,6 +127,7 @@ def test_study_search_options_are_checked_naming_the_file(tmp_path):
         load_study_config(path, ["alphas=[]"])
 
 
+@pytest.mark.slow
 def test_a_changed_budget_resumes_while_another_change_is_refused(long_study):
     from nmt.commands.study_plan import StudyError, plan
 
@@ -142,6 +146,7 @@ def test_a_changed_budget_resumes_while_another_change_is_refused(long_study):
         plan(load_study_config(other))
 
 
+@pytest.mark.slow
 def test_a_run_ended_by_early_stopping_is_reused_when_only_the_budget_grows(long_study,
                                                                             tmp_path):
     """A larger epoch cap does not revive a run that patience ended (it would train no

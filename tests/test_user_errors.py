@@ -58,6 +58,7 @@ def toy_checkpoint(tmp_path_factory):
 
 # --- NMT-24: an unavailable device -------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_cuda_requested_without_cuda_is_one_line(tmp_path, toy_checkpoint):
     case = _case("NMT-24", tmp_path)
@@ -71,6 +72,7 @@ def test_cuda_requested_without_cuda_is_one_line(tmp_path, toy_checkpoint):
     assert "--device: CUDA requested" in msg
 
 
+@pytest.mark.slow
 def test_unknown_device_names_the_option(toy_checkpoint):
     _case_dir, ckpt = toy_checkpoint
     msg = _one_line_error(_nmt("translate", ckpt, "--device", "tpu", input="x\n"))
@@ -79,6 +81,7 @@ def test_unknown_device_names_the_option(toy_checkpoint):
 
 # --- NMT-27: a vocabulary size the corpus cannot support ----------------------------------
 
+@pytest.mark.slow
 def test_vocab_size_below_the_characters_is_one_line(tmp_path):
     case = _case("NMT-27", tmp_path)
     msg = _one_line_error(_nmt("train", "../nmt_toy.yaml", "subwords.vocab_size=30", cwd=case))
@@ -94,6 +97,7 @@ def test_vocab_size_below_the_characters_is_one_line(tmp_path):
         train_vocab(src, minimum - 1)
 
 
+@pytest.mark.slow
 def test_vocab_size_above_what_the_corpus_allows_is_a_visible_warning(tmp_path):
     case = _case("NMT-27", tmp_path)
     r = _nmt("train", "../nmt_toy.yaml", "subwords.vocab_size=8000", "train.max_epochs=1",
@@ -117,6 +121,7 @@ def test_other_sentencepiece_refusals_name_the_setting():
 
 # --- NMT-22: nothing is cut silently -------------------------------------------------------
 
+@pytest.mark.slow
 def test_evaluate_warns_naming_the_cut_lines(toy_checkpoint):
     case, ckpt = toy_checkpoint
     r = _nmt("evaluate", ckpt, "--src", case / "long.de", "--ref", case / "long.en", "--beam", "1")
@@ -170,6 +175,7 @@ def _interactive(ckpt: Path, key: bytes) -> int:
     raise AssertionError("nmt translate did not exit")
 
 
+@pytest.mark.slow
 def test_ctrl_c_at_the_prompt_exits_130_and_ctrl_d_exits_0(toy_checkpoint):
     _case_dir, ckpt = toy_checkpoint
     assert _interactive(ckpt, b"\x03") == 130

@@ -20,14 +20,14 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/
-from old_code import module_at  # noqa: E402
+from old_code import module_at
 
-import nmt.inference.search as new_search  # noqa: E402
-import nmt.inference.translator as tr  # noqa: E402
-from nmt.data.corpus import read_split  # noqa: E402
-from nmt.evaluation.metrics import score  # noqa: E402
-from nmt.inference.translate import Decoding  # noqa: E402
-from nmt.model.checkpoint import load_checkpoint  # noqa: E402
+import nmt.inference.search as new_search
+import nmt.inference.translator as tr
+from nmt.data.corpus import read_split
+from nmt.evaluation.metrics import score
+from nmt.inference.translate import Decoding
+from nmt.model.checkpoint import load_checkpoint
 
 
 def main(argv: list[str]) -> None:

@@ -54,7 +54,7 @@ from nmt.commands.machine import (
 )
 from nmt.commands.train import build_vocabs, training_pairs
 from nmt.config.load import load_config
-from nmt.config.schema import Config, DataConfig, Precision
+from nmt.config.schema import Config, DataConfig, Precision, SearchConfig
 from nmt.data.batches import Example, encode_pairs, make_batches
 from nmt.data.corpus import DataError, Pair, read_split
 from nmt.data.vocab import Vocab
@@ -89,7 +89,7 @@ class BenchOptions:
     train_seconds: float = 30.0
     sentences: int = 1000
     split: str = "test_2016_flickr"
-    beam: int = 5
+    beam: int = SearchConfig.beam_size
     batch_size: int = 64
     skip_train: bool = False
     skip_decode: bool = False

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from nmt.config.schema import TrainConfig
 from nmt.data.batches import Example, collate, make_batches
 from nmt.data.vocab import EOS
 from nmt.inference.search import greedy
@@ -105,7 +106,8 @@ def _is_punctuation(piece: str) -> bool:
 
 @torch.no_grad()
 def head_weights_of(model, src_vocab, tgt_vocab, sources: list[str], *, batch_size: int = 64,
-                    max_ratio: float = 2.0) -> list[SentenceHeads]:
+                    max_ratio: float = TrainConfig.max_output_ratio
+                    ) -> list[SentenceHeads]:
     """Translate ``sources`` greedily and return each sentence's per-head weights.
 
     Empty sources are skipped. Returns one :class:`SentenceHeads` per non-empty source, in

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from nmt.commands.evaluate import evaluate_checkpoints, stored_corpus
+from nmt.config.schema import SearchConfig
 from nmt.data.corpus import read_split
 from nmt.model.average import average_checkpoints
 from nmt.model.checkpoint import read_payload, save_atomic, stored_config
@@ -46,7 +47,7 @@ def no_best_checkpoint(run: Path) -> SelectError:
 class SelectOptions:
     """What ``nmt select`` tries; see the module docstring."""
 
-    beam: int = 5
+    beam: int = SearchConfig.beam_size
     alphas: tuple[float, ...] = (0.6, 1.0, 1.4)
     average: int = 5  # average the last N kept checkpoints; 0: best.pt only
     valid_split: str = "val"

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from nmt.commands.study_plan import PlannedRun, StudyError
-from nmt.config.schema import StudyConfig
+from nmt.config.schema import LOCAL_KINDS, StudyConfig
 
 
 def run_summary(path: Path) -> dict[str, Any]:
@@ -37,7 +37,7 @@ def run_summary(path: Path) -> dict[str, Any]:
 
 def _attention_name(m) -> str:
     """``additive``, ``local_p (general, D=10)``, ``multihead (4 heads)``."""
-    if m.attention in ("local_m", "local_p"):
+    if m.attention in LOCAL_KINDS:
         return f"{m.attention} ({m.local_score}, D={m.local_window})"
     if m.attention == "multihead":
         return f"multihead ({m.heads} head{'s' if m.heads != 1 else ''})"
@@ -60,8 +60,8 @@ def runs_section(study: StudyConfig, runs: list[PlannedRun],
         heads = sorted({r.cfg.model.heads for r in runs if r.cfg.model.attention == "multihead"})
         what += (f"; `multihead` has `model.heads` heads ({', '.join(map(str, heads))}; a "
                  "model named `-Nh` has N), every head count with the same parameters")
-    if any(r.cfg.model.attention in ("local_m", "local_p") for r in runs):
-        m = next(r.cfg.model for r in runs if r.cfg.model.attention in ("local_m", "local_p"))
+    if any(r.cfg.model.attention in LOCAL_KINDS for r in runs):
+        m = next(r.cfg.model for r in runs if r.cfg.model.attention in LOCAL_KINDS)
         what += (f"; `local_m`/`local_p` score with `{m.local_score}` over a window of "
                  f"D = {m.local_window} source pieces on each side")
     md = ["## Models\n", f"Base config `{study.base_config}` with overrides "

@@ -22,6 +22,7 @@ from nmt.config.buckets import parse_buckets
 from nmt.config.noise import validate_noise
 from nmt.config.schema import (
     ATTENTION_TYPES,
+    LOCAL_KINDS,
     STUDY_SET_KEYS,
     Config,
     ConfigError,
@@ -180,7 +181,7 @@ def _validate(cfg: Config) -> None:
             f"model.attention: {m.attention!r} scores s.h_i and needs model.dec_hidden "
             f"== 2 * model.enc_hidden, got {m.dec_hidden} and 2 * {m.enc_hidden}"
         )
-    if (m.attention in ("local_m", "local_p") and m.local_score in ("dot", "scaled_dot")
+    if (m.attention in LOCAL_KINDS and m.local_score in ("dot", "scaled_dot")
             and m.dec_hidden != 2 * m.enc_hidden):
         raise ConfigError(
             f"model.local_score: {m.local_score!r} scores s.h_i and needs model.dec_hidden "
@@ -188,7 +189,7 @@ def _validate(cfg: Config) -> None:
         )
     # local_window and heads are checked only where they are used, so a config (or an
     # older checkpoint) with, say, an odd memory size stays valid for other attentions
-    if m.attention in ("local_m", "local_p") and m.local_window < 1:
+    if m.attention in LOCAL_KINDS and m.local_window < 1:
         raise ConfigError(f"model.local_window: must be >= 1, got {m.local_window}")
     if m.attention == "multihead" and (m.heads < 1 or (2 * m.enc_hidden) % m.heads):
         raise ConfigError(
@@ -356,7 +357,7 @@ def ignored_overrides(cfg: Config, overrides: list[str] | None) -> list[str]:
     types one expects it to act. One line per override, in the order given; [] when all act.
     """
     m, sw = cfg.model, cfg.subwords
-    local = (m.attention not in ("local_m", "local_p"),
+    local = (m.attention not in LOCAL_KINDS,
              f"model.attention={m.attention} (only local_m and local_p use it)")
     unused = {
         "model.heads": (m.attention != "multihead", f"model.attention={m.attention} (only "

@@ -14,15 +14,20 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 # Each enumeration is written once, here; code that lists the values uses get_args.
+# A test (tests/test_defined_once.py) fails when another module spells one of these out again.
 ScoreKind = Literal["additive", "dot", "general", "scaled_dot"]  # global alignment scores
-AttentionKind = Literal["additive", "dot", "general", "scaled_dot", "local_m", "local_p",
-                        "multihead", "none"]
+LocalKind = Literal["local_m", "local_p"]  # Luong et al. 2015 sec. 3.2: monotonic, predictive
+AttentionKind = Literal[ScoreKind, LocalKind, "multihead", "none"]
 StepOrder = Literal["bahdanau", "luong", "cgru"]
 LengthPenalty = Literal["gnmt", "average", "none"]
-Precision = Literal["auto", "fp32", "bf16", "fp16"]
+ComputePrecision = Literal["fp32", "bf16", "fp16"]  # what "auto" resolves to
+Precision = Literal["auto", ComputePrecision]
 
 ATTENTION_TYPES: tuple[str, ...] = get_args(AttentionKind)
 SCORE_KINDS: tuple[str, ...] = get_args(ScoreKind)
+LOCAL_KINDS: tuple[str, ...] = get_args(LocalKind)
+LENGTH_PENALTIES: tuple[str, ...] = get_args(LengthPenalty)
+PRECISIONS: tuple[str, ...] = get_args(Precision)
 
 
 class ConfigError(ValueError):

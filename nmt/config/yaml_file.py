@@ -48,7 +48,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset "
                           f"{e.start}); save the config as UTF-8") from None
     try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506  (a SafeLoader)
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)

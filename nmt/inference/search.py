@@ -12,11 +12,13 @@ from dataclasses import dataclass
 
 import torch
 
+from nmt.config.schema import LENGTH_PENALTIES, SearchConfig, TrainConfig
 from nmt.data.vocab import BOS, EOS
 from nmt.ops.precision import at_least_fp32
 from nmt.ops.topk import top_k
 
-LENGTH_PENALTIES = ("gnmt", "average", "none")
+# defaults of the config, so that a direct call decodes as `nmt translate` does
+_SEARCH, _MAX_RATIO = SearchConfig(), TrainConfig().max_output_ratio
 
 
 @dataclass
@@ -51,7 +53,7 @@ def max_output_length(src_len: torch.Tensor, ratio: float, extra: int = 10) -> t
 
 
 @torch.inference_mode()
-def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = 2.0
+def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = _MAX_RATIO
            ) -> list[Hypothesis]:
     """Batched greedy search: pick the most probable piece at each step.
 
@@ -111,7 +113,7 @@ def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = 2
     return hyps
 
 
-def length_penalty_divisor(length, kind: str, alpha: float = 0.6):
+def length_penalty_divisor(length, kind: str, alpha: float = _SEARCH.alpha):
     """Divisor lp(Y) of the total log-probability; works on numbers or (B,) tensors.
 
     ``length`` = |Y|, the generated pieces including EOS when produced.
@@ -134,7 +136,7 @@ def length_penalty_divisor(length, kind: str, alpha: float = 0.6):
     raise ValueError(f"length_penalty: unknown option {kind!r}; expected one of {LENGTH_PENALTIES}")
 
 
-def normalised_score(log_prob, length, kind: str, alpha: float = 0.6):
+def normalised_score(log_prob, length, kind: str, alpha: float = _SEARCH.alpha):
     """Ranking score ``log P(Y) / lp(Y)`` (see :func:`length_penalty_divisor`)."""
     return log_prob / length_penalty_divisor(length, kind, alpha)
 
@@ -259,8 +261,9 @@ def _is_done(hyps: list[Hypothesis], K: int, n_best: int, bound: float) -> bool:
 
 
 @torch.inference_mode()
-def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int = 5,
-                alpha: float = 0.6, length_penalty: str = "gnmt", max_ratio: float = 2.0,
+def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int = _SEARCH.beam_size,
+                alpha: float = _SEARCH.alpha, length_penalty: str = _SEARCH.length_penalty,
+                max_ratio: float = _MAX_RATIO,
                 n_best: int = 1) -> list[list[Hypothesis]]:
     """Batched beam search over sentences and beams (one ``model.step`` on B*K rows a step).
 

@@ -21,6 +21,7 @@ from typing import Protocol
 import torch
 from torch import nn
 
+from nmt.config.schema import LOCAL_KINDS
 from nmt.ops.precision import at_least_fp32
 
 
@@ -261,7 +262,7 @@ class LocalAttention(nn.Module):
     def __init__(self, kind: str, scorer: GlobalScorer, query_dim: int, window: int,
                  predictor_dim: int):
         super().__init__()
-        if kind not in ("local_m", "local_p"):
+        if kind not in LOCAL_KINDS:
             raise ValueError(f"unknown local attention {kind!r}; expected local_m or local_p")
         if window < 1:
             raise ValueError(f"local attention window D must be >= 1, got {window}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import get_args
 
-from nmt.config.schema import SCORE_KINDS, AttentionKind, ModelConfig
+from nmt.config.schema import LOCAL_KINDS, SCORE_KINDS, AttentionKind, ModelConfig
 from nmt.model.attention import (
     AdditiveScorer,
     Attention,
@@ -80,7 +80,7 @@ def build_attention(kind: str, query_dim: int, memory_dim: int, attn_dim: int, *
         ValueError: unknown kind or score, dot scores with ``query_dim != memory_dim``,
             a window < 1, or ``memory_dim`` not divisible by ``heads``.
     """
-    if kind in ("local_m", "local_p"):
+    if kind in LOCAL_KINDS:
         if local_score not in SCORE_KINDS:
             raise ValueError(f"unknown local attention score {local_score!r}; expected one "
                              f"of {', '.join(SCORE_KINDS)}")
@@ -104,7 +104,7 @@ def attention_macs(cfg: ModelConfig) -> tuple[int, int, int]:
         return 0, 0, 0
     if cfg.attention == "multihead":
         return MultiHeadAttention.macs(M, D)
-    local = cfg.attention in ("local_m", "local_p")
+    local = cfg.attention in LOCAL_KINDS
     kind = cfg.local_score if local else cfg.attention
     if kind not in _SCORER_CLASSES:
         raise ValueError(f"unknown attention score {kind!r}")

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import platform
 from pathlib import Path
-from typing import Literal
 
 import torch
 
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+from nmt.config.schema import PRECISIONS, ComputePrecision
+
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # x86 AVX-512/AMX; Arm "bf16"
 
 
@@ -68,10 +68,10 @@ def autocast_dtype(precision: str, device: torch.device, option: str = "train.pr
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
-def precision_name(dtype: torch.dtype | None) -> Literal["fp32", "bf16", "fp16"]:
+def precision_name(dtype: torch.dtype | None) -> ComputePrecision:
     """``fp32``, ``bf16`` or ``fp16`` for an :func:`autocast_dtype` result (None is fp32).
     Raises KeyError for any other dtype."""
-    names: dict[torch.dtype | None, Literal["fp32", "bf16", "fp16"]] = {
+    names: dict[torch.dtype | None, ComputePrecision] = {
         None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
     return names[dtype]
 

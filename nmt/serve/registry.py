@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from nmt.config.schema import LOCAL_KINDS
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
 from nmt.model.checkpoint import CheckpointError, Loaded, load_checkpoint
@@ -209,7 +210,7 @@ def load_entry(model_id: str | None, path: Path, device: torch.device, threads: 
         "direction": f"{cfg.data.src_lang}->{cfg.data.tgt_lang}",
         "attention": m.attention, "fixed_vector": m.attention == "none",
         "heads": m.heads if m.attention == "multihead" else None,
-        "local_window": m.local_window if m.attention in ("local_m", "local_p") else None,
+        "local_window": m.local_window if m.attention in LOCAL_KINDS else None,
         "step_order": m.step_order, "parameters": count_parameters(loaded.model),
         "vocab": {"source": len(loaded.src_vocab), "target": len(loaded.tgt_vocab)},
         "decoding": {**dataclasses.asdict(decoding), "describe": decoding.describe()},

@@ -14,10 +14,11 @@ sacreBLEU's sentence scores, 0-100; times are milliseconds.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
+from nmt.config.schema import LengthPenalty
 from nmt.serve.limits import MAX_BEAM, MAX_CHARS, MAX_LINES, MAX_PIECES
 
 
@@ -70,7 +71,7 @@ class TranslateRequest(BaseModel):
     alpha: float | None = Field(None, ge=0, le=10, allow_inf_nan=False,
                                 description="GNMT length penalty alpha (finite); default: "
                                 "each checkpoint's.")
-    length_penalty: Literal["gnmt", "average", "none"] | None = Field(
+    length_penalty: LengthPenalty | None = Field(
         None, description="Length penalty of beam search; default: each checkpoint's.")
     prefix: Text | None = Field(
         None, description="Target prefix to force: every hypothesis starts with its pieces "
