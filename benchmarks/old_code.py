@@ -36,7 +36,7 @@ MOVED = {
     "pipeline": "commands.train", "evaluate": "commands.evaluate",
     "interactive": "commands.translate", "heads": "commands.heads", "study": "commands.study",
     "study_plan": "commands.study_plan", "study_report": "commands.study_report",
-    "machine": "commands.machine", "bench": "commands.bench", "recipe_eval": "commands.select",
+    "machine": "ops.machine", "bench": "commands.bench", "recipe_eval": "commands.select",
     "cli": "cli.app",
 }
 

@@ -44,7 +44,7 @@ import torch
 
 from nmt.commands.bench_table import threads_text
 from nmt.commands.evaluate import stored_corpus
-from nmt.commands.machine import (
+from nmt.ops.machine import (
     PEAK_SHAPE,
     machine_info,
     matmul_peak_gflop_s,
