@@ -84,15 +84,16 @@ def test_search_defaults_are_not_numbers_written_again():
                 args = node.args
                 named = args.posonlyargs + args.args
                 with_default = named[len(named) - len(args.defaults):]
-                pairs = list(zip(with_default, args.defaults, strict=True))
-                pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
-                          if d]
+                pairs: list[tuple[str, ast.expr]] = [
+                    (a.arg, d) for a, d in zip(with_default, args.defaults, strict=True)]
+                pairs += [(a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults,
+                                                     strict=True) if d]
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                pairs = [(node.target, node.value)] if node.value else []  # dataclass fields
+                # dataclass fields
+                pairs = [(node.target.id, node.value)] if node.value else []
             else:
                 continue
-            for arg, default in pairs:
-                name = arg.arg if isinstance(arg, ast.arg) else arg.id  # type: ignore[union-attr]
+            for name, default in pairs:
                 if (name in SEARCH_PARAMETERS and path != SCHEMA
                         and isinstance(default, ast.Constant) and default.value is not None):
                     written.append(f"{path.relative_to(REPO)}:{default.lineno} {name}")
