@@ -208,7 +208,7 @@ def test_joined_training_data_counts_per_k_no_pair_lost_or_duplicated_caps_appli
 
 
 def test_training_pairs_with_per_k_and_cap_from_a_config(tmp_path):
-    from nmt.commands.train import training_pairs
+    from nmt.data.training_data import training_pairs
 
     src = [" ".join(["w"] * (3 + i % 5)) for i in range(40)]
     write_split(tmp_path, "train", "de", src)

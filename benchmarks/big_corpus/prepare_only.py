@@ -7,9 +7,9 @@ memory apart from training): the same cache `nmt train` would prepare, in
 
 import sys
 
-from nmt.commands.train import sample_vocab_trainer
 from nmt.config.load import load_config
 from nmt.data.store import open_or_prepare
+from nmt.data.training_data import sample_vocab_trainer
 
 
 def main() -> None:

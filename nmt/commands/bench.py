@@ -44,19 +44,11 @@ import torch
 
 from nmt.commands.bench_table import threads_text
 from nmt.commands.evaluate import stored_corpus
-from nmt.ops.machine import (
-    PEAK_SHAPE,
-    machine_info,
-    matmul_peak_gflop_s,
-    peak_memory_mib,
-    reset_peak_memory,
-    sync,
-)
-from nmt.commands.train import build_vocabs, training_pairs
 from nmt.config.load import load_config
 from nmt.config.schema import Config, DataConfig, Precision, SearchConfig
 from nmt.data.batches import Example, encode_pairs, make_batches
 from nmt.data.corpus import DataError, Pair, read_split
+from nmt.data.training_data import build_vocabs, training_pairs
 from nmt.data.vocab import Vocab
 from nmt.evaluation.metrics import score
 from nmt.inference.translate import Decoding
@@ -65,6 +57,14 @@ from nmt.model.checkpoint import load_checkpoint
 from nmt.model.flops import TokenCounts, forward_macs, training_flops, training_flops_by_term
 from nmt.model.seq2seq import Seq2Seq, build_model, count_parameters
 from nmt.ops.device import pick_device
+from nmt.ops.machine import (
+    PEAK_SHAPE,
+    machine_info,
+    matmul_peak_gflop_s,
+    peak_memory_mib,
+    reset_peak_memory,
+    sync,
+)
 from nmt.ops.precision import autocast_dtype, precision_name
 from nmt.training.loop import Trainer
 

@@ -25,10 +25,10 @@ from nmt.commands.study_decode import (
 )
 from nmt.commands.study_models import runs_section
 from nmt.commands.study_plan import PlannedRun
-from nmt.commands.train import training_pairs
 from nmt.config.buckets import parse_buckets
 from nmt.config.schema import StudyConfig
 from nmt.data.digest import lines_sha256
+from nmt.data.training_data import training_pairs
 from nmt.evaluation.bootstrap import BucketRow, bucket_drop, format_markdown, study_table
 from nmt.evaluation.metrics import bucket_label, score
 from nmt.evaluation.plots import (
