@@ -269,9 +269,9 @@ def test_translate_is_interactive_on_a_terminal(trained):
 
 
 def test_stored_corpus_names_a_missing_data_directory(tmp_path, monkeypatch):
-    from nmt.commands.evaluate import stored_corpus
     from nmt.config.schema import DataConfig
     from nmt.data.corpus import DataError
+    from nmt.data.stored import stored_corpus
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "corpus").mkdir()

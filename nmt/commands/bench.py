@@ -43,11 +43,11 @@ from typing import Any, cast
 import torch
 
 from nmt.commands.bench_table import threads_text
-from nmt.commands.evaluate import stored_corpus
 from nmt.config.load import load_config
 from nmt.config.schema import Config, DataConfig, Precision, SearchConfig
 from nmt.data.batches import Example, encode_pairs, make_batches
 from nmt.data.corpus import DataError, Pair, read_split
+from nmt.data.stored import stored_corpus
 from nmt.data.training_data import build_vocabs, training_pairs
 from nmt.data.vocab import Vocab
 from nmt.evaluation.metrics import score

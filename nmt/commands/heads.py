@@ -262,8 +262,8 @@ def _test_sources(loaded, split: str | None, src: Path | None, ref: Path | None,
         DataError (see :func:`nmt.commands.evaluate.test_set`), HeadsError (``join`` < 1 or more
         than the pairs of the test set).
     """
-    from nmt.commands.evaluate import test_set
     from nmt.data.longsets import long_sentence_set
+    from nmt.data.stored import test_set
 
     label, sources, references = test_set(loaded, split=split, src=src, ref=ref,
                                           data_path=data_path)

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nmt.commands.evaluate import evaluate_checkpoints, stored_corpus
+from nmt.commands.evaluate import evaluate_checkpoints
 from nmt.config.schema import SearchConfig
 from nmt.data.corpus import read_split
+from nmt.data.stored import stored_corpus
 from nmt.model.average import average_checkpoints
 from nmt.model.checkpoint import read_payload, save_atomic, stored_config
 from nmt.model.rundir import BEST, LOG, STEP_GLOB, read_valid_log

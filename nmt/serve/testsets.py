@@ -15,11 +15,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from nmt.commands.evaluate import stored_corpus
 from nmt.config.buckets import parse_buckets
 from nmt.config.schema import DataConfig
 from nmt.data.corpus import DataError, read_split, resolve_source
 from nmt.data.longsets import long_sentence_set
+from nmt.data.stored import stored_corpus
 from nmt.evaluation.metrics import bucket_label
 from nmt.serve.limits import ApiError, not_found
 

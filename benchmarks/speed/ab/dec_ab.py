@@ -14,8 +14,8 @@ import torch
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
-from nmt.commands.evaluate import stored_corpus
 from nmt.data.corpus import read_split
+from nmt.data.stored import stored_corpus
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import translate_lines
 from nmt.model.checkpoint import load_checkpoint
