@@ -35,7 +35,7 @@ MOVED = {
     "search": "inference.search", "translate": "inference.translate",
     "pipeline": "commands.train", "evaluate": "commands.evaluate",
     "interactive": "commands.translate", "heads": "commands.heads", "study": "commands.study",
-    "study_plan": "commands.study_plan", "study_report": "commands.study_report",
+    "study_plan": "study.plan", "study_report": "study.report",
     "machine": "ops.machine", "bench": "commands.bench", "recipe_eval": "commands.select",
     "cli": "cli.app",
 }

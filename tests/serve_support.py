@@ -73,7 +73,7 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def synthetic_study(folder: Path) -> Path:
     """A study report folder whose results.json has two systems on test_2016_flickr in three
-    buckets (the layout of nmt.commands.study_report; the counts are Multi30k's)."""
+    buckets (the layout of nmt.study.report; the counts are Multi30k's)."""
     def row(system: str, lo: int, hi: int | None, n: int, bleu: float) -> dict[str, Any]:
         return {"min_len": lo, "max_len": hi, "system": system, "baseline": "none", "n": n,
                 "mean_src_words": lo + 3, "too_few": n < 30,

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import torch
 
-from nmt.commands.study_decode import TestSet as EvalSet
-from nmt.commands.study_decode import (
+from nmt.config.load import from_dict
+from nmt.model.checkpoint import make_payload, save_atomic
+from nmt.study.decode import TestSet as EvalSet
+from nmt.study.decode import (
     beam_decoding,
     decode,
     greedy_decoding,
     load_models,
 )
-from nmt.commands.study_plan import PlannedRun
-from nmt.config.load import from_dict
-from nmt.model.checkpoint import make_payload, save_atomic
+from nmt.study.plan import PlannedRun
 
 from conftest import TOY_PAIRS, tiny_model
 

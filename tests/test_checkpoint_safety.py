@@ -139,7 +139,7 @@ def test_resume_and_bench_refuse_in_one_line(tmp_path):
 
 
 def test_study_reuse_refuses_a_planted_checkpoint(tmp_path):
-    from nmt.commands.study_plan import plan
+    from nmt.study.plan import plan
 
     marker = tmp_path / "pwned.txt"
     study_yaml = tmp_path / "study.yaml"

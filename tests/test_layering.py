@@ -10,8 +10,8 @@ REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "nmt"
 
 # Data flows down this list: a module may import its own subpackage and the ones above it.
-LAYERS = ["config", "ops", "evaluation", "data", "model", "training", "inference", "commands",
-          "serve", "cli"]
+LAYERS = ["config", "ops", "evaluation", "data", "model", "training", "inference", "study",
+          "commands", "serve", "cli"]
 MAX_LINES = 400
 
 

@@ -189,7 +189,7 @@ def test_study_plans_local_multihead_and_head_count_runs(tmp_path):
     study.write_text("base_config: configs/multi30k_deen_additive.yaml\n"
                      "run_prefix: t\nattentions: [none, local_p, multihead]\n"
                      f"overrides: ['train.out_dir={tmp_path}/{{name}}']\nhead_counts: [1]\n")
-    from nmt.commands.study_plan import plan
+    from nmt.study.plan import plan
 
     runs = plan(load_study_config(study))
     assert [r.label for r in runs] == ["none", "local_p", "multihead", "multihead-1h"]
@@ -198,7 +198,7 @@ def test_study_plans_local_multihead_and_head_count_runs(tmp_path):
     study.write_text("attentions: [none]\nhead_counts: [0]\n")
     with pytest.raises(ConfigError, match="head_counts"):
         load_study_config(study)
-    from nmt.commands.study_plan import StudyError
+    from nmt.study.plan import StudyError
 
     study.write_text("attentions: [none, multihead]\nhead_counts: [4]\n")
     with pytest.raises(StudyError, match="multihead-4h and multihead would be the same model"):

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from nmt.commands.study_plan import StudyError, plan
 from nmt.commands.train import run_training
 from nmt.config.load import load_config, load_study_config
 from nmt.model.checkpoint import CheckpointError, read_payload, save_atomic
 from nmt.model.rundir import refuse_reuse
+from nmt.study.plan import StudyError, plan
 
 from conftest import REPO
 

@@ -6,8 +6,8 @@ import json
 import pytest
 import yaml
 
-from nmt.commands.study_archive import ArchiveError, archive_records, archived_sha256
 from nmt.config.load import from_dict
+from nmt.study.archive import ArchiveError, archive_records, archived_sha256
 
 
 def _archive(tmp_path, cfg, sha="ab" * 32):
@@ -49,8 +49,8 @@ def test_archive_round_trip_and_its_errors(tmp_path):
 
 def test_a_damaged_run_summary_is_named(tmp_path):
     """A hand-damaged summary.json (archived or not) names the file, not bare JSON text."""
-    from nmt.commands.study_models import run_summary
-    from nmt.commands.study_plan import StudyError
+    from nmt.study.models import run_summary
+    from nmt.study.plan import StudyError
 
     path = tmp_path / "summary.json"
     path.write_text("garbage{")

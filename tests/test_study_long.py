@@ -129,7 +129,7 @@ def test_study_search_options_are_checked_naming_the_file(tmp_path):
 
 @pytest.mark.slow
 def test_a_changed_budget_resumes_while_another_change_is_refused(long_study):
-    from nmt.commands.study_plan import StudyError, plan
+    from nmt.study.plan import StudyError, plan
 
     tmp, cfg = long_study
     raw = json.loads(cfg.read_text())
@@ -155,7 +155,7 @@ def test_a_run_ended_by_early_stopping_is_reused_when_only_the_budget_grows(long
 
     import torch
 
-    from nmt.commands.study_plan import plan
+    from nmt.study.plan import plan
 
     tmp, cfg = long_study
     shutil.copytree(tmp / "runs", tmp_path / "runs")

@@ -242,8 +242,8 @@ def study(
     --report-only it trains every run that is missing (hours on a CPU), resuming
     interrupted ones."""
     from nmt.commands.study import run_study
-    from nmt.commands.study_plan import StudyError
     from nmt.config.load import ConfigError, load_study_config
+    from nmt.study.plan import StudyError
 
     try:
         cfg = load_study_config(config, overrides or [])

@@ -2,8 +2,8 @@
 
 Each model is an ordinary ``nmt train`` run (``runs/{run_prefix}_{attention}``), started as a
 subprocess so several can train at once. Which models there are and whether each is reused,
-resumed or trained is decided in nmt/commands/study_plan.py; evaluation and the report are in
-nmt/commands/study_report.py.
+resumed or trained is decided in nmt/study/plan.py; evaluation and the report are in
+nmt/study/report.py.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from nmt.commands.study_plan import PlannedRun, StudyError, plan
-from nmt.commands.study_report import write_report
 from nmt.config.schema import StudyConfig
+from nmt.study.plan import PlannedRun, StudyError, plan
+from nmt.study.report import write_report
 
 
 def _start(run: PlannedRun, study: StudyConfig) -> subprocess.Popen:

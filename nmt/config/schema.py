@@ -277,12 +277,12 @@ class StudyConfig:
     head_counts: tuple[int, ...] = ()
     report_dir: str = "reports/{name}"
     # where each run's records and the report's translations are kept in git
-    # (nmt/commands/study_archive.py), e.g. "results/{name}/models": a run found only there
+    # (nmt/study/archive.py), e.g. "results/{name}/models": a run found only there
     # is reported from it and not trained again; None keeps no archive
     archive_dir: str | None = None
 
 
-# Keys the study sets for each of its models (nmt/commands/study_plan.py run_overrides),
+# Keys the study sets for each of its models (nmt/study/plan.py run_overrides),
 # with what to do instead of overriding them: the study's ``overrides`` may not set them.
 STUDY_SET_KEYS = {"model.attention": "list the models' attentions in attentions "
                                      "(and cap_attentions) instead",

@@ -1,6 +1,6 @@
 """Study reports served by ``nmt serve --study reports/NAME``: BLEU by source length for
 every model of the study (``GET /api/studies/{name}``), from the report's
-``results.json`` (written by :func:`nmt.commands.study_report.write_report`).
+``results.json`` (written by :func:`nmt.study.report.write_report`).
 
 Each bucket carries, per model, n, BLEU with its 95% bootstrap interval, chrF, the
 length ratio and the brevity penalty, and the ids of the bucket's sentences: line

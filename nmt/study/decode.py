@@ -9,7 +9,7 @@ whole decoding (beam, length penalty, alpha, length ratio, precision, n-best), t
 Translator's batch and source-length settings and ``HYPS_FORMAT``; and when the file
 still holds the lines the key records. File times and sizes are never trusted (a
 checkpoint copied with ``cp -p`` keeps its old time). Anything else is translated again.
-When the study keeps an archive (nmt/commands/study_archive.py), every translation is also
+When the study keeps an archive (nmt/study/archive.py), every translation is also
 written to the run's archive under the same key, and read from there when the cache beside
 the checkpoint lacks it; an archived run without a checkpoint can only be reported from
 translations archived for exactly the decodings the report asks for.
@@ -26,7 +26,6 @@ from typing import Any
 
 import torch
 
-from nmt.commands.study_plan import PlannedRun, StudyError
 from nmt.config.schema import Config, StudyConfig
 from nmt.data.corpus import DataError, read_split
 from nmt.data.digest import lines_sha256
@@ -42,6 +41,7 @@ from nmt.inference.translator import Translator
 from nmt.model.checkpoint import Loaded, load_checkpoint
 from nmt.model.rundir import BEST
 from nmt.ops.files import write_atomic
+from nmt.study.plan import PlannedRun, StudyError
 
 # bump when the search changes what it returns for the same checkpoint and settings, so
 # that translations cached by an older search are made again (2: hypotheses cut at the

@@ -14,17 +14,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from nmt.commands.study_archive import archive_records
-from nmt.commands.study_decode import (
-    TestSet,
-    decode,
-    greedy_decoding,
-    load_models,
-    load_test_sets,
-    report_decodings,
-)
-from nmt.commands.study_models import runs_section
-from nmt.commands.study_plan import PlannedRun
 from nmt.config.buckets import parse_buckets
 from nmt.config.schema import StudyConfig
 from nmt.data.digest import lines_sha256
@@ -40,6 +29,17 @@ from nmt.evaluation.plots import (
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
 from nmt.model.checkpoint import Loaded
+from nmt.study.archive import archive_records
+from nmt.study.decode import (
+    TestSet,
+    decode,
+    greedy_decoding,
+    load_models,
+    load_test_sets,
+    report_decodings,
+)
+from nmt.study.models import runs_section
+from nmt.study.plan import PlannedRun
 
 
 def _falloff(rows: list[BucketRow], system: str) -> str:

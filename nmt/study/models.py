@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from nmt.commands.study_plan import PlannedRun, StudyError
 from nmt.config.schema import LOCAL_KINDS, StudyConfig
+from nmt.study.plan import PlannedRun, StudyError
 
 
 def run_summary(path: Path) -> dict[str, Any]:

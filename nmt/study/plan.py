@@ -9,7 +9,7 @@ with a different config is an error. A run directory is judged by its own files,
 train`` judges it (nmt/model/rundir.py): one whose ``last.pt`` is gone is resumed from its
 latest checkpoint (``nmt train --resume`` warns), and one holding an earlier run's files but
 no checkpoint to resume is an error, never trained over. A model with no run directory
-whose records and translations are in the study's ``archive_dir`` (study_archive.py) is
+whose records and translations are in the study's ``archive_dir`` (nmt/study/archive.py) is
 "archived": reported from there, not trained again.
 """
 
@@ -19,12 +19,12 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.commands.study_archive import ArchiveError, archived_sha256, run_archive
 from nmt.config.differences import describe_differences, resume_conflicts
 from nmt.config.load import load_config
 from nmt.config.schema import Config, ConfigError, StudyConfig
 from nmt.model.checkpoint import read_payload, stored_config
 from nmt.model.rundir import listed, resume_source, run_files
+from nmt.study.archive import ArchiveError, archived_sha256, run_archive
 from nmt.training.state import patience_spent
 
 

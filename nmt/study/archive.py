@@ -9,7 +9,7 @@ Layout, when the study sets ``archive_dir`` (``{name}`` is the study's name)::
     {archive_dir}/{run name}/hyps/{set}[.{decoding}].txt and .txt.key.json
 
 The translations are kept under the same key as the cache beside a checkpoint
-(nmt/commands/study_decode.py), so an archived run's translations are used only for the
+(nmt/study/decode.py), so an archived run's translations are used only for the
 checkpoint, source lines and decoding they were made with. Checkpoints themselves are
 never archived: they are large and stay out of git.
 """
