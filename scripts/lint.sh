@@ -9,6 +9,6 @@ status=0
 # a bound on positional parameters ([tool.ruff.lint.pylint]); PLR0917 is a preview rule, so
 # preview is switched on for this one rule alone
 .venv/bin/ruff check --preview --select PLR0917 nmt || status=1
-# nmt and tests ([tool.mypy] files)
+# [tool.mypy] files (nmt)
 .venv/bin/mypy || status=1
 exit "$status"
