@@ -120,7 +120,8 @@ def test_lone_surrogates_are_422_naming_the_field(client: TestClient, text: str,
     assert "surrogate" in body["message"] and body.get("line") == line
 
 
-@pytest.mark.parametrize("body", [b'{"lines": ["Ein Hund \xff l\xc3"]}', b'{"lines": ["\xc3\x28"]}'])
+@pytest.mark.parametrize("body", [b'{"lines": ["Ein Hund \xff l\xc3"]}',
+                                  b'{"lines": ["\xc3\x28"]}'])
 def test_a_body_that_is_not_utf8_is_422_as_documented(client: TestClient, body: bytes) -> None:
     """Invalid UTF-8 bytes in the body were 400 (FastAPI's "error parsing the body");
     docs/serve.md lists text that is not UTF-8 under 422."""

@@ -24,9 +24,10 @@ from nmt.data.batches import (
     encode_pairs,
     filter_training_pairs,
 )
-from nmt.data.corpus import DataError, Pair, read_split, require_scorable
+from nmt.data.corpus import DataError, Pair, read_split
 from nmt.data.longsets import long_sentence_set
 from nmt.data.noise import SampledExampleSet, Sampling
+from nmt.data.splits import require_scorable
 from nmt.data.store import filter_stats, open_or_prepare
 from nmt.data.vocab import Vocab, train_vocab
 from nmt.evaluation.metrics import score

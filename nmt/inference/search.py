@@ -14,6 +14,7 @@ import torch
 
 from nmt.data.vocab import BOS, EOS
 from nmt.inference.rescore import autocast_on, fp32_log_probs
+from nmt.inference.search_limit import ended_by_choice, only_eos
 from nmt.ops.precision import at_least_fp32
 from nmt.ops.topk import top_k
 
@@ -231,28 +232,6 @@ def _candidates(logp: torch.Tensor, open_lp: torch.Tensor, K: int
     return total.gather(1, order), rows, tok1.view(B, K * n1).gather(1, order)
 
 
-def _ended_by_choice(rows: torch.Tensor, toks: torch.Tensor, at_limit: torch.Tensor, K: int
-                     ) -> torch.Tensor:
-    """Which beams (n*K,) end with an EOS of their own choosing: their EOS extension is
-    among the K best candidates of the step (``rows``, ``toks`` (n, 2K) from
-    :func:`_candidates`), as it would be finished anywhere else; beams of sentences not at
-    their limit (``at_limit`` (n,)) count as such too. For K = 1: EOS is the most
-    probable piece, as in greedy search."""
-    chose = torch.zeros(rows.numel() // 2, dtype=torch.bool, device=rows.device)  # (n*K,)
-    first = rows[:, :K][toks[:, :K] == EOS]
-    chose[first] = True
-    return chose | ~at_limit.repeat_interleave(K)
-
-
-def _only_eos(logp: torch.Tensor, at_limit: torch.Tensor, K: int) -> torch.Tensor:
-    """``logp`` (n*K, V) with every piece but EOS at -inf in the beams of sentences at their
-    length limit (``at_limit`` (n,)): a hypothesis cut there is completed with EOS and
-    scored with its log-probability."""
-    only = torch.full_like(logp, float("-inf"))
-    only[:, EOS] = logp[:, EOS]
-    return torch.where(at_limit.repeat_interleave(K)[:, None], only, logp)
-
-
 def _collect(finished: list[list[Hypothesis]], cands: _Open, final: torch.Tensor,
              length: int, src_len: list[int], kind: str, alpha: float,
              cut: torch.Tensor | None = None):
@@ -363,8 +342,8 @@ def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int 
         cand_lp, rows, toks = _candidates(logp, beams.log_prob, K)  # (n, 2K) each
         chose_eos = None
         if bool(at_limit.any()):  # only EOS is left at the limit: every open beam ends
-            chose_eos = _ended_by_choice(rows, toks, at_limit.to(dev), K)
-            logp = _only_eos(logp, at_limit.to(dev), K)
+            chose_eos = ended_by_choice(rows, toks, at_limit.to(dev), K)
+            logp = only_eos(logp, at_limit.to(dev), K)
             cand_lp, rows, toks = _candidates(logp, beams.log_prob, K)
         cands = beams.extend(rows.view(-1), cand_lp.view(-1), toks.view(-1), attn)  # n*2K
         is_eos = toks == EOS
