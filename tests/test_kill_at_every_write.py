@@ -58,7 +58,7 @@ def _config(tmp: Path) -> Path:
                   "keep_checkpoints": 1, "threads": 1, "device": "cpu", "precision": "fp32",
                   "progress": False, "seed": 1, "patience": None,
                   "out_dir": str(tmp / "runs" / "{name}")},
-        "search": {"beam_size": 2, "valid_beam_size": 1}}))
+        "search": {"beam_size": 2, "valid_beam_size": 1, "precision": "fp32"}}))
     return path
 
 
@@ -66,7 +66,7 @@ def _nmt(config: Path, kill_at: str, *extra: str) -> subprocess.CompletedProcess
     env = dict(os.environ, NMT_KILL_AT=kill_at, OMP_NUM_THREADS="1",
                NMT_RUN_DIR=str(config.parent / "runs" / "k"))
     return subprocess.run([sys.executable, "-c", CHILD, "train", str(config), *extra],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
 
 
 def _records(out: Path) -> list[dict]:

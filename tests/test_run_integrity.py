@@ -49,7 +49,7 @@ def _train(tmp: Path, *overrides: str, resume: bool = False, corpus: Path = TOY1
 
 def _cli(tmp: Path, *args: str, corpus: Path = TOY16) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "nmt", "train", str(_config(tmp, corpus)),
-                           *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+                           *args], cwd=REPO, capture_output=True, text=True, timeout=900)
 
 
 @pytest.mark.parametrize("dev", [("", ""), ("\n\n", "\n\n"), ("ein mann .\n", "\n")])
