@@ -206,3 +206,25 @@ def test_average_names_the_mismatching_tensor_and_is_order_independent(tmp_path,
     with pytest.raises(CheckpointError, match=rf"bad.pt: .*tensor '{key}' has shape "
                        rf"\({shape[0] + 1}, .*\) here but \({shape[0]}, .*\) there"):
         average_checkpoints([paths[0], tmp_path / "bad.pt", paths[1]])
+
+
+def test_an_average_with_one_of_its_own_inputs_is_refused(tmp_path, toy_vocabs):
+    """An averaged checkpoint given to ``nmt average`` together with one of its own inputs
+    (found 2026-12-05: accepted silently, counting that input twice); also one level
+    down, an average of averages, and for a renamed copy of the input."""
+    a, b, c = (tmp_path / f"step_{i}.pt" for i in (1, 2, 3))
+    for i, p in enumerate((a, b, c)):
+        _save(p, toy_vocabs, seed=i, run_id="r" * 32)
+    avg = tmp_path / "averaged.pt"
+    save_atomic(average_checkpoints([a, b]), avg)
+    with pytest.raises(CheckpointError, match=rf"{avg} is an average that already includes "
+                       rf"{b}; averaging them together would count {b} twice"):
+        average_checkpoints([avg, b])
+    copy = tmp_path / "renamed.pt"
+    shutil.copyfile(a, copy)
+    with pytest.raises(CheckpointError, match=f"already includes {copy}"):
+        average_checkpoints([copy, avg])
+    again = tmp_path / "again.pt"
+    save_atomic(average_checkpoints([avg, c]), again)  # not one of its inputs: accepted
+    with pytest.raises(CheckpointError, match=f"{again} is an average that already includes"):
+        average_checkpoints([again, a])

@@ -145,13 +145,24 @@ def test_resume_prefers_the_latest_kept_checkpoint(tmp_path):
 def test_resume_with_no_checkpoint_left_names_what_is_there(tmp_path):
     out = tmp_path / "runs" / "toy"
     out.mkdir(parents=True)
+    (out / "averaged.pt").write_bytes(b"x")  # no training state: nothing --resume can use
     (out / "valid_log.jsonl").write_text('{"step": 4}\n')
-    (out / "summary.json").write_text("{}\n")
     with pytest.raises(CheckpointError) as e:
         _train(tmp_path, resume=True)
     assert "drop --resume" not in str(e.value)  # that advice would be refused as well
     assert (f"--resume: nothing to resume in {out}: no last.pt, best.pt or step_*.pt with "
-            "training state, only summary.json, valid_log.jsonl") in str(e.value)
+            "training state, only averaged.pt, valid_log.jsonl") in str(e.value)
+    with pytest.raises(CheckpointError) as e:  # and a fresh run does not send it back
+        _train(tmp_path)
+    assert "--resume" not in str(e.value) and "choose another name" in str(e.value)
+    # records and a summary but no checkpoint at all: --resume starts from step 0
+    (out / "averaged.pt").unlink()
+    (out / "summary.json").write_text("{}\n")
+    logs = _train(tmp_path, "train.max_epochs=1", resume=True)
+    assert any("resuming from step 0" in x for x in logs), logs
+    assert (out / "summary.set_aside.json").read_text() == "{}\n"
+    assert (out / "valid_log.set_aside.jsonl").read_text() == '{"step": 4}\n'
+    assert (out / "last.pt").is_file()
     with pytest.raises(CheckpointError, match="this run has not started; drop --resume"):
         _train(tmp_path, "name=never", resume=True)
 
@@ -191,9 +202,11 @@ def test_study_plan_judges_a_run_directory_by_its_own_files(tmp_path):
     (out / "last.pt").unlink()
     (resumed,) = plan(study)
     assert (resumed.action, resumed.note) == ("resume", "best.pt, since last.pt is missing")
-    (out / "best.pt").unlink()
-    with pytest.raises(StudyError, match=rf"{out} holds files of an earlier run \(summary.json, "
-                       r"valid_log.jsonl\) but no checkpoint to resume from"):
+    (out / "best.pt").unlink()  # records but no checkpoint: trained again from step 0
+    assert plan(study)[0].action == "resume"
+    (out / "averaged.pt").write_bytes(b"x")  # a checkpoint without training state
+    with pytest.raises(StudyError, match=rf"{out} holds files of an earlier run \(averaged.pt, "
+                       r"summary.json, valid_log.jsonl\) but no checkpoint to resume from"):
         plan(study)
 
 

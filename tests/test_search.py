@@ -143,11 +143,15 @@ def test_stops_at_length_limit_without_eos(K):
     model = TableModel(never_eos)
     out = beam_search(model, src, src_len, beam_size=K, max_ratio=1.5, n_best=K)
     assert model.calls == 16
+    p_eos = 1e-9 / (1 + 4e-9)  # TableModel's floor, renormalised
     for hyps, limit in zip(out, limits, strict=True):
-        assert len(hyps) == K and all(len(h.tokens) == limit for h in hyps)
-        assert hyps[0].log_prob == pytest.approx(limit * math.log(0.25), abs=1e-4)
+        # cut at the limit: completed with EOS in place of the last piece, scored with it
+        assert len(hyps) == K and all(len(h.tokens) == limit - 1 for h in hyps)
+        assert hyps[0].log_prob == pytest.approx((limit - 1) * math.log(0.25) + math.log(p_eos),
+                                                 abs=1e-4)
     g = greedy(TableModel(never_eos), src, src_len, max_ratio=1.5)
-    assert [len(h.tokens) for h in g] == limits
+    assert [len(h.tokens) for h in g] == [n - 1 for n in limits]
+    assert [h.log_prob for h in g] == pytest.approx([h[0].log_prob for h in out], abs=1e-4)
     assert not any(h.complete for hyps in out for h in hyps) and not any(h.complete for h in g)
 
 
@@ -347,9 +351,10 @@ def test_hypotheses_cut_at_the_limit_are_flagged_and_ranked_by_the_same_rule():
     out = beam_search(TableModel(never_eos), src, src_len, beam_size=3, n_best=3,
                       length_penalty="average", max_ratio=1.0)[0]
     limit = int(max_output_length(src_len, 1.0)[0])
-    assert all(not h.complete and len(h.tokens) == limit for h in out)
-    for h in out:
+    assert all(not h.complete and len(h.tokens) == limit - 1 for h in out)
+    for h in out:  # |Y| counts the EOS that completed it
         assert h.score == pytest.approx(normalised_score(h.log_prob, limit, "average"))
+        assert h.attention is None or h.attention.size(0) == limit
     assert [h.score for h in out] == sorted((h.score for h in out), reverse=True)
 
 
@@ -385,17 +390,39 @@ def test_n_best_lists_hold_translations_before_hypotheses_cut_at_the_limit(monke
     assert all(h.complete for h in two)
     one = beam_search(RunOnModel(), src, src_len, beam_size=2, n_best=1, length_penalty=kind)[0]
     assert one[0].complete and one[0].tokens == two[0].tokens
-    # asked for more than the three complete ones beam 4 finds: the cut one comes last
+    # at a limit of 3, beam 4's open A A ends with an EOS it would choose anyway: three
+    # complete hypotheses, nothing cut
     four = beam_search(RunOnModel(), src, src_len, beam_size=4, n_best=4,
                        length_penalty=kind)[0]
-    assert [h.tokens for h in four] == [*ranked([([B_], 0.1), ([A], 0.09), ([A, A], 0.081)]),
-                                        [A, A, A]]
-    assert [h.complete for h in four] == [True, True, True, False]
-    cut = four[-1]
-    assert cut.score > four[0].score  # ranked after the complete ones all the same
-    # scored as forced decoding scores its pieces: their log P (no EOS term) over lp(3)
-    assert cut.log_prob == pytest.approx(3 * math.log(0.9), abs=1e-12)
-    assert cut.score == pytest.approx(normalised_score(cut.log_prob, 3, kind, 0.6), abs=1e-12)
+    assert [h.tokens for h in four] == ranked([([B_], 0.1), ([A], 0.09), ([A, A], 0.081)])
+    assert all(h.complete for h in four)
+
+
+@pytest.mark.parametrize("kind", ["none", "average", "gnmt"])
+@pytest.mark.parametrize("K", [1, 2])
+def test_a_hypothesis_cut_at_the_limit_is_completed_with_eos_and_scored_with_it(monkeypatch,
+                                                                               kind, K):
+    """At a limit of 2, A's best piece is A (0.9), not EOS (0.1): A is cut, completed with
+    EOS and scored with it (log 0.9 + log 0.1), ranked after the complete B EOS (beam 2),
+    and greedy's (beam 1's) only hypothesis."""
+    import nmt.inference.search as search
+
+    monkeypatch.setattr(search, "max_output_length",
+                        lambda src_len, ratio, extra=10: torch.full_like(src_len, 2))
+    src, src_len = _stub_src([2])
+    hyps = beam_search(RunOnModel(), src, src_len, beam_size=K, n_best=K, length_penalty=kind)[0]
+    if K == 1:
+        (g,) = greedy(RunOnModel(), src, src_len)
+        assert (g.tokens, g.complete) == ([A], False)
+        assert g.log_prob == pytest.approx(math.log(0.9 * 0.1), abs=1e-12)
+        assert [h.tokens for h in hyps] == [g.tokens]
+    else:
+        assert [h.tokens for h in hyps] == [[B_], [A]]
+    cut = hyps[-1]
+    assert (cut.tokens, cut.complete) == ([A], False)
+    assert cut.log_prob == pytest.approx(math.log(0.9 * 0.1), abs=1e-12)
+    assert cut.score == pytest.approx(normalised_score(cut.log_prob, 2, kind, 0.6), abs=1e-12)
+    assert all(h.complete for h in hyps[:-1])
 
 
 @pytest.mark.parametrize("K", [1, 3])
@@ -416,7 +443,7 @@ def test_scores_of_complete_and_cut_hypotheses_agree_with_forced_decoding(toy_vo
     kinds = set()
     for i, hyps in enumerate(nbest):
         n = int(batch.src_len[i])
-        targets = [h.tokens + ([EOS] if h.complete else []) for h in hyps]
+        targets = [h.tokens + [EOS] for h in hyps]  # a cut one is completed with EOS
         for h, t, f in zip(hyps, targets, forced_pass(model, batch.src[i, :n].tolist(),
                                                        targets), strict=True):
             kinds.add(h.complete)
@@ -448,8 +475,9 @@ def test_greedy_drops_finished_sentences_and_equals_each_sentence_alone(
     rows = _rows_per_step(model, monkeypatch)
     batched = greedy(model, batch.src, batch.src_len)
     limits = max_output_length(batch.src_len, 2.0).tolist()
-    # steps per sentence: its pieces, plus the step that produced EOS unless it was cut
-    steps = [len(h.tokens) + (len(h.tokens) < lim) for h, lim in zip(batched, limits, strict=True)]
+    # steps per sentence: its pieces, plus the step that produced EOS (forced at the limit)
+    steps = [len(h.tokens) + 1 for h in batched]
+    assert all(n <= lim for n, lim in zip(steps, limits, strict=True))
     # a step computes only the sentences that have not yet produced EOS or hit the limit
     assert rows[0] == B
     assert rows == [sum(n > t for n in steps) for t in range(len(rows))]

@@ -125,6 +125,17 @@ def test_lone_surrogates_are_422_naming_the_field(client: TestClient, text: str,
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("body", [b'{"lines": ["Ein Hund \xff l\xc3"]}',
+                                  b'{"lines": ["\xc3\x28"]}'])
+def test_a_body_that_is_not_utf8_is_422_as_documented(client: TestClient, body: bytes) -> None:
+    """Invalid UTF-8 bytes in the body were 400 (FastAPI's "error parsing the body");
+    docs/serve.md lists text that is not UTF-8 under 422."""
+    r = client.post("/api/translate", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"] == "invalid_request" and "not UTF-8" in r.json()["message"]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("field, value", [
     ("beam", "5"), ("beam", True), ("beam", 2.0), ("n_best", "1"), ("top_k", "2"),
     ("top_k", False), ("alpha", "0.5"), ("alpha", True), ("truncate", "yes"),

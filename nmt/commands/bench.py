@@ -55,6 +55,7 @@ from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator, decode_workers, threads_per_worker
 from nmt.model.checkpoint import load_checkpoint
 from nmt.model.flops import TokenCounts, forward_macs, training_flops, training_flops_by_term
+from nmt.model.footprint import check_fits
 from nmt.model.seq2seq import Seq2Seq, build_model, count_parameters
 from nmt.ops.device import pick_device
 from nmt.ops.machine import (
@@ -158,6 +159,8 @@ def load_subject(opts: BenchOptions, log: Callable[[str], None]) -> Subject:
         raise DataError(f"{opts.source}: no training pairs in split {data.train_split!r}")
     log(f"building the {cfg.subwords.vocab_size}-piece vocabulary on {len(raw)} training pairs")
     src_vocab, tgt_vocab = build_vocabs(cfg, [p for p in raw if p.src and p.tgt], log)
+    check_fits(cfg.model, len(src_vocab), len(tgt_vocab), torch.device("cpu"), training=False,
+               where=str(opts.source))
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
     return Subject("config", cfg, model, src_vocab, tgt_vocab, data, train)

@@ -28,7 +28,7 @@ from nmt.data.corpus import read_split
 from nmt.data.stored import stored_corpus
 from nmt.model.average import average_checkpoints
 from nmt.model.checkpoint import read_payload, save_atomic, stored_config
-from nmt.model.rundir import BEST, LOG, STEP_GLOB, read_valid_log
+from nmt.model.rundir import BEST, LOG, STEP_GLOB, check_run_ids, read_valid_log
 
 
 class SelectError(ValueError):
@@ -169,13 +169,15 @@ def select(run: Path, opts: SelectOptions = SelectOptions(),
     training minutes from the run's valid_log.jsonl).
 
     Raises:
-        SelectError, CheckpointError, DataError, ConfigError: bad options or run, or a
+        SelectError, CheckpointError, DataError, ConfigError: bad options or run (files
+            of two training runs included, :func:`nmt.model.rundir.check_run_ids`), or a
             split that cannot be read (before any decoding).
     """
     opts.check()
     best = run / BEST
     if not best.is_file():
         raise no_best_checkpoint(run)
+    check_run_ids(run)  # a best.pt copied in from another run would be reported as this one
     _check_splits(best, [opts.valid_split, *opts.test_splits], opts.data_path)
     log_rows = read_valid_log(run / LOG)  # a damaged log fails here, before minutes of decoding
     candidates, averaged_from = _candidates(run, opts.average, log)

@@ -30,7 +30,7 @@ from nmt.commands.select import (
 )
 from nmt.inference.ensemble import load_ensemble
 from nmt.model.checkpoint import also_as
-from nmt.model.rundir import BEST
+from nmt.model.rundir import BEST, check_run_ids
 
 
 def check_runs(runs: list[Path]) -> None:
@@ -53,6 +53,7 @@ def check_runs(runs: list[Path]) -> None:
         seen[key] = run
         if not (run / BEST).is_file():
             raise no_best_checkpoint(run)
+        check_run_ids(run)  # each run's files are its own
     load_ensemble([run / BEST for run in runs])  # vocabularies and duplicates, on the CPU
 
 

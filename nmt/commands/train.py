@@ -20,6 +20,7 @@ from nmt.data.batches import ExampleSet, TrainingSet, encode_pairs
 from nmt.data.corpus import DataError, Pair, read_split
 from nmt.data.longsets import long_sentence_set
 from nmt.data.noise import SampledExampleSet, Sampling
+from nmt.data.splits import require_scorable
 from nmt.data.store import filter_stats, open_or_prepare
 from nmt.data.training_data import build_vocabs, log_filter, sample_vocab_trainer, training_pairs
 from nmt.data.vocab import Vocab
@@ -27,9 +28,20 @@ from nmt.evaluation.metrics import score
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
 from nmt.model.checkpoint import CheckpointError, read_payload, stored_config, vocabs_of
-from nmt.model.rundir import nothing_to_resume, refuse_reuse, resume_source, set_aside_records_after
+from nmt.model.footprint import check_fits
+from nmt.model.rundir import (
+    check_run_ids,
+    nothing_to_resume,
+    refuse_reuse,
+    remove_stale_temporaries,
+    restarts_from_scratch,
+    resume_source,
+    set_aside_everything,
+    set_aside_records_after,
+)
 from nmt.model.seq2seq import build_model, count_parameters
 from nmt.ops.device import pick_device
+from nmt.ops.files import write_atomic
 from nmt.ops.precision import autocast_dtype
 from nmt.training.loop import train
 from nmt.training.state import TrainState
@@ -37,7 +49,8 @@ from nmt.training.state import TrainState
 TrainingData = tuple[TrainingSet, list[Pair], Vocab, Vocab]  # train set, val pairs, vocabs
 
 
-Resumed = tuple[dict, Path]  # the checkpoint payload a run continues, and its file
+# the checkpoint payload a run continues, its file, and the config it continues with
+Resumed = tuple[dict, Path, Config]
 
 
 def _memory_training_set(cfg: Config, resumed: Resumed | None, log: Callable[[str], None]
@@ -50,8 +63,9 @@ def _memory_training_set(cfg: Config, resumed: Resumed | None, log: Callable[[st
     if not train_pairs:
         raise DataError(f"no training pairs left in split {d.train_split!r}")
     valid_pairs = read_split(d, d.valid_split, d.valid_limit)
+    require_scorable(valid_pairs, d, d.valid_split, "data.valid_split")
     if resumed is not None:
-        src_vocab, tgt_vocab = vocabs_of(*resumed)
+        src_vocab, tgt_vocab = vocabs_of(*resumed[:2])
     else:  # joined pairs repeat sentences: the vocabulary sees each original pair once
         src_vocab, tgt_vocab = build_vocabs(cfg, [p for p in raw_train if p.src and p.tgt], log)
     sampling = Sampling.from_config(cfg.subwords)
@@ -72,7 +86,8 @@ def _arrow_training_set(cfg: Config, resumed: Resumed | None, rank: int,
     reused when it matches and prepared by rank 0 otherwise (nmt/data/store.py)."""
     d, out = cfg.data, cfg.out_dir()
     valid_pairs = read_split(d, d.valid_split, d.valid_limit)  # small: fail before hours of work
-    vocabs = vocabs_of(*resumed) if resumed is not None else None
+    require_scorable(valid_pairs, d, d.valid_split, "data.valid_split")
+    vocabs = vocabs_of(*resumed[:2]) if resumed is not None else None
     opened = open_or_prepare(cfg, out / "data", vocabs=vocabs,
                              make_vocabs=sample_vocab_trainer(cfg, log), log=log,
                              prepare=rank == 0)
@@ -104,6 +119,52 @@ def _resume_config(stored: Config, given: Config, path, log: Callable[[str], Non
     return given
 
 
+def _resumed(cfg: Config, out: Path, rank: int, log: Callable[[str], None]
+             ) -> tuple[dict, Path, Config] | None:
+    """The checkpoint ``--resume`` continues (payload, file, the config to continue
+    with), after the run's records after it are set aside; None when the directory has
+    records but no checkpoint (:func:`restarts_from_scratch`: the run starts from step 0).
+
+    Raises:
+        CheckpointError: nothing to resume, a checkpoint without training state, or files
+            of two runs (:func:`check_run_ids`). ConfigError: see :func:`_resume_config`.
+    """
+    source, warning = resume_source(out)
+    if source is None:
+        if restarts_from_scratch(out):
+            return None
+        raise nothing_to_resume(out)
+    check_run_ids(out)
+    payload = read_payload(source)
+    cfg = _resume_config(stored_config(payload, source), cfg, source, log)
+    if payload.get("train_state") is None:
+        raise CheckpointError(f"{source}: has no training state to resume")
+    if warning:
+        log(warning)
+    if rank == 0:
+        note = set_aside_records_after(out, int(payload["train_state"]["counters"]
+                                                .get("step", 0)))
+        if note:
+            log(note)
+    return payload, source, cfg
+
+
+def max_tokens_warning(cfg: Config, train_set: TrainingSet) -> str | None:
+    """A warning when ``train.max_tokens`` is below the padded length of every training
+    pair: each batch then holds one pair and ``train.batch_size`` cannot act (a batch
+    takes its first pair even over the cap, so training still runs). None otherwise."""
+    t = cfg.train
+    if t.max_tokens is None or t.batch_size == 1 or len(train_set) < 2:
+        return None
+    batches = train_set.batches(t.batch_size, t.max_tokens, shuffle_seed=None)
+    if any(len(b) > 1 for b in batches):
+        return None
+    return (f"warning: train.max_tokens={t.max_tokens} is below the padded length of every "
+            f"training pair, so every batch holds a single pair and train.batch_size="
+            f"{t.batch_size} cannot act; raise train.max_tokens (a batch of B pairs takes B "
+            "times its longest side plus one) or leave it unset")
+
+
 def _silent(_msg: str) -> None:
     """The log of the ranks other than 0."""
 
@@ -127,25 +188,15 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     autocast_dtype(cfg.train.precision, device)
     autocast_dtype(cfg.search.precision, device, "search.precision")
     out = cfg.out_dir()
-    resumed: Resumed | None = None
-    if resume:
-        source, warning = resume_source(out)
-        if source is None:
-            raise nothing_to_resume(out)
-        payload = read_payload(source)
-        cfg = _resume_config(stored_config(payload, source), cfg, source, log)
-        if payload.get("train_state") is None:
-            raise CheckpointError(f"{source}: has no training state to resume")
-        if warning:
-            log(warning)
-        if rank == 0:
-            note = set_aside_records_after(out, int(payload["train_state"]["counters"]
-                                                    .get("step", 0)))
-            if note:
-                log(note)
-        resumed = (payload, source)
-    else:
+    if rank == 0 and (note := remove_stale_temporaries(out)):
+        log(note)
+    resumed = _resumed(cfg, out, rank, log) if resume else None
+    if resumed is not None:
+        cfg = resumed[2]
+    elif not resume:
         refuse_reuse(out)
+    elif rank == 0:  # --resume of a run killed before its first checkpoint: from step 0
+        log(set_aside_everything(out))
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     if cfg.data.store == "arrow":
@@ -153,15 +204,19 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     else:
         train_set, valid_pairs, src_vocab, tgt_vocab = _memory_training_set(cfg, resumed, log)
     log(f"vocabulary: {len(src_vocab)} source / {len(tgt_vocab)} target pieces")
+    if warning := max_tokens_warning(cfg, train_set):
+        log(warning)
     d = cfg.data
     valid_ex = encode_pairs([p for p in valid_pairs if p.src and p.tgt], src_vocab, tgt_vocab)
+    check_fits(cfg.model, len(src_vocab), len(tgt_vocab), device, training=True,
+               where=f"run {cfg.name}")  # before torch's allocator fails mid-build
     torch.manual_seed(cfg.train.seed)  # the initial weights depend on the seed only
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
     log(f"model: {cfg.model.attention} attention, {cfg.model.step_order} step order, "
         f"{count_parameters(model):,} parameters")
     out.mkdir(parents=True, exist_ok=True)
     if rank == 0:
-        (out / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+        write_atomic(out / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     val_src = [p.src for p in valid_pairs][: cfg.train.valid_max_sentences]
     val_ref = [p.tgt for p in valid_pairs][: cfg.train.valid_max_sentences]
 
@@ -192,12 +247,11 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
                   resume_path=resumed[1] if resumed else None, log=log)
     if rank != 0:
         return state
-    (out / "summary.json").write_text(json.dumps(
+    write_atomic(out / "summary.json", json.dumps(
         {"name": cfg.name, "best_val_bleu": state.best_bleu, "epochs": state.epoch,
          "steps": state.step, "elapsed_min": round(state.elapsed_s / 60, 2),
          "parameters": count_parameters(model)}, indent=2))
     return state
-
 
 
 def undertrained_warning(cfg: Config, state: TrainState) -> str | None:

@@ -14,6 +14,8 @@ import torch
 
 from nmt.config.schema import LENGTH_PENALTIES, SearchConfig, TrainConfig
 from nmt.data.vocab import BOS, EOS
+from nmt.inference.rescore import autocast_on, fp32_log_probs
+from nmt.inference.search_limit import ended_by_choice, only_eos
 from nmt.ops.precision import at_least_fp32
 from nmt.ops.topk import top_k
 
@@ -32,12 +34,12 @@ class Hypothesis:
         attention: (len(tokens) + 1, S_real) attention weights per output step (EOS row
             included when produced, else len(tokens) rows), or None for the fixed-vector model.
         log_prob: total log-probability (nats) including EOS when it was produced.
-        complete: False when the search reached the length limit before EOS. Such a
-            hypothesis is not a translation but the start of one: its log P has no EOS
-            term, so it would often outscore finished ones. It is scored as forced
-            decoding scores the same pieces (``log P(pieces) / lp(len(pieces))``), ranked
-            after every complete hypothesis, and returned only when fewer than ``n_best``
-            complete ones were found.
+        complete: False when the search reached the length limit before choosing EOS.
+            Such a hypothesis is completed with EOS in place of its last piece (the piece
+            at the limit is EOS, whatever its probability) and scored with that EOS term,
+            as forced decoding scores the same pieces and EOS; it is ranked after every
+            complete hypothesis and returned only when fewer than ``n_best`` complete
+            ones were found.
     """
 
     tokens: list[int]
@@ -57,8 +59,9 @@ def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = _
            ) -> list[Hypothesis]:
     """Batched greedy search: pick the most probable piece at each step.
 
-    Sentences that have produced EOS (or reached their length limit) leave the batch, so
-    each step costs only the rows still running; no row's arithmetic depends on the others.
+    Sentences that have produced EOS leave the batch, so each step costs only the rows
+    still running; no row's arithmetic depends on the others. At its length limit a row's
+    piece is EOS (a cut hypothesis, ``complete=False``, scored with that EOS).
 
     Args:
         model: has ``encode(src, src_len)`` and ``step(prev, state, mem)``; mem and state
@@ -68,6 +71,7 @@ def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = _
 
     Returns:
         B hypotheses in input order; one cut at its length limit has ``complete=False``.
+        Every ``log_prob`` includes the EOS term.
     """
     B, S = src.shape
     dev = src.device
@@ -80,9 +84,15 @@ def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = _
     rows = torch.arange(B, device=dev)  # the batch rows still running
     row_limits = limits.to(dev)
     prev = torch.full((B,), BOS, dtype=torch.long, device=dev)
+    cut = torch.zeros(B, dtype=torch.bool, device=dev)  # rows whose EOS was forced
     for t in range(T):
         logp, state, attn = model.step(prev, state, mem)  # (n, V), (n, S) or None
         best_logp, best = logp.max(dim=-1)
+        last = t + 1 >= row_limits  # (n,) rows at their length limit: their piece is EOS
+        if bool(last.any()):
+            cut[rows[last & (best != EOS)]] = True
+            best_logp = torch.where(last, logp[:, EOS], best_logp)
+            best = best.masked_fill(last, EOS)
         tokens[rows, t] = best
         if scores is None:
             scores = logp.new_zeros(B)
@@ -91,7 +101,7 @@ def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = _
             if attn_all is None:
                 attn_all = attn.new_zeros(B, T, S)
             attn_all[rows, t] = attn
-        running = (best != EOS) & (t + 1 < row_limits)
+        running = best != EOS
         if not bool(running.all()):
             if not bool(running.any()):
                 break
@@ -101,15 +111,16 @@ def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = _
         prev = best
     if scores is None:  # no step at all (a length limit of 0)
         scores = torch.zeros(B, device=dev)
-    out, scores_l = tokens.tolist(), scores.tolist()
+    out, scores_l, cut_l = tokens.tolist(), scores.tolist(), cut.tolist()
     attn_all = None if attn_all is None else attn_all.cpu()
     hyps = []
     for b in range(B):
         seq, limit = out[b], int(limits[b])
-        n = seq.index(EOS) if EOS in seq[:limit] else limit
-        rows_b = n + 1 if n < limit else n  # the EOS row only when EOS was produced
-        a = None if attn_all is None else attn_all[b, :rows_b, : int(src_len[b])].clone()
-        hyps.append(Hypothesis(seq[:n], scores_l[b], a, scores_l[b], complete=n < limit))
+        n = seq.index(EOS) if EOS in seq[:limit] else limit  # limit only when limit is 0
+        a = None if attn_all is None else attn_all[b, :n + 1, : int(src_len[b])].clone()
+        hyps.append(Hypothesis(seq[:n], scores_l[b], a, scores_l[b], complete=not cut_l[b]))
+    if autocast_on(dev):  # bf16 scores depend on the batch: recompute them in fp32
+        _rescore(model, src, src_len, [[h] for h in hyps], "none", 0.0)
     return hyps
 
 
@@ -224,18 +235,21 @@ def _candidates(logp: torch.Tensor, open_lp: torch.Tensor, K: int
 
 
 def _collect(finished: list[list[Hypothesis]], cands: _Open, final: torch.Tensor,
-             length: int, src_len: list[int], kind: str, alpha: float):
-    """Append the candidates marked in ``final`` (B, 2K) to ``finished`` (EOS stripped)."""
+             length: int, src_len: list[int], kind: str, alpha: float,
+             cut: torch.Tensor | None = None):
+    """Append the candidates marked in ``final`` (B, 2K) to ``finished`` (EOS stripped);
+    ``cut`` (B, 2K) marks those whose EOS was forced at the length limit."""
     B, C = final.shape
     idx = final.view(-1).nonzero().squeeze(1)  # flat candidate rows
     if idx.numel() == 0:
         return
     toks, lps = cands.tokens[idx].tolist(), cands.log_prob[idx].tolist()
+    forced = [False] * len(toks) if cut is None else cut.view(-1)[idx].tolist()
     atts = None if cands.attention is None else cands.attention[idx].cpu()
     for j, i in enumerate(idx.tolist()):
         b, seq = i // C, toks[j]
-        complete = bool(seq) and seq[-1] == EOS
-        seq = seq[:-1] if complete else seq
+        complete = bool(seq) and seq[-1] == EOS and not forced[j]
+        seq = seq[:-1] if seq and seq[-1] == EOS else seq
         att = None if atts is None else atts[j, :, : src_len[b]]
         score = normalised_score(lps[j], length, kind, alpha)
         finished[b].append(Hypothesis(seq, float(score), att, lps[j], complete))
@@ -269,8 +283,9 @@ def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int 
 
     Each step every sentence takes the 2K best extensions of its K beams (ranked by total
     log-probability, all of one length); those ending in EOS among the first K are finished,
-    the first K not ending in EOS stay open (fairseq). An open hypothesis reaching the
-    length limit ``max_output_length(src_len, max_ratio)`` is finished as it is. Finished
+    the first K not ending in EOS stay open (fairseq). At the length limit
+    ``max_output_length(src_len, max_ratio)`` every open hypothesis is completed with EOS
+    (the only piece it may take there) and finished. Finished
     hypotheses are ranked by ``log P / lp`` (:func:`length_penalty_divisor`: ``gnmt`` is
     Wu et al. 2016 eq. 14, ``average`` divides by |Y|, ``none`` is raw log P).
 
@@ -279,10 +294,11 @@ def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int 
     only falls, lp only grows): so every returned hypothesis, in any n-best position, is
     the best the beam can still produce under the length penalty in use (see
     :func:`_is_done`; unlike the "K finished" rule of OpenNMT-py and fairseq). A hypothesis
-    cut at the length limit without EOS (``complete=False``) is scored as forced decoding
-    of its pieces scores them, ``log P / lp(|pieces|)``, and ranked after every complete
-    one, so it is returned only when fewer than ``n_best`` complete hypotheses were found
-    (n-best lists hold translations first). A sentence that is
+    whose EOS was forced at the limit (EOS was not its beam's best piece there:
+    ``complete=False``) is scored with that EOS, as forced decoding scores its pieces and
+    EOS, and ranked after every complete one, so it is returned only when fewer than
+    ``n_best`` complete hypotheses were found (n-best lists hold translations first).
+    A sentence that is
     done leaves the batch (its K rows are no longer computed) and the loop stops when every
     sentence is done; the first step runs once per sentence, since its K starts are equal.
     Beam size 1 gives exactly greedy's tokens.
@@ -325,16 +341,22 @@ def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int 
             expand = torch.arange(n, device=dev).repeat_interleave(K)  # (n*K,)
             mem, state, logp = mem.index_select(expand), state.index_select(expand), logp[expand]
             attn = None if attn is None else attn[expand]
+        at_limit = t + 1 >= limits  # (n,) on the CPU
         cand_lp, rows, toks = _candidates(logp, beams.log_prob, K)  # (n, 2K) each
+        chose_eos = None
+        if bool(at_limit.any()):  # only EOS is left at the limit: every open beam ends
+            chose_eos = ended_by_choice(rows, toks, at_limit.to(dev), K)
+            logp = only_eos(logp, at_limit.to(dev), K)
+            cand_lp, rows, toks = _candidates(logp, beams.log_prob, K)
         cands = beams.extend(rows.view(-1), cand_lp.view(-1), toks.view(-1), attn)  # n*2K
         is_eos = toks == EOS
         keep = is_eos.int().sort(dim=1, stable=True).indices[:, :K]  # (n, K) open
-        at_limit = t + 1 >= limits  # (n,) on the CPU
         final = torch.zeros_like(is_eos)
         final[:, :K] = is_eos[:, :K]
-        final.scatter_(1, keep, at_limit.to(dev)[:, None].expand(n, K))
         final &= cand_lp.isfinite()
-        _collect([finished[b] for b in sent], cands, final, t + 1, lens, length_penalty, alpha)
+        cut = None if chose_eos is None else ~chose_eos[rows]  # (n, 2K) EOS forced
+        _collect([finished[b] for b in sent], cands, final, t + 1, lens, length_penalty, alpha,
+                 cut)
         pick = (torch.arange(n, device=dev)[:, None] * 2 * K + keep).view(-1)  # (n*K,)
         beams = cands.select(pick)
         state = state.index_select(rows.view(-1).index_select(0, pick))
@@ -353,7 +375,24 @@ def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int 
             cpu_idx = idx.cpu()
             limits, lp_limit = limits[cpu_idx], lp_limit[idx]
             lens = [lens[i] for i in going]
-    return [rank(f)[:n_best] for f in finished]
+    nbest = [rank(f)[:n_best] for f in finished]
+    if autocast_on(dev):  # bf16 scores depend on the batch: recompute them in fp32
+        _rescore(model, src, src_len, nbest, length_penalty, alpha)
+        nbest = [rank(f) for f in nbest]
+    return nbest
+
+
+def _rescore(model, src: torch.Tensor, src_len: torch.Tensor, nbest: list[list[Hypothesis]],
+             kind: str, alpha: float) -> None:
+    """Replace the log P, score and attention of every hypothesis of ``nbest`` (per
+    sentence of the batch ``src`` (B, S)) by their fp32 values (nmt/inference/rescore.py),
+    in place; the tokens and ``complete`` stay."""
+    flat = [(b, h) for b, hyps in enumerate(nbest) for h in hyps]
+    lps, atts = fp32_log_probs(model, src, src_len, [b for b, _ in flat],
+                               [h.tokens for _, h in flat])
+    for (_, h), lp, att in zip(flat, lps, atts, strict=True):
+        h.log_prob, h.score = lp, float(normalised_score(lp, len(h.tokens) + 1, kind, alpha))
+        h.attention = att if h.attention is not None else None
 
 
 def rank(hyps: list[Hypothesis]) -> list[Hypothesis]:

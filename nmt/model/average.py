@@ -110,8 +110,9 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
     """
     if not paths:
         raise CheckpointError("no checkpoints to average")
-    refuse_duplicates(paths, "averaged")  # before any payload is unpickled: it reads less
+    digests = refuse_duplicates(paths, "averaged")  # before unpickling: it reads less
     payloads = [read_payload(p) for p in paths]
+    _refuse_own_inputs(paths, payloads, digests)
     for p, payload in zip(paths, payloads, strict=True):
         stored_config(payload, p)  # an invalid stored config is refused, as translate does
     last = payloads[-1]
@@ -133,5 +134,37 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
             averaged[key] = (total / len(payloads)).to(value.dtype)
         else:
             averaged[key] = value
+    # the inputs' digests (and those their own averages were made of) travel with the
+    # average, so that averaging it again with one of them is refused
+    sources = set(digests).union(*(_sources(p) for p in payloads))
     return {**last, "model": averaged, "train_state": None,
-            "averaged_from": [str(p) for p in paths]}
+            "averaged_from": [str(p) for p in paths],
+            "averaged_from_sha256": sorted(sources)}
+
+
+def _sources(payload: dict[str, Any]) -> set[str]:
+    """The SHA-256 of the checkpoints an averaged payload was made of (empty otherwise)."""
+    found = payload.get("averaged_from_sha256")
+    return {d for d in found if isinstance(d, str)} if isinstance(found, list) else set()
+
+
+def _refuse_own_inputs(paths: list[Path], payloads: list[dict[str, Any]],
+                       digests: list[str]) -> None:
+    """Refuse an averaged checkpoint given together with one of its own inputs: that
+    input would count twice (once inside the average). Known by the inputs' SHA-256
+    stored in the average, or, for averages made before nmt stored them, their paths.
+
+    Raises:
+        CheckpointError: names the averaged file and its input.
+    """
+    for path, payload in zip(paths, payloads, strict=True):
+        named = payload.get("averaged_from")
+        old_paths = [Path(n) for n in named if isinstance(n, str)] if isinstance(named, list) \
+            else []
+        for other, digest in zip(paths, digests, strict=True):
+            if other is path:
+                continue
+            if digest in _sources(payload) or any(same_file(other, n) for n in old_paths):
+                raise CheckpointError(
+                    f"{path} is an average that already includes {other}; averaging them "
+                    f"together would count {other} twice: give the average or its inputs")

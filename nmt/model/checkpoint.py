@@ -33,6 +33,7 @@ from nmt.config.load import from_dict
 from nmt.config.schema import Config, ConfigError
 from nmt.data.digest import file_sha256
 from nmt.data.vocab import Vocab
+from nmt.model.footprint import ResourceError, check_fits
 from nmt.model.seq2seq import Seq2Seq, build_model
 from nmt.ops.files import atomic_open
 
@@ -252,11 +253,17 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu", *,
     memory, so a file replaced meanwhile cannot get another's digest).
 
     Raises:
-        CheckpointError: see :func:`read_payload`, or the stored config/weights are invalid.
+        CheckpointError: see :func:`read_payload`, the stored config/weights are invalid,
+            or the model cannot fit ``device``'s memory (:func:`check_fits`).
     """
     payload, digest = read_payload_and_digest(path) if with_digest else (read_payload(path), None)
     cfg = stored_config(payload, path)
     src_vocab, tgt_vocab = vocabs_of(payload, path)
+    try:  # before the model's copy of the weights is made
+        check_fits(cfg.model, len(src_vocab), len(tgt_vocab), torch.device(device),
+                   training=False, where=str(path))
+    except ResourceError as e:
+        raise CheckpointError(str(e)) from None
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
     why = weights_mismatch(model, payload["model"])
     if why:
@@ -273,7 +280,7 @@ def also_as(first: Path, given: Path) -> str:
 
 
 def refuse_duplicates(paths: Sequence[Path], use: str, digests: Sequence[str] | None = None
-                      ) -> None:
+                      ) -> list[str]:
     """Each checkpoint once (``nmt average``, ensembles): the same file, however spelled,
     or two files of identical bytes would count one model twice.
 
@@ -281,6 +288,9 @@ def refuse_duplicates(paths: Sequence[Path], use: str, digests: Sequence[str] | 
         paths: the checkpoint files. use: what is done with each, for the message
             (``"averaged"``). digests: their SHA-256 when already known (e.g.
             :attr:`Loaded.sha256`); else each file is hashed here, without unpickling it.
+
+    Returns:
+        the SHA-256 of each file, in the order of ``paths``.
 
     Raises:
         CheckpointError: a file given twice or two with identical contents (both named),
@@ -300,6 +310,7 @@ def refuse_duplicates(paths: Sequence[Path], use: str, digests: Sequence[str] | 
             raise CheckpointError(f"{p}: the same checkpoint as {by_hash[digest]} (identical "
                                   f"contents); each checkpoint can be {use} once")
         by_hash[digest] = p
+    return list(by_hash)
 
 
 def _file_digest(path: Path) -> str:

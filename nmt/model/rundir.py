@@ -12,21 +12,34 @@ the run's results and do not count.
 are there, it continues the latest of ``best.pt`` and ``step_*.pt`` that holds training
 state, with a warning. Either way the validation records of ``valid_log.jsonl`` after the
 checkpoint's step (validations whose checkpoint was lost) are moved to
-``valid_log.set_aside.jsonl``, so the log holds one history and nothing is deleted.
+``valid_log.set_aside.jsonl``, so the log holds one history and nothing is deleted. A
+directory with records but no checkpoint at all (a run killed during its first checkpoint
+write) resumes from step 0: every record is set aside, and ``summary.json`` (if any) is
+renamed ``summary.set_aside.json``.
+
+Every start removes the run's stale temporary files (``.NAME.XXXXXXXX.tmp`` of
+:func:`nmt.ops.files.atomic_open`, left by a kill during a write), so a kill costs at
+most the work since the last checkpoint and no disk. Every checkpoint and validation
+record carries the run id; :func:`check_run_ids` refuses a directory whose files come
+from two runs (a ``best.pt`` copied in from elsewhere).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
 
-from nmt.model.checkpoint import CheckpointError, read_payload
+from nmt.model.checkpoint import CheckpointError, read_payload, run_id_of
 from nmt.ops.files import write_atomic
 
 LAST, BEST, LOG, SUMMARY = "last.pt", "best.pt", "valid_log.jsonl", "summary.json"
-SET_ASIDE = "valid_log.set_aside.jsonl"
+AVERAGED = "averaged.pt"  # written by nmt select
+SET_ASIDE, SUMMARY_SET_ASIDE = "valid_log.set_aside.jsonl", "summary.set_aside.json"
+# a temporary file of atomic_open (tempfile.mkstemp: 8 characters of [a-z0-9_])
+_TMP = re.compile(r"\.(.+)\.[a-z0-9_]{8}\.tmp")
 STEP_GLOB = "step_*.pt"  # the kept checkpoints of step_name
 _STEP = re.compile(r"step_(\d+)\.pt")
 
@@ -64,10 +77,58 @@ def refuse_reuse(out: Path) -> None:
     """
     found = run_files(out)
     if found:
+        # advise --resume only where it works (a checkpoint to continue, or records only)
+        resumable = restarts_from_scratch(out) or any(
+            p.name != AVERAGED for p in out.glob("*.pt"))
+        advice = "pass --resume to continue that run, or " if resumable else ""
         raise CheckpointError(
             f"{out} holds files of an earlier run ({listed(found)}); a fresh run would "
-            "replace or mix with them: pass --resume to continue that run, or choose another "
-            "name / train.out_dir")
+            f"replace or mix with them: {advice}choose another name / train.out_dir")
+
+
+def restarts_from_scratch(out: Path) -> bool:
+    """Whether ``--resume`` of ``out`` starts from step 0: the directory holds a run's
+    records (``valid_log.jsonl``, ``summary.json``) but no checkpoint at all, as a run
+    killed during its first checkpoint write leaves it."""
+    found = run_files(out)
+    return bool(found) and not any(name.endswith(".pt") for name in found)
+
+
+def set_aside_everything(out: Path) -> str:
+    """Set aside the records of a run that has no checkpoint (see
+    :func:`restarts_from_scratch`), so that it starts again from step 0; returns the
+    warning that says so.
+
+    Raises:
+        OSError: a file cannot be read or moved.
+    """
+    moved = [set_aside_records_after(out, -1)]
+    if (out / SUMMARY).is_file():
+        os.replace(out / SUMMARY, out / SUMMARY_SET_ASIDE)
+        moved.append(f"moved {out / SUMMARY} to {out / SUMMARY_SET_ASIDE}")
+    notes = "".join(f"; {m.removeprefix('warning: ')}" for m in moved if m)
+    return (f"warning: {out} has no checkpoint (the run was stopped before its first one "
+            f"was written): resuming from step 0{notes}")
+
+
+def remove_stale_temporaries(out: Path) -> str | None:
+    """Remove the temporary files that a killed write left in ``out`` and its ``data/``
+    store (``.NAME.XXXXXXXX.tmp``, see :func:`nmt.ops.files.atomic_open`); returns a note
+    naming how many and their size, or None when there were none. Called when a run
+    starts, before it writes (a run directory has one writer at a time).
+
+    Raises:
+        OSError: a file cannot be removed.
+    """
+    stale = sorted(p for d in (out, out / "data") if d.is_dir() for p in d.iterdir()
+                   if p.is_file() and _TMP.fullmatch(p.name))
+    if not stale:
+        return None
+    size = sum(p.stat().st_size for p in stale)
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return (f"removed {len(stale)} temporary file(s) of an interrupted write from {out} "
+            f"({size:,} bytes): {listed([p.name for p in stale])}")
 
 
 def _counters_step(path: Path) -> int | None:
@@ -159,11 +220,13 @@ def set_aside_records_after(out: Path, step: int) -> str | None:
         return None
     keep: list[str] = []
     later: list[str] = []
-    for line in log.read_text(encoding="utf-8").splitlines(keepends=True):
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True):
         try:
             record_step = json.loads(line).get("step")
         except (ValueError, AttributeError):
-            record_step = None  # not a record of nmt's: left where it is
+            # a torn last line (a kill during its append) goes with the lost records;
+            # any other line that is not a record of nmt's is left where it is
+            record_step = step + 1 if not line.endswith("\n") else None
         line = line if line.endswith("\n") else line + "\n"
         (later if isinstance(record_step, int) and record_step > step else keep).append(line)
     if not later:
@@ -173,3 +236,49 @@ def set_aside_records_after(out: Path, step: int) -> str | None:
     write_atomic(log, "".join(keep))
     return (f"warning: moved {len(later)} validation record(s) after step {step} from {log} "
             f"to {out / SET_ASIDE}: their checkpoint is gone")
+
+
+def _run_ids(out: Path) -> list[tuple[Path, str, str]]:
+    """(file, where in it, run id) of every checkpoint (``last.pt``, ``best.pt``,
+    ``step_*.pt``, ``averaged.pt``) and validation record of ``out`` that carries a run
+    id; files written before nmt stored run ids carry none and are left out."""
+    found: list[tuple[Path, str, str]] = []
+    for number, record in enumerate(read_valid_log(out / LOG), start=1):
+        if isinstance(record.get("run_id"), str):
+            found.append((out / LOG, f", record {number},", record["run_id"]))
+    names = sorted(p.name for p in out.glob("*.pt")
+                   if is_run_checkpoint(p.name) or p.name == AVERAGED)
+    # last.pt first: the run that --resume continues is the one the others must match
+    for name in sorted(names, key=lambda n: n != LAST):
+        run_id = run_id_of(read_payload(out / name))
+        if run_id is not None:
+            found.append((out / name, "", run_id))
+    return found
+
+
+def check_run_ids(out: Path) -> None:
+    """Refuse a run directory whose checkpoints and validation records come from more than
+    one training run (e.g. another run's ``best.pt`` copied in): choosing, averaging or
+    resuming would mix them and report one run's history for the other's weights.
+
+    Raises:
+        CheckpointError: names the first file of another run, both run ids and the file
+            the others agree with; or a file that cannot be read.
+    """
+    found = _run_ids(out)
+    if not found:
+        return
+    # the run of most files is this run; on a tie, last.pt's (the run --resume continues)
+    counts: dict[str, int] = {}
+    for _, _, run_id in found:
+        counts[run_id] = counts.get(run_id, 0) + 1
+    last = next((r for p, _, r in found if p.name == LAST), None)
+    ours = max(counts, key=lambda r: (counts[r], r == last))
+    witness = next((p, at) for p, at, r in found if r == ours)
+    for path, at, run_id in found:
+        if run_id != ours:
+            raise CheckpointError(
+                f"{path}{at.rstrip(',')} belongs to another training run (run id "
+                f"{run_id[:8]}) than {witness[0]}{witness[1].rstrip(',')} (run id {ours[:8]}) "
+                f"and the other files of {out}; move it out of {out} (or restore this run's "
+                "own copy) and run again")

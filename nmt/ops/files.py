@@ -60,6 +60,21 @@ def write_atomic(path: str | Path, data: bytes | str) -> None:
         f.write(data.encode("utf-8") if isinstance(data, str) else data)
 
 
+def append_line(path: str | Path, line: str) -> None:
+    """Append ``line`` and a newline to the text file ``path`` (UTF-8) and flush it to disk
+    (fsync), so that a record is either in the file or not yet; a kill during the write
+    can at most leave the last line torn, which ``--resume`` sets aside with the records
+    whose checkpoint was lost (nmt/model/rundir.py).
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def same_file(a: Path, b: Path) -> bool:
     """Whether two paths name one file: the same inode when both exist (links, ``./``
     spellings), else the same absolute path. Raises nothing for missing files."""

@@ -142,6 +142,12 @@ def _api_error(_: Request, exc: Exception) -> JSONResponse:
 
 def _http_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
+    if isinstance(exc.__cause__, UnicodeDecodeError):  # FastAPI says 400; docs/serve.md 422
+        bad = exc.__cause__
+        return JSONResponse({"error": "invalid_request",
+                             "message": f"body: is not UTF-8 text (byte {bad.start} is "
+                                        f"{bad.object[bad.start:bad.start + 1]!r})"},
+                            status_code=422)
     name = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
     return JSONResponse({"error": name, "message": str(exc.detail)},
                         status_code=exc.status_code, headers=getattr(exc, "headers", None))

@@ -23,7 +23,7 @@ from nmt.config.differences import describe_differences, resume_conflicts
 from nmt.config.load import load_config
 from nmt.config.schema import Config, ConfigError, StudyConfig
 from nmt.model.checkpoint import read_payload, stored_config
-from nmt.model.rundir import listed, resume_source, run_files
+from nmt.model.rundir import listed, restarts_from_scratch, resume_source, run_files
 from nmt.study.archive import ArchiveError, archived_sha256, run_archive
 from nmt.training.state import patience_spent
 
@@ -144,6 +144,8 @@ def _action(cfg: Config) -> tuple[str, str]:
     if not found:
         return "train", ""
     source, warning = resume_source(out)
+    if source is None and restarts_from_scratch(out):
+        return "resume", "no checkpoint yet (stopped before the first): from step 0"
     if source is None:
         raise StudyError(f"{out} holds files of an earlier run ({listed(found)}) but no "
                          "checkpoint to resume from; delete the run or change run_prefix")

@@ -39,6 +39,7 @@ from nmt.model.checkpoint import (
 from nmt.model.rundir import BEST, LAST, LOG, STEP_GLOB, step_name
 from nmt.model.seq2seq import Seq2Seq
 from nmt.ops.device import pick_device
+from nmt.ops.files import append_line
 from nmt.ops.precision import autocast, autocast_dtype, native_bf16, precision_name
 from nmt.training.calibrate import calibration_batches, calibration_key, choose, training_step
 from nmt.training.ddp import check_ranks_agree, teardown
@@ -310,9 +311,9 @@ class Trainer:
             epochs_done=self._epochs_done(), shared=self._shared)
         st.last_valid_s = self._shared(time.monotonic() - began)
         record["lr"] = self.optimizer.param_groups[0]["lr"]
+        record["run_id"] = self.run_id  # a record of another run is told apart (rundir.py)
         if self.rank == 0:
-            with open(self.out / LOG, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
+            append_line(self.out / LOG, json.dumps(record))
         self.schedule.after_validation(float(record.get("val_bleu", -1.0)))
         if record["improved"]:
             self.save(BEST)
