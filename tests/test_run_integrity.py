@@ -22,6 +22,8 @@ from nmt.model.seq2seq import build_model, count_parameters
 
 from conftest import REPO
 
+pytestmark = pytest.mark.slow  # every test here trains, or reads a trained run
+
 TOY16 = Path(__file__).resolve().parent / "fixtures" / "toy16"
 
 

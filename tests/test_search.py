@@ -398,7 +398,7 @@ def test_n_best_lists_hold_translations_before_hypotheses_cut_at_the_limit(monke
     assert all(h.complete for h in four)
 
 
-@pytest.mark.parametrize("kind", ["none", "average", "gnmt"])
+@pytest.mark.parametrize("kind", LENGTH_PENALTIES)
 @pytest.mark.parametrize("K", [1, 2])
 def test_a_hypothesis_cut_at_the_limit_is_completed_with_eos_and_scored_with_it(monkeypatch,
                                                                                kind, K):

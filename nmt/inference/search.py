@@ -384,9 +384,8 @@ def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int 
 
 def _rescore(model, src: torch.Tensor, src_len: torch.Tensor, nbest: list[list[Hypothesis]],
              kind: str, alpha: float) -> None:
-    """Replace the log P, score and attention of every hypothesis of ``nbest`` (per
-    sentence of the batch ``src`` (B, S)) by their fp32 values (nmt/inference/rescore.py),
-    in place; the tokens and ``complete`` stay."""
+    """Replace in place the log P, score and attention of each hypothesis of ``nbest`` (per
+    sentence of ``src`` (B, S)) by fp32 values (rescore.py); tokens and ``complete`` stay."""
     flat = [(b, h) for b, hyps in enumerate(nbest) for h in hyps]
     lps, atts = fp32_log_probs(model, src, src_len, [b for b, _ in flat],
                                [h.tokens for _, h in flat])
