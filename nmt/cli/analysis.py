@@ -177,9 +177,11 @@ def select(
 
 @app.command()
 def serve(
-    model: list[str] = typer.Option(..., "--model", help="ID=CHECKPOINT to serve, e.g. "
-                                    "additive=runs/a/best.pt (repeatable; the only models "
-                                    "the server loads)."),
+    model: list[str] | None = typer.Option(None, "--model", help="ID=CHECKPOINT to serve, "
+                                           "e.g. additive=runs/a/best.pt (repeatable; the "
+                                           "only models the server loads; a model folder, "
+                                           "name or hf://ORG/NAME too). Default: the models "
+                                           "shipped in models/."),
     study: list[Path] | None = typer.Option(None, "--study", help="A study report folder "
                                              "(reports/NAME) for the study tab "
                                              "(repeatable)."),
@@ -207,7 +209,9 @@ def serve(
     except ImportError as e:  # fastapi or uvicorn missing
         fail(ImportError(f"nmt serve needs the serve extra (pip install -e '.[serve]'): {e}"))
         return
-    opts = ServeOptions(models=model, studies=study or [], host=host, port=port,
+    from nmt.serve.registry import default_specs
+
+    opts = ServeOptions(models=model or default_specs(), studies=study or [], host=host, port=port,
                         threads=threads, queue=queue, device=device, data_path=data_path)
     try:
         run_server(opts, log=lambda m: typer.echo(m, err=True))

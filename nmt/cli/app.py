@@ -1,7 +1,7 @@
 """Command-line interface: the ``nmt`` command, typer wiring only.
 
-Subcommands ``train``, ``evaluate``, ``translate``, ``average``, ``study``, ``heads`` and
-``bench``;
+Subcommands ``train``, ``evaluate``, ``translate``, ``average``, ``study``, ``export``,
+``heads`` and ``bench``;
 each parses its options and calls the module that does the work.
 """
 
@@ -254,6 +254,34 @@ def study(
     except (*USER_ERRORS, StudyError) as e:
         fail(e)
     typer.echo(f"report: {path}")
+
+
+@app.command()
+def export(
+    source: Path = typer.Argument(..., help="Run directory (its best.pt) or checkpoint file."),
+    out_dir: Path = typer.Argument(..., help="The model folder to write (new or empty)."),
+    dtype: str | None = typer.Option(None, help="fp32 | bf16 | fp16: store the weights in this "
+                                     "precision (default: the smallest whose test BLEU stays "
+                                     "within 0.1 of the checkpoint's)."),
+    data_path: str | None = typer.Option(None, help="Override data.path of the checkpoint."),
+    batch_size: int = typer.Option(64, min=1, help="Sentences per decoding batch."),
+    beam: int | None = BEAM_OPTION,
+    alpha: float | None = ALPHA_OPTION,
+) -> None:
+    """Write a model folder (Hugging Face Hub layout): safetensors weights, config,
+    SentencePiece models, manifest with SHA-256s, a model card and the translations behind
+    its numbers (test sets, joined test sets, validation; decoded here)."""
+    from nmt.commands.export import export_model
+
+    try:
+        done = export_model(source, out_dir, dtype=dtype, beam_size=beam, alpha=alpha,
+                            data_path=data_path, batch_size=batch_size,
+                            log=lambda m: typer.echo(m, err=True))
+    except USER_ERRORS as e:
+        fail(e)
+    tried = ", ".join(f"{k} {v:.2f}" for k, v in done.dtype_bleu.items())
+    typer.echo(f"wrote {done.folder} ({done.size_bytes / 1e6:.1f} MB): weights in {done.dtype} "
+               f"(test BLEU {tried})")
 
 
 import nmt.cli.analysis  # noqa: E402,F401  (registers heads, bench and select on the app)

@@ -55,6 +55,7 @@ from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator, decode_workers, threads_per_worker
 from nmt.model.checkpoint import load_checkpoint
 from nmt.model.flops import TokenCounts, forward_macs, training_flops, training_flops_by_term
+from nmt.model.folder import names_folder
 from nmt.model.footprint import check_fits
 from nmt.model.seq2seq import Seq2Seq, build_model, count_parameters
 from nmt.ops.device import pick_device
@@ -117,10 +118,10 @@ class BenchOptions:
         if self.json_path is not None and (self.json_path.is_dir()
                                            or not self.json_path.parent.is_dir()):
             raise BenchError(f"--json {self.json_path}: give a file in an existing directory")
-        if self.source.suffix not in (".pt", ".yaml", ".yml"):
+        if self.source.suffix not in (".pt", ".yaml", ".yml") and not names_folder(self.source):
             raise BenchError(f"{self.source}: give a YAML config (.yaml, .yml) or a checkpoint "
-                             "(.pt)")
-        if self.overrides and self.source.suffix == ".pt":
+                             "(.pt or a model folder)")
+        if self.overrides and self.source.suffix not in (".yaml", ".yml"):
             raise BenchError(f"{self.source}: key=value overrides ({self.overrides[0]!r}) "
                              "apply to a CONFIG, not to a checkpoint")
 
@@ -146,7 +147,7 @@ def load_subject(opts: BenchOptions, log: Callable[[str], None]) -> Subject:
     Raises:
         CheckpointError, ConfigError, DataError: the file, config or corpus is unusable.
     """
-    if opts.source.suffix == ".pt":
+    if opts.source.suffix not in (".yaml", ".yml"):  # a .pt checkpoint or a model folder
         loaded = load_checkpoint(opts.source, "cpu")
         data = stored_corpus(loaded.cfg.data, opts.data_path)
         train = None if opts.skip_train else training_pairs(data)[1]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,7 +43,7 @@ from nmt.model.rundir import (
 from nmt.model.seq2seq import build_model, count_parameters
 from nmt.ops.device import pick_device
 from nmt.ops.files import write_atomic
-from nmt.ops.precision import autocast_dtype
+from nmt.ops.precision import autocast_dtype, cpu_model_and_flags
 from nmt.training.loop import train
 from nmt.training.state import TrainState
 
@@ -250,7 +251,12 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     write_atomic(out / "summary.json", json.dumps(
         {"name": cfg.name, "best_val_bleu": state.best_bleu, "epochs": state.epoch,
          "steps": state.step, "elapsed_min": round(state.elapsed_s / 60, 2),
-         "parameters": count_parameters(model)}, indent=2))
+         "parameters": count_parameters(model),
+         # what a model card says of the run (nmt export): the machine, threads, precision
+         "command": "nmt " + " ".join(sys.argv[1:]), "cpu": cpu_model_and_flags()[0],
+         "threads": torch.get_num_threads(),
+         "precision": str(autocast_dtype(cfg.train.precision, device) or torch.float32
+                          ).removeprefix("torch.")}, indent=2))
     return state
 
 

@@ -25,6 +25,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# ``{split}_joined``: a named split (nmt evaluate --split test_2016_flickr_joined) that is
+# ``split`` joined k = 1..5 at a time, the converged study's ``join_ks``
+# (configs/study_deen_converged.yaml), so its BLEU by length is the study report's
+JOINED_SUFFIX = "_joined"
+JOINED_KS = (1, 2, 3, 4, 5)
+
+
+def joined_base(split: str) -> str | None:
+    """The split that ``split`` joins (``test_2016_flickr`` for
+    ``test_2016_flickr_joined``), or None when ``split`` is not a joined split's name."""
+    base = split.removesuffix(JOINED_SUFFIX)
+    return base if base != split and base else None
+
 
 @dataclass
 class JoinedSet:

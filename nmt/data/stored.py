@@ -14,6 +14,7 @@ from pathlib import Path
 
 from nmt.config.schema import DataConfig
 from nmt.data.corpus import DataError, read_lines, read_split
+from nmt.data.longsets import JOINED_KS, joined_base, long_sentence_set
 
 
 def stored_corpus(data: DataConfig, data_path: str | None = None) -> DataConfig:
@@ -42,6 +43,14 @@ def test_set(loaded, *, split: str | None, src: Path | None, ref: Path | None,
             raise DataError("--src and --ref must be given together")
         if split is not None:
             raise DataError("give either --split or --src/--ref, not both")
+        data = loaded.cfg.data
+        for option, path, lang in (("--src", src, data.src_lang), ("--ref", ref, data.tgt_lang)):
+            named = file_language(path)
+            if named is not None and named != lang.lower():
+                raise DataError(f"{option} {path}: a {named} file by its name, but the model "
+                                f"translates {data.src_lang}->{data.tgt_lang}: give its "
+                                f"{data.src_lang} sources and {data.tgt_lang} references, or "
+                                "a model of this language pair")
         sources, references = read_lines(src), read_lines(ref)
         if len(sources) != len(references):
             raise DataError(f"{src} has {len(sources)} lines but {ref} has {len(references)}")
@@ -52,7 +61,32 @@ def test_set(loaded, *, split: str | None, src: Path | None, ref: Path | None,
     name = split or (data.test_splits[0] if data.test_splits else None)
     if name is None:
         raise DataError("no --split given and the checkpoint's data.test_splits is empty")
-    pairs = read_split(data, name)
+    return (name, *split_lines(data, name))
+
+
+def file_language(path: Path) -> str | None:
+    """The language a corpus file's name gives, as Multi30k names them
+    (``test_2016_flickr.de.gz`` -> ``de``): a two-letter last suffix before an optional
+    ``.gz``; None when the name gives none."""
+    name = path.name.removesuffix(".gz")
+    suffix = Path(name).suffix[1:]
+    return suffix.lower() if len(suffix) == 2 and suffix.isalpha() else None
+
+
+def split_lines(data: DataConfig, name: str) -> tuple[list[str], list[str]]:
+    """(sources, references) of the named split ``name`` of the corpus ``data``; a name
+    ending in ``_joined`` is its split joined k = 1..5 consecutive pairs at a time
+    (:data:`nmt.data.longsets.JOINED_KS`, the converged study's long set).
+
+    Raises:
+        DataError: the split (or the one it joins) cannot be read or is empty.
+    """
+    base = joined_base(name)
+    pairs = read_split(data, base or name)
     if not pairs:
-        raise DataError(f"split {name!r} of {data.path or data.hf_name} is empty")
-    return name, [p.src for p in pairs], [p.tgt for p in pairs]
+        raise DataError(f"split {base or name!r} of {data.path or data.hf_name} is empty")
+    sources, references = [p.src for p in pairs], [p.tgt for p in pairs]
+    if base is None:
+        return sources, references
+    joined = long_sentence_set(sources, references, JOINED_KS)
+    return joined.sources, joined.references

@@ -33,6 +33,7 @@ from nmt.config.load import from_dict
 from nmt.config.schema import Config, ConfigError
 from nmt.data.digest import file_sha256
 from nmt.data.vocab import Vocab
+from nmt.model import folder
 from nmt.model.footprint import ResourceError, check_fits
 from nmt.model.seq2seq import Seq2Seq, build_model
 from nmt.ops.files import atomic_open
@@ -102,10 +103,12 @@ def _check_file(path: Path) -> None:
             raise CheckpointError(f"{path}: is a study's archive of a run (its records and "
                                   "translations, never its checkpoint); train the run again "
                                   "with `nmt study CONFIG` to get a best.pt")
-        raise CheckpointError(f"{path}: is a directory; give a checkpoint file such as "
+        raise CheckpointError(f"{path}: is a directory (no manifest.json: not a model "
+                              "folder); give a checkpoint file such as "
                               f"{_example_checkpoint(path)}")
     if not path.is_file():
-        raise CheckpointError(f"{path}: checkpoint not found")
+        raise CheckpointError(f"{path}: checkpoint not found"
+                              f"{folder.unknown_name_hint(str(path))}")
 
 
 def _example_checkpoint(directory: Path) -> str:
@@ -125,24 +128,57 @@ def _example_checkpoint(directory: Path) -> str:
 
 
 def read_payload(path: str | Path) -> dict[str, Any]:
-    """Load and check a checkpoint file.
+    """Load and check a checkpoint file, or a model folder (:mod:`nmt.model.folder`: a
+    directory with a manifest.json, ``hf://ORG/NAME[@REV]``, or a shipped model's name).
 
     Raises:
-        CheckpointError: missing file, not a checkpoint, or an unsupported version.
+        CheckpointError: missing file, not a checkpoint, or an unsupported version; for a
+            folder, a listed file missing or altered (named).
     """
     path = Path(path)
+    from_folder = _folder_payload(path)
+    if from_folder is not None:
+        return from_folder[0]
     _check_file(path)
     return _checked_payload(path, path)
 
 
+def _folder_payload(path: Path) -> tuple[dict[str, Any], str] | None:
+    """The checked payload (no training state) and weights digest of the model folder
+    ``path`` names (:mod:`nmt.model.folder`), or None when ``path`` is not one (then it is
+    read as a checkpoint file)."""
+    try:
+        where = folder.resolve_model_path(path)
+        if not folder.is_folder(where):
+            if folder.is_hub_spec(path):
+                raise CheckpointError(f"{path}: the Hub snapshot {where} has no "
+                                      f"{folder.MANIFEST}: not an nmt model folder")
+            return None
+        got = folder.read_folder(where)
+    except folder.FolderError as e:
+        raise CheckpointError(str(e)) from None
+    payload = {"format": FORMAT, "version": VERSION,
+               **({"run_id": got.run_id} if got.run_id else {}), "config": got.config,
+               "src_spm": got.src_spm, "tgt_spm": got.tgt_spm, "model": got.weights,
+               "train_state": None}
+    problem = _layout_problem(payload)
+    if problem:
+        raise CheckpointError(f"{where}: damaged nmt model folder: {problem}")
+    return payload, got.weights_sha256
+
+
 def read_payload_and_digest(path: str | Path) -> tuple[dict[str, Any], str]:
     """:func:`read_payload`, and the hex SHA-256 of the very bytes it was loaded from: the
-    file is read once, so a file replaced meanwhile cannot get another file's digest.
+    file is read once, so a file replaced meanwhile cannot get another file's digest. For
+    a model folder, the SHA-256 of its ``model.safetensors`` (the weights).
 
     Raises:
         CheckpointError: as :func:`read_payload`, or the file cannot be read.
     """
     path = Path(path)
+    from_folder = _folder_payload(path)
+    if from_folder is not None:
+        return from_folder
     _check_file(path)
     try:
         data = path.read_bytes()

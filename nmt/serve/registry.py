@@ -21,6 +21,15 @@ from nmt.config.schema import LOCAL_KINDS
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
 from nmt.model.checkpoint import CheckpointError, Loaded, load_checkpoint
+from nmt.model.folder import (
+    SHIPPED_DIR,
+    WEIGHTS,
+    is_folder,
+    is_hub_spec,
+    resolve_model_path,
+    shipped_models,
+    unknown_name_hint,
+)
 from nmt.model.seq2seq import count_parameters
 from nmt.serve.limits import DEFAULT_QUEUE, MAX_PIECES, busy
 
@@ -73,6 +82,12 @@ def parse_model_spec(spec: str) -> tuple[str | None, Path]:
     return name, Path(path)
 
 
+def default_specs() -> list[str]:
+    """The ``--model`` specs of ``nmt serve`` without one: each model folder shipped in the
+    project's ``models/`` (served under its attention type), none when none is shipped."""
+    return [str(SHIPPED_DIR / name) for name in shipped_models()]
+
+
 def check_specs(specs: list[str]) -> list[tuple[str | None, Path]]:
     """The parsed ``--model`` specs, checked before any model is loaded: at least one,
     well-formed, no id given twice, each path an existing file.
@@ -82,7 +97,8 @@ def check_specs(specs: list[str]) -> list[tuple[str | None, Path]]:
         CheckpointError: a path that is not a file, named.
     """
     if not specs:
-        raise ValueError("give at least one --model ID=CHECKPOINT")
+        raise ValueError("give at least one --model ID=CHECKPOINT (no model folder is "
+                         f"shipped in {SHIPPED_DIR} to serve by default)")
     parsed = [parse_model_spec(s) for s in specs]
     seen: set[str] = set()
     for (mid, path), spec in zip(parsed, specs, strict=True):
@@ -91,10 +107,12 @@ def check_specs(specs: list[str]) -> list[tuple[str | None, Path]]:
                 raise ValueError(f"--model {spec!r}: the id {mid!r} is given twice; give each "
                                  "model its own id")
             seen.add(mid)
-        if not path.is_file():
-            why = "is a directory" if path.is_dir() else "does not exist"
+        where = path if is_hub_spec(path) else resolve_model_path(path)
+        if not (where.is_file() or is_folder(where) or is_hub_spec(where)):
+            why = ("is a directory (no manifest.json: not a model folder)" if path.is_dir()
+                   else "does not exist" + unknown_name_hint(str(path)))
             raise CheckpointError(f"--model {spec!r}: {path} {why}; give a checkpoint "
-                                  "file (e.g. runs/NAME/best.pt)")
+                                  "file (e.g. runs/NAME/best.pt) or a model folder")
     return parsed
 
 
@@ -203,7 +221,9 @@ def load_entry(model_id: str | None, path: Path, device: torch.device, threads: 
     translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding,
                             threads=threads, max_src_pieces=MAX_PIECES)
     sha = str(loaded.sha256)
-    test_bleu, stale, val_bleu = _stored_scores(path, sha)
+    where = resolve_model_path(path)  # a model folder's scores are in its results.json
+    test_bleu, stale, val_bleu = _stored_scores(where / WEIGHTS if is_folder(where) else path,
+                                                sha)
     mid = model_id or m.attention
     info = {
         "id": mid, "name": cfg.name, "checkpoint": path.name, "sha256": sha,
