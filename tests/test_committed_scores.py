@@ -161,6 +161,17 @@ class _Stats:
         return float(self.metrics[name]._compute_score_from_stats(summed).score)
 
 
+# a file's statistics, kept for the next report that uses the same file (two reports share
+# the en->fr archive): the same file is always scored against the same reference
+_STATS: dict[tuple[Path, tuple[str, ...]], _Stats] = {}
+
+
+def _stats(path: Path, hyps: list[str], refs: list[str], metrics: tuple[str, ...]) -> _Stats:
+    if (path, metrics) not in _STATS:
+        _STATS[path, metrics] = _Stats(hyps, refs, metrics)
+    return _STATS[path, metrics]
+
+
 def _study_rows(table: list[dict], label: str) -> list[dict]:
     return [r for r in table if r["system"] == label and r["n"]]
 
@@ -216,7 +227,8 @@ class _StudyModel:
             hyps = self.hyps(name, sources, refs)
             if hyps is None:
                 continue
-            stats, where = _Stats(hyps, refs, metrics), f"{self.hyps_dir / name} -> {ts_name}"
+            stats = _stats(self.hyps_dir / name, hyps, refs, metrics)
+            where = f"{self.hyps_dir / name} -> {ts_name}"
             # sacreBLEU's public path, against the summed statistics the buckets use
             self.compare(BLEU().corpus_score(hyps, [refs]).score,
                          stats.score("bleu", list(range(len(hyps)))), f"{where} summed")
@@ -293,6 +305,7 @@ def test_manifest_covers_every_committed_translation_file():
     covered = set()
     for entry in m["study_archives"]:
         study = load_study_config(REPO / entry["config"], entry.get("overrides"))
+        assert study.archive_dir is not None, f"{entry['config']} keeps no archive"
         assert study.archive_dir.format(name=study.name) == entry["archive"], entry
         assert f"{study.report_dir.format(name=study.name)}/results.json" == entry["scores"]
         report = json.loads((REPO / entry["scores"]).read_text(encoding="utf-8"))
