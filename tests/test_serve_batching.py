@@ -67,11 +67,11 @@ def test_batched_answers_equal_solo_answers(models: dict[str, Path]) -> None:
     bodies[2]["top_k"] = 3  # alternatives for one request of the batch only
     bodies[3]["references"] = ["A dog runs."]
     bodies[4]["prefix"] = "A"  # a forced prefix: its own batch
-    bodies[5]["models"] = ["multihead", "additive"]
-    solo_app = build_app(models, max_batch=1)
+    bodies[5]["models"] = ["none", "additive"]  # another order of models
+    solo_app = build_app(models, ids=["additive", "none"], max_batch=1)
     with TestClient(solo_app) as solo:
         alone = [solo.post("/api/translate", json=b).json() for b in bodies]
-    batched = build_app(models, max_batch=32, wait_ms=300)
+    batched = build_app(models, ids=["additive", "none"], max_batch=32, wait_ms=300)
     with TestClient(batched) as client, ThreadPoolExecutor(len(bodies)) as pool:
         answers = list(pool.map(lambda b: client.post("/api/translate", json=b), bodies))
         metrics = client.get("/metrics").text

@@ -18,6 +18,7 @@ there (one that went away is dropped before its search) and whether the deadline
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ from nmt.serve.limits import (
     not_found,
 )
 from nmt.serve.metrics import CountRequests, Metrics
-from nmt.serve.registry import Registry
+from nmt.serve.registry import ModelEntry, Registry
 from nmt.serve.schemas import TranslateRequest, TranslateResponse, errors
 from nmt.serve.studies import Studies
 from nmt.serve.testsets import TestSets
@@ -170,6 +171,11 @@ def _route_codes_only(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
+def _leaving(entry: ModelEntry) -> Callable[[Any], None]:
+    """A future's callback giving back ``entry``'s queue place."""
+    return lambda _: entry.queue.leave()
+
+
 def create_app(registry: Registry, studies: Studies, testsets: TestSets,
                batching: Batching | None = None) -> FastAPI:
     """The application serving ``registry``'s models, ``studies`` and ``testsets``, its
@@ -242,7 +248,7 @@ def create_app(registry: Registry, studies: Studies, testsets: TestSets,
         deadline = arrived + batching.timeout_s  # the time it took to prepare counts
         jobs = [Job(p, refs, req.top_k, deadline) for p in prepared]
         for e, j in zip(entries, jobs, strict=True):
-            j.future.add_done_callback(lambda _, e=e: e.queue.leave())  # searched or dropped
+            j.future.add_done_callback(_leaving(e))  # searched or dropped: the place is free
             batchers[e.id].submit(j)
         results = await wait_for_jobs(jobs, request, deadline, batching.timeout_s)
         return JSONResponse({"results": results, "prefix": req.prefix,

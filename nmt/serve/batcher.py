@@ -144,7 +144,8 @@ class Batcher:
             if left <= 0:
                 break
             self._cv.wait(left)
-        batch, lines = [], 0
+        batch: list[Job] = []
+        lines = 0
         for j in list(self._pending):
             if j.key != first.key:
                 continue
@@ -209,7 +210,7 @@ async def wait_for_jobs(jobs: list[Job], request: Any, deadline: float, timeout_
             await asyncio.wait(pending, timeout=min(left, 0.05))
             if any(not w.done() for w in waits) and await request.is_disconnected():
                 raise ApiError(499, "client_disconnected", "the client went away")
-        failed = [w.exception() for w in waits if w.done() and w.exception() is not None]
+        failed = [e for w in waits if w.done() and (e := w.exception()) is not None]
         if time.monotonic() > deadline or any(isinstance(e, DeadlineExceeded)
                                               for e in failed):
             raise ApiError(503, "timeout", f"the request was not answered within the "
