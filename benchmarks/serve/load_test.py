@@ -116,7 +116,7 @@ def level(url: str, lines: list[str], body: dict[str, Any], concurrency: int,
                                                                    else "not_sent", 0) + 1
     answers = [best(g[2]) for g in got]
     row = {"concurrency": concurrency, "requests": len(lines), "ok": len(ok), "codes": codes,
-           "errors": sum(v for k, v in codes.items() if k != "429"),
+           "errors": sum(v for k, v in codes.items() if k not in ("429", "not_sent")),
            "sentences_per_s": round(len(ok) / wall, 2), "wall_s": round(wall, 1),
            "p50_ms": round(percentile(latency, 50), 1),
            "p95_ms": round(percentile(latency, 95), 1),
@@ -124,6 +124,8 @@ def level(url: str, lines: list[str], body: dict[str, Any], concurrency: int,
     if solo is not None:
         row["same_as_solo"] = sum(a is not None and a == s
                                   for a, s in zip(answers, solo, strict=True))
+        row["compared"] = sum(a is not None and s is not None
+                              for a, s in zip(answers, solo, strict=True))
     return row, answers
 
 
