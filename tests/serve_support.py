@@ -126,10 +126,12 @@ def live_server(app: Any) -> Iterator[str]:
 
 
 def build_app(models: dict[str, Path], studies: list[Path] | None = None,
-              queue: int = 16, ids: list[str] | None = None) -> Any:
-    """The nmt serve application of ``models`` (id=path), one thread per search."""
+              queue: int = 16, ids: list[str] | None = None, **batching: Any) -> Any:
+    """The nmt serve application of ``models`` (id=path), one thread per search;
+    ``batching``: fields of :class:`nmt.serve.batcher.Batching`."""
+    from nmt.serve.batcher import Batching
     from nmt.serve.server import ServeOptions, build
 
     specs = [f"{name}={path}" for name, path in models.items() if ids is None or name in ids]
     return build(ServeOptions(models=specs, studies=studies or [], threads=1, queue=queue,
-                              device="cpu"), log=lambda m: None)
+                              device="cpu", batching=Batching(**batching)), log=lambda m: None)

@@ -270,19 +270,19 @@ def test_other_errors_are_json_never_200(client: TestClient) -> None:
 
 
 def test_full_queue_answers_429(models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    import nmt.serve.app as serve_app
+    import nmt.serve.batcher as serve_batcher
 
     app = build_app(models, queue=1, ids=["none"])
     client = TestClient(app)
     release, started = threading.Event(), threading.Event()
-    real = serve_app.run_model
+    real = serve_batcher.run_jobs
 
     def slow(*args: Any, **kwargs: Any) -> Any:
         started.set()
         assert release.wait(60)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(serve_app, "run_model", slow)
+    monkeypatch.setattr(serve_batcher, "run_jobs", slow)
     with ThreadPoolExecutor(1) as pool:
         first = pool.submit(post, client, lines=[LINES[0]], beam=1)
         assert started.wait(60)

@@ -223,7 +223,7 @@ def test_examples_picker_and_offline_docs(page: Any, url: str) -> None:
     page.select_option("#bucket", "31-40")
     page.wait_for_selector("#examples[data-bucket='31-40'] li[data-id]")
     item = page.locator("#examples li[data-id]").first
-    words = int(item.inner_text().split(")")[0].strip("("))
+    words = int(item.inner_text().split("(")[1].split(")")[0])
     assert 31 <= words <= 40
     with page.expect_response("**/api/translate"):
         item.click()

@@ -200,11 +200,11 @@ def test_a_client_that_went_away_frees_its_queue_places(
         models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     import starlette.requests
 
-    import nmt.serve.app as serve_app
+    import nmt.serve.batcher as serve_batcher
 
     client = TestClient(build_app(models, queue=1, ids=["none"]))
     searched: list[Any] = []
-    monkeypatch.setattr(serve_app, "run_model", lambda *a, **k: searched.append(a))
+    monkeypatch.setattr(serve_batcher, "run_jobs", lambda *a, **k: searched.append(a))
 
     async def gone(self: Any) -> bool:
         return True
@@ -245,7 +245,7 @@ def test_openapi_lists_only_the_codes_each_route_gives(client: TestClient) -> No
              for p in ("/api/studies/{name}", "/api/examples", "/api/translate")}
     assert codes == {"/api/studies/{name}": {"200", "404"},
                      "/api/examples": {"200", "400", "404", "422"},
-                     "/api/translate": {"200", "400", "404", "413", "422", "429"}}
+                     "/api/translate": {"200", "400", "404", "413", "422", "429", "503"}}
     assert client.get("/redoc").status_code == 404
 
 

@@ -196,23 +196,38 @@ def serve(
     data_path: str | None = typer.Option(None, help="Corpus of the example test sets "
                                          "(default: the first model's data.path)."),
     device: str = DEVICE_OPTION,
+    max_batch: int = typer.Option(32, min=1, help="Source lines of concurrent requests "
+                                  "searched together at most (1: each request alone)."),
+    batch_wait_ms: float = typer.Option(5.0, min=0, help="How long a request waits for "
+                                        "others to batch with (milliseconds)."),
+    timeout: float = typer.Option(60.0, min=0.001, help="Seconds a request may take, queue "
+                                  "time counted; later it is answered 503."),
+    workers: int = typer.Option(1, min=1, help="Server processes, each with its own models "
+                                "and --threads (see docs/serve.md for choosing both)."),
+    precision: str = typer.Option("fp32", help="Search precision of every model: fp32 "
+                                  "(batched answers equal solo ones), bf16, auto, or "
+                                  "checkpoint (each checkpoint's search.precision)."),
 ) -> None:
     r"""Serve the models: a JSON API (OpenAPI at /docs) and a page that puts attention next
     to the fixed vector. Needs the serve extra: pip install -e '.\[serve]'."""
     try:
         import fastapi  # noqa: F401
+        import prometheus_client  # noqa: F401
         import uvicorn  # noqa: F401
 
         from nmt.serve.server import ServeOptions
         from nmt.serve.server import serve as run_server
         from nmt.serve.studies import StudyError
-    except ImportError as e:  # fastapi or uvicorn missing
+    except ImportError as e:  # fastapi, prometheus-client or uvicorn missing
         fail(ImportError(f"nmt serve needs the serve extra (pip install -e '.[serve]'): {e}"))
         return
+    from nmt.serve.batcher import Batching
     from nmt.serve.registry import default_specs
 
     opts = ServeOptions(models=model or default_specs(), studies=study or [], host=host, port=port,
-                        threads=threads, queue=queue, device=device, data_path=data_path)
+                        threads=threads, queue=queue, device=device, data_path=data_path,
+                        batching=Batching(max_batch, batch_wait_ms, timeout),
+                        workers=workers, precision=precision)
     try:
         run_server(opts, log=lambda m: typer.echo(m, err=True))
     except (*USER_ERRORS, StudyError) as e:

@@ -7,26 +7,31 @@ errors of the limits (too many lines, a line too long, beam too large) become 41
 other validation errors 422 (the rejected value echoed only when short); an answer is
 never 200 with an error inside. The body limit is :class:`nmt.serve.guard.BodyLimit`.
 
-A translate request is searched model by model in a worker thread; between models the
-route asks whether the client is still there, and a client that went away gives its
-queue places back without the rest being searched.
+A translate request becomes one job per model, queued on that model's
+:class:`nmt.serve.batcher.Batcher`, which searches it together with the lines of other
+requests of the same decoding. While it waits the route asks whether the client is still
+there (one that went away is dropped before its search) and whether the deadline
+(``--timeout``, queue time counted) has passed: 503, never a partial answer.
+``GET /metrics`` gives the Prometheus series of :mod:`nmt.serve.metrics`.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from nmt.serve.decode import bleu_signature, check_budgets, prepare, run_model
+from nmt.serve.batcher import Batcher, Batching, Job, wait_for_jobs
+from nmt.serve.decode import bleu_signature, check_budgets, prepare
 from nmt.serve.guard import BodyLimit, echo, json_safe
 from nmt.serve.limits import (
     LIMITS,
@@ -43,7 +48,8 @@ from nmt.serve.limits import (
     limit_exceeded,
     not_found,
 )
-from nmt.serve.registry import Registry
+from nmt.serve.metrics import CountRequests, Metrics
+from nmt.serve.registry import ModelEntry, Registry
 from nmt.serve.schemas import TranslateRequest, TranslateResponse, errors
 from nmt.serve.studies import Studies
 from nmt.serve.testsets import TestSets
@@ -136,7 +142,7 @@ def validation_error(_: Request, exc: Exception) -> JSONResponse:
 
 def _api_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
-    headers = {"Retry-After": "1"} if exc.status == 429 else None
+    headers = {"Retry-After": "1"} if exc.status in (429, 503) else None
     return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
 
 
@@ -171,8 +177,17 @@ def _route_codes_only(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def create_app(registry: Registry, studies: Studies, testsets: TestSets) -> FastAPI:
-    """The application serving ``registry``'s models, ``studies`` and ``testsets``."""
+def _leaving(entry: ModelEntry) -> Callable[[Any], None]:
+    """A future's callback giving back ``entry``'s queue place."""
+    return lambda _: entry.queue.leave()
+
+
+def create_app(registry: Registry, studies: Studies, testsets: TestSets,
+               batching: Batching | None = None) -> FastAPI:
+    """The application serving ``registry``'s models, ``studies`` and ``testsets``, its
+    translate requests batched per model as ``batching`` says (default
+    :class:`nmt.serve.batcher.Batching`)."""
+    batching = batching or Batching()
     app = _new_app()
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(RequestValidationError, validation_error)
@@ -181,6 +196,12 @@ def create_app(registry: Registry, studies: Studies, testsets: TestSets) -> Fast
 
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
     _route_codes_only(app)
+    batchers = {i: Batcher(registry.threads, batching.max_batch, batching.wait_ms / 1000)
+                for i in registry.models}
+    metrics = Metrics({i: e.queue.depth for i, e in registry.models.items()})
+    for i, b in batchers.items():
+        b.observe = metrics.observer(i)
+    app.add_middleware(CountRequests, metrics=metrics, routes=lambda: app.router.routes)
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
@@ -205,13 +226,13 @@ def create_app(registry: Registry, studies: Studies, testsets: TestSets) -> Fast
                 "queue": {i: e.queue.size for i, e in registry.models.items()}}
 
     @app.post("/api/translate", tags=["translate"], response_model=TranslateResponse,
-              responses=errors(400, 404, 413, 422, 429))
+              responses=errors(400, 404, 413, 422, 429, 503))
     async def translate(req: TranslateRequest, request: Request) -> JSONResponse:
         """Translate M lines with N models: per (model, line) the pieces, the n-best list
         with per-token log-probabilities and attention (T x S; per head for multihead;
         null for the fixed-vector model, flagged `fixed_vector`), the truncation and
         unknown-piece flags, sentence BLEU and chrF against a reference, and the time."""
-        start = time.perf_counter()
+        start, arrived = time.perf_counter(), time.monotonic()
         ids = req.models or list(registry.models)
         for i in ids:
             if i not in registry.models:
@@ -227,21 +248,22 @@ def create_app(registry: Registry, studies: Studies, testsets: TestSets) -> Fast
         prepared = await run_in_threadpool(
             lambda: [prepare(registry.models[i], req) for i in ids])
         check_budgets(prepared, req.top_k)
+        if await request.is_disconnected():  # nobody to answer: search nothing
+            raise ApiError(499, "client_disconnected", "the client went away")
         entries = registry.enter(ids)
-        results = []
-        try:
-            for p in prepared:
-                if await request.is_disconnected():  # nobody to answer: free the places
-                    return JSONResponse({"error": "client_disconnected",
-                                         "message": "the client went away"}, status_code=499)
-                results.append(await run_in_threadpool(run_model, p, refs, req.top_k,
-                                                       registry.threads))
-        finally:
-            for e in entries:
-                e.queue.leave()
+        deadline = arrived + batching.timeout_s  # the time it took to prepare counts
+        jobs = [Job(p, refs, req.top_k, deadline) for p in prepared]
+        for e, j in zip(entries, jobs, strict=True):
+            j.future.add_done_callback(_leaving(e))  # searched or dropped: the place is free
+            batchers[e.id].submit(j)
+        results = await wait_for_jobs(jobs, request, deadline, batching.timeout_s)
         return JSONResponse({"results": results, "prefix": req.prefix,
                              "time_ms": round((time.perf_counter() - start) * 1000, 3),
                              "bleu_signature": bleu_signature()})
+
+    @app.get("/metrics", include_in_schema=False)
+    def prometheus() -> Response:
+        return Response(metrics.text(), media_type=metrics.content_type)
 
     @app.get("/api/studies", tags=["studies"])
     def study_list() -> dict[str, Any]:

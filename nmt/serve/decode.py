@@ -1,10 +1,13 @@
 """One model's answer to ``POST /api/translate``: the lines checked against its
-vocabularies (:func:`prepare`), searched in one batch, every hypothesis read back by a
-forced pass (:func:`nmt.serve.forced.forced_pass`), and scored against the references.
+vocabularies (:func:`prepare`), searched in one batch with the lines of other requests
+of the same decoding and prefix (:func:`run_jobs`, fed by :mod:`nmt.serve.batcher`),
+every hypothesis read back by a forced pass
+(:func:`nmt.serve.forced.forced_pass_many`), and scored against the references.
 
-A request's lines are searched together and apart from every other request, under the
-process-wide decoding lock on a fixed thread count, so that concurrent requests cannot
-change each other's results.
+Searches hold the process-wide decoding lock on a fixed thread count. A line's answer
+does not depend on the lines batched with it beyond float rounding: the server searches
+in fp32 by default (``--precision``), where batched and solo outputs agree within 1e-5
+(tests/test_serve_batching.py).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from nmt.inference.search import normalised_score
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import EncodedSource, fixed_torch_threads
 from nmt.ops.precision import autocast, autocast_dtype
-from nmt.serve.forced import Forced, forced_pass, search_after_prefix
+from nmt.serve.forced import Forced, forced_pass_many, search_after_prefix
 from nmt.serve.limits import (
     MAX_ANSWER_NUMBERS,
     MAX_BEAM,
@@ -208,53 +211,86 @@ def _line(p: Prepared, i: int, hyps: list[dict[str, Any]], reference: str | None
 
 def run_model(p: Prepared, references: list[str | None], top_k: int, threads: int
               ) -> dict[str, Any]:
-    """Search the request's lines with one model and read every hypothesis back.
-
-    Args:
-        p: from :func:`prepare`. references: one per line (or None).
-        top_k: alternatives per step. threads: torch CPU threads.
+    """Search one request's lines with one model and read every hypothesis back: a batch
+    of one job (:func:`run_jobs`).
 
     Returns:
         the JSON of :class:`nmt.serve.schemas.ModelResult`.
     """
-    e, dec = p.entry, p.decoding
+    return run_jobs([(p, references, top_k)], threads)[0]
+
+
+def run_jobs(jobs: list[tuple[Prepared, list[str | None], int]], threads: int
+             ) -> list[dict[str, Any]]:
+    """Search the lines of several requests to one model in one batch, sorted by source
+    length, and read every hypothesis back in one forced pass.
+
+    Every line is searched as the batched search searches a line (its own length limit,
+    its own beams), so its answer does not depend on its neighbours beyond float
+    rounding (in fp32 within 1e-5; see docs/serve.md).
+
+    Args:
+        jobs: per request (:func:`prepare`'d for the same model, decoding and prefix,
+            the batcher's key), its references (one per line, or None) and top_k.
+        threads: torch CPU threads.
+
+    Returns:
+        per job the JSON of :class:`nmt.serve.schemas.ModelResult`; ``time_ms`` is the
+        whole batch's search and forced pass.
+    """
+    p0 = jobs[0][0]
+    e, dec = p0.entry, p0.decoding
     model, dev = e.loaded.model, e.translator.device
     amp = autocast_dtype(dec.precision, dev, "search.precision")
-    examples = [Example(s.ids + [EOS], [], i) for i, s in enumerate(p.sources) if s.ids]
-    out: list[list[dict[str, Any]]] = [[] for _ in p.lines]
+    rows = sorted(((j, i) for j, (p, _, _) in enumerate(jobs) for i, s in enumerate(p.sources)
+                   if s.ids), key=lambda r: len(jobs[r[0]][0].sources[r[1]].ids))
+    srcs = [jobs[j][0].sources[i].ids + [EOS] for j, i in rows]
+    top_k = max(k for _, _, k in jobs)
+    hyps: dict[tuple[int, int], list[Any]] = {}
+    forced: dict[tuple[int, int], list[Forced]] = {}
     with fixed_torch_threads(threads):
         start = time.perf_counter()
         with autocast(dev, amp), torch.inference_mode():
-            if examples:
-                batch = collate(examples)
+            if rows:
+                batch = collate([Example(s, [], k) for k, s in enumerate(srcs)])
                 nbest = search_after_prefix(model, batch.src.to(dev), batch.src_len, dec,
-                                            p.prefix)
-                for ex, hyps in zip(examples, nbest, strict=True):
-                    out[ex.index] = _read_back(p, ex, hyps, top_k, references[ex.index])
+                                            p0.prefix)
+                flat = [(r, h) for r, line in zip(rows, nbest, strict=True) for h in line]
+                pos = {r: k for k, r in enumerate(rows)}
+                got = forced_pass_many(
+                    model, [srcs[pos[r]] for r, _ in flat],
+                    [h.tokens + ([EOS] if h.complete else []) for _, h in flat], top_k)
+                for r, line in zip(rows, nbest, strict=True):
+                    hyps[r] = line
+                for (r, _), f in zip(flat, got, strict=True):
+                    forced.setdefault(r, []).append(f)
         elapsed = (time.perf_counter() - start) * 1000
-    result_lines = [_line(p, i, out[i], references[i]) for i in range(len(p.lines))]
-    return {"model": e.id, "attention": e.loaded.cfg.model.attention,
-            "fixed_vector": e.fixed_vector, "decoding": dec.describe(),
-            "time_ms": round(elapsed, 3), "lines": result_lines}
+    answers = []
+    for j, (p, refs, k) in enumerate(jobs):
+        out = [_read_back(p, hyps[(j, i)], forced[(j, i)], k, refs[i])
+               if (j, i) in hyps else [] for i in range(len(p.lines))]
+        answers.append({"model": e.id, "attention": e.loaded.cfg.model.attention,
+                        "fixed_vector": e.fixed_vector, "decoding": dec.describe(),
+                        "time_ms": round(elapsed, 3),
+                        "lines": [_line(p, i, out[i], refs[i]) for i in range(len(p.lines))]})
+    return answers
 
 
-def _read_back(p: Prepared, ex: Example, hyps: list[Any], top_k: int,
+def _read_back(p: Prepared, hyps: list[Any], forced: list[Forced], top_k: int,
                reference: str | None) -> list[dict[str, Any]]:
-    """The n-best list of one line, read back by a forced pass: complete hypotheses
-    first, best score first, then those the search cut at the length limit
-    (``complete`` false; :func:`nmt.inference.search.rank`). With a prefix, each
-    hypothesis is rescored as a whole (its log P, prefix included, over the length
-    penalty of its length)."""
+    """The n-best list of one line from its forced pass: complete hypotheses first, best
+    score first, then those the search cut at the length limit (``complete`` false;
+    :func:`nmt.inference.search.rank`). With a prefix, each hypothesis is rescored as a
+    whole (its log P, prefix included, over the length penalty of its length); ``top``
+    keeps the request's ``top_k`` of the batch's alternatives."""
     dec, n_prefix = p.decoding, len(p.prefix)
-    ended = [bool(h.complete) for h in hyps]
-    targets = [h.tokens + ([EOS] if end else []) for h, end in zip(hyps, ended, strict=True)]
-    forced = forced_pass(p.entry.loaded.model, ex.src, targets, top_k)
     rows = []
-    for h, end, t, f in zip(hyps, ended, targets, forced, strict=True):
-        score = h.score
+    for h, f in zip(hyps, forced, strict=True):
+        score, end = h.score, bool(h.complete)
         if n_prefix:
             lp = sum(f.token_logprobs)
             score = lp if dec.beam_size == 1 else float(
-                normalised_score(lp, len(t), dec.length_penalty, dec.alpha))
+                normalised_score(lp, len(h.tokens) + int(end), dec.length_penalty, dec.alpha))
+        f = dataclasses.replace(f, top=[step[:top_k] for step in f.top] if top_k else [])
         rows.append(_hypothesis(p, h.tokens, end, float(score), f, reference))
     return sorted(rows, key=lambda r: (not r["complete"], -r["score"]))

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from nmt.data.vocab import BOS, EOS
+from nmt.data.vocab import BOS, EOS, PAD
 from nmt.inference.search import Hypothesis, beam_search, greedy
 from nmt.inference.translate import Decoding
 from nmt.ops.precision import HALF_DTYPES
@@ -64,7 +64,8 @@ def _step(model: Any, prev: torch.Tensor, state: Any, mem: Any
 @torch.inference_mode()
 def forced_pass(model: Any, src_ids: list[int], targets: list[list[int]], top_k: int = 0
                 ) -> list[Forced]:
-    """Teacher-force each of ``targets`` on one source, all in one batch.
+    """Teacher-force each of ``targets`` on one source, all in one batch
+    (:func:`forced_pass_many` with the same source for every target).
 
     Args:
         model: a :class:`nmt.model.seq2seq.Seq2Seq` in eval mode.
@@ -76,17 +77,43 @@ def forced_pass(model: Any, src_ids: list[int], targets: list[list[int]], top_k:
     Returns:
         one :class:`Forced` per target, in order.
     """
+    return forced_pass_many(model, [src_ids] * len(targets), targets, top_k)
+
+
+@torch.inference_mode()
+def forced_pass_many(model: Any, sources: list[list[int]], targets: list[list[int]],
+                     top_k: int = 0) -> list[Forced]:
+    """Teacher-force each target on its own source, all in one padded batch: what the
+    server's batcher runs for the hypotheses of several requests at once.
+
+    Args:
+        model: a :class:`nmt.model.seq2seq.Seq2Seq` in eval mode.
+        sources: per target its source ids with the final EOS (S_b,).
+        targets: per row the target ids as read (EOS last when the hypothesis ended);
+            an empty list gives an empty :class:`Forced`.
+        top_k: alternatives to keep per step (0: none).
+
+    Returns:
+        one :class:`Forced` per target, in order; each one's attention is (T_b, S_b).
+
+    Raises:
+        ValueError: ``sources`` and ``targets`` of different lengths.
+    """
+    if len(sources) != len(targets):
+        raise ValueError(f"{len(sources)} sources for {len(targets)} targets")
     dev = next(model.parameters()).device
-    B, S = len(targets), len(src_ids)
+    B = len(targets)
     T = max((len(t) for t in targets), default=0)
     if B == 0 or T == 0:
         return [Forced([], None, None, []) for _ in targets]
-    src = torch.tensor([src_ids], dtype=torch.long, device=dev).expand(B, S).contiguous()
-    src_len = torch.full((B,), S, dtype=torch.long)
+    S = max(len(s) for s in sources)
+    src = torch.full((B, S), PAD, dtype=torch.long)
     tgt = torch.full((B, T), EOS, dtype=torch.long)
-    for b, target in enumerate(targets):
+    for b, (source, target) in enumerate(zip(sources, targets, strict=True)):
+        src[b, : len(source)] = torch.tensor(source, dtype=torch.long)
         tgt[b, : len(target)] = torch.tensor(target, dtype=torch.long)
-    tgt = tgt.to(dev)
+    src_len = torch.tensor([len(s) for s in sources], dtype=torch.long)
+    src, tgt = src.to(dev), tgt.to(dev)
     mem, state = model.encode(src, src_len)
     prev = torch.full((B,), BOS, dtype=torch.long, device=dev)
     logps: list[torch.Tensor] = []
@@ -108,11 +135,12 @@ def forced_pass(model: Any, src_ids: list[int], targets: list[list[int]], top_k:
     hd = torch.stack(heads, dim=2).cpu() if heads else None  # (B, h, T, S)
     out = []
     for b, target in enumerate(targets):
-        n = len(target)
+        n, s = len(target), len(sources[b])
         top = [list(zip(tp.indices[b].tolist(), tp.values[b].tolist(), strict=True))
                for tp in tops[:n]]
-        out.append(Forced(lp[b, :n].tolist(), None if att is None else att[b, :n].clone(),
-                          None if hd is None else hd[b, :, :n].clone(), top))
+        out.append(Forced(lp[b, :n].tolist(),
+                          None if att is None else att[b, :n, :s].clone(),
+                          None if hd is None else hd[b, :, :n, :s].clone(), top))
     return out
 
 

@@ -57,6 +57,10 @@ class Queue:
             self.active += 1
             return True
 
+    def depth(self) -> int:
+        """Requests waiting or running now."""
+        return self.active
+
     def leave(self) -> None:
         """Give back a place taken by :meth:`try_enter`."""
         with self._lock:
@@ -207,8 +211,9 @@ class ModelEntry:
 
 
 def load_entry(model_id: str | None, path: Path, device: torch.device, threads: int,
-               queue_size: int = DEFAULT_QUEUE) -> ModelEntry:
-    """Load one checkpoint (safely) and describe it.
+               queue_size: int = DEFAULT_QUEUE, precision: str | None = None) -> ModelEntry:
+    """Load one checkpoint (safely) and describe it; ``precision`` (fp32, bf16, ...)
+    replaces its ``search.precision`` unless None.
 
     Raises:
         nmt.model.checkpoint.CheckpointError: not a usable checkpoint (named).
@@ -217,7 +222,7 @@ def load_entry(model_id: str | None, path: Path, device: torch.device, threads: 
     loaded = load_checkpoint(path, device, with_digest=True)  # the digest of the bytes loaded
     cfg = loaded.cfg
     m = cfg.model
-    decoding = Decoding.from_config(cfg).on(device)
+    decoding = Decoding.from_config(cfg, precision=precision).on(device)
     translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding,
                             threads=threads, max_src_pieces=MAX_PIECES)
     sha = str(loaded.sha256)
@@ -285,13 +290,14 @@ class Registry:
 
 
 def load_registry(specs: list[str], device: torch.device, threads: int,
-                  queue_size: int = DEFAULT_QUEUE) -> Registry:
-    """The registry of ``--model`` specs (``ID=PATH`` or ``PATH``).
+                  queue_size: int = DEFAULT_QUEUE, precision: str | None = None) -> Registry:
+    """The registry of ``--model`` specs (``ID=PATH`` or ``PATH``), searching in
+    ``precision`` (None: each checkpoint's).
 
     Raises:
         ValueError: no model, a bad id or two models with one id.
         nmt.model.checkpoint.CheckpointError: a checkpoint cannot be loaded.
     """
-    entries = [load_entry(mid, path, device, threads, queue_size)
+    entries = [load_entry(mid, path, device, threads, queue_size, precision)
                for mid, path in check_specs(specs)]
     return Registry(entries, threads)

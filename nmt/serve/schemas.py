@@ -180,7 +180,9 @@ _ERROR_TEXT = {
          "the search-work or answer-size budget",
     422: "a malformed body or option (wrong JSON type, non-finite number, empty line, "
          "text that is not UTF-8)",
-    429: "the model's queue is full; try again",
+    429: "the model's queue is full; try again (header Retry-After)",
+    503: "the request waited past the server's --timeout (queue time counted); no partial "
+         "answer is given",
 }
 
 

@@ -10,6 +10,7 @@ ones): the ``--model`` specs, the ``--study`` reports, and the socket, which
 from __future__ import annotations
 
 import errno
+import multiprocessing as mp
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from typing import Any
 import torch
 
 from nmt.ops.device import pick_device
+from nmt.ops.precision import PRECISIONS
+from nmt.serve.batcher import Batching
 from nmt.serve.limits import DEFAULT_QUEUE
 from nmt.serve.registry import Registry, check_specs, load_registry
 from nmt.serve.studies import Studies, Study, check_unique, definitions, load_study
@@ -42,6 +45,10 @@ class ServeOptions:
             torch's count). queue: requests waiting or running per model before 429.
         device: auto | cpu | cuda[:N]. data_path: the corpus of the example test sets
             (default: the first model's ``data.path``).
+        batching: ``--max-batch``, ``--batch-wait-ms``, ``--timeout``.
+        precision: the search precision of every model (``fp32``, where batched and solo
+            answers agree; ``checkpoint`` keeps each checkpoint's ``search.precision``).
+        workers: server processes on the one socket, each with its own models.
     """
 
     models: list[str]
@@ -52,6 +59,9 @@ class ServeOptions:
     queue: int = DEFAULT_QUEUE
     device: str = "auto"
     data_path: str | None = None
+    batching: Batching = field(default_factory=Batching)
+    precision: str = "fp32"
+    workers: int = 1
 
 
 def check_options(opts: ServeOptions) -> list[Study]:
@@ -64,6 +74,15 @@ def check_options(opts: ServeOptions) -> list[Study]:
     """
     if opts.threads is not None and opts.threads < 1:
         raise ValueError(f"--threads must be >= 1, got {opts.threads}")
+    if opts.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {opts.workers}")
+    if opts.precision not in PRECISIONS + ("checkpoint",):
+        raise ValueError(f"--precision {opts.precision!r}: give one of "
+                         f"{', '.join(PRECISIONS)} or checkpoint")
+    b = opts.batching
+    if b.max_batch < 1 or b.wait_ms < 0 or not b.timeout_s > 0:
+        raise ValueError(f"--max-batch must be >= 1 (got {b.max_batch}), --batch-wait-ms "
+                         f">= 0 (got {b.wait_ms:g}), --timeout > 0 (got {b.timeout_s:g})")
     pick_device(opts.device, "--device")
     check_specs(opts.models)
     return check_unique([load_study(p) for p in opts.studies])
@@ -119,7 +138,8 @@ def build(opts: ServeOptions, log: Callable[[str], None] = print,
         studies = check_options(opts)
     device = pick_device(opts.device, "--device")
     threads = opts.threads or torch.get_num_threads()
-    registry: Registry = load_registry(opts.models, device, threads, opts.queue)
+    precision = None if opts.precision == "checkpoint" else opts.precision
+    registry: Registry = load_registry(opts.models, device, threads, opts.queue, precision)
     for e in registry.models.values():
         log(f"model {e.id}: {e.path} ({e.info['attention']}, {e.info['direction']}, "
             f"{e.info['parameters']:,} parameters, {e.decoding.describe()})")
@@ -139,11 +159,12 @@ def build(opts: ServeOptions, log: Callable[[str], None] = print,
         log(f"warning: no example sentences: {note}")
     buckets = (studies[0].config.get("buckets") if studies else None) or DEFAULT_BUCKETS
     testsets = TestSets(data, defs, buckets, note)
-    return create_app(registry, Studies(studies, testsets), testsets)
+    return create_app(registry, Studies(studies, testsets), testsets, opts.batching)
 
 
 def serve(opts: ServeOptions, log: Callable[[str], None] = print) -> None:
-    """Build the application and serve it until interrupted.
+    """Build the application and serve it until interrupted, in ``opts.workers``
+    processes sharing the one listening socket (each loads its own models).
 
     The options, the studies and the socket are checked before the models are loaded,
     and "serving on" is said only once the socket is bound and the models are in.
@@ -151,14 +172,61 @@ def serve(opts: ServeOptions, log: Callable[[str], None] = print) -> None:
     Raises:
         as :func:`build`; ValueError when ``host``:``port`` cannot be bound.
     """
-    import uvicorn
-
     studies = check_options(opts)
     sock = listen_socket(opts.host, opts.port)
+    host = f"[{opts.host}]" if ":" in opts.host else opts.host
+    where = f"http://{host}:{opts.port}/ (API at /api, OpenAPI at /docs, metrics at /metrics)"
     try:
-        app = build(opts, log, studies)
-        host = f"[{opts.host}]" if ":" in opts.host else opts.host
-        log(f"serving on http://{host}:{opts.port}/ (API at /api, OpenAPI at /docs)")
-        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+        if opts.workers == 1:
+            app = build(opts, log, studies)
+            log(f"serving on {where}")
+            _run(app, sock)
+        else:
+            run_workers(opts, sock, lambda: build(opts, log, studies), log, where)
     finally:
         sock.close()
+
+
+def _run(app: Any, sock: socket.socket) -> None:
+    import uvicorn
+
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+
+
+def run_workers(opts: ServeOptions, sock: socket.socket, make_app: Callable[[], Any],
+                log: Callable[[str], None], where: str) -> None:
+    """Fork ``opts.workers`` processes that each build the app and serve ``sock`` (the
+    kernel hands each connection to one of them); wait for all, and stop all when one
+    fails or on Ctrl-C.
+
+    Raises:
+        ValueError: a worker could not start (its error was logged).
+    """
+    ctx = mp.get_context("fork")  # the bound socket is inherited; nothing was computed yet
+    ready = ctx.Queue()
+
+    def child(k: int) -> None:
+        try:
+            app = make_app()
+        except Exception as e:  # noqa: BLE001: the parent says which worker failed
+            ready.put((k, f"{type(e).__name__}: {e}"))
+            return
+        ready.put((k, None))
+        _run(app, sock)
+
+    procs = [ctx.Process(target=child, args=(k,), daemon=False) for k in range(opts.workers)]
+    for p in procs:
+        p.start()
+    try:
+        for _ in procs:
+            k, err = ready.get()
+            if err is not None:
+                raise ValueError(f"worker {k} could not start: {err}")
+        log(f"serving on {where} with {opts.workers} workers")
+        for p in procs:
+            p.join()
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+                p.join(10)

@@ -57,6 +57,7 @@
     } finally {
       $("go").disabled = false;
     }
+    NMT.lastAnswer = res;
     NMT.panes = res.results.map((r) => new NMT.Pane(NMT.info[r.model], r, r.lines[0]));
     $("columns").replaceChildren(...NMT.panes.map((p) => p.node));
     $("prefix-bar").hidden = !s.prefix;
@@ -89,9 +90,11 @@
       const ex = await NMT.api(`/api/examples?${q}`);
       if (asked !== examplesAsked) return;  // a later choice is on its way
       list.dataset.set = s.set; list.dataset.bucket = s.bucket;
+      // the line number is a span, not the list's marker: a marker's box is fixed and
+      // cut 4-digit numbers of the joined set ("1522." showed as "22.")
       list.replaceChildren(...ex.examples.map((e) => NMT.el("li", {
-        value: e.id + 1, title: e.reference, "data-id": e.id, onclick: () => NMT.useExample(e),
-        text: `(${e.words}) ${e.source}`})));
+        title: e.reference, "data-id": e.id, onclick: () => NMT.useExample(e)},
+        NMT.el("span", {class: "num", text: `${e.id + 1}.`}), ` (${e.words}) ${e.source}`)));
       // notes go beside the list: as items they would be numbered like sentences
       if (!ex.examples.length) note.textContent = "no sentence of this length in this set";
     } catch (e) {
@@ -139,6 +142,7 @@
     });
     $("bucket").addEventListener("change", () => { s.bucket = $("bucket").value; NMT.writeUrl(); listExamples(0); });
     $("more-examples").addEventListener("click", () => listExamples(examplesOffset + 10));
+    $("save-html").addEventListener("click", () => NMT.saveHtml());
     $("go").addEventListener("click", () => { NMT.state.sel = {}; NMT.translate(); });
     $("src").addEventListener("keydown", (ev) => {
       if (ev.key === "Enter" && !ev.shiftKey) { ev.preventDefault(); NMT.state.prefix = ""; NMT.translate(); }

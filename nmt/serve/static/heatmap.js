@@ -3,7 +3,7 @@
    Both return {node, target(k), source(j), clear()} so that a pane can light them. */
 "use strict";
 (function (NMT) {
-  const LABEL_CHARS = 14;
+  const LABEL_CHARS = 14, MIN_CELL = 14, PANEL_ROWS = 20;
   const short = (p) => {
     const s = NMT.showPiece(p);
     return s.length > LABEL_CHARS ? s.slice(0, LABEL_CHARS - 1) + "\u2026" : s;
@@ -18,7 +18,9 @@
   /** The heatmap of matrix (T x S) with the pieces as labels (data-t, data-s). */
   NMT.heatmap = function (srcPieces, tgtPieces, matrix) {
     const S = srcPieces.length, T = matrix.length;
-    const cs = Math.max(8, Math.min(22, Math.floor(540 / Math.max(S, 1))));
+    // cells never under 14 px, so that labels (11 px) stay apart at any length: a long
+    // sentence's heatmap grows and its box scrolls (CSS), rather than labels overlapping
+    const cs = Math.max(MIN_CELL, Math.min(22, Math.floor(540 / Math.max(S, 1))));
     const longest = (xs) => Math.max(3, ...xs.map((p) => short(p).length));
     const left = Math.min(120, 10 + 6.5 * longest(tgtPieces.slice(0, T)));
     const top = Math.min(100, 14 + 4.8 * longest(srcPieces));
@@ -73,29 +75,42 @@
   };
 
   /** The fixed-vector model: every source piece feeds one vector c, computed once from
-      the encoder's final states, and every target step reads that same c. */
+      the encoder's final states, and every target step reads that same c. At most
+      PANEL_ROWS labels a column: a long sentence's pieces go in more columns, so the panel
+      stays as short as a 20-piece one. */
   NMT.fixedPanel = function (srcPieces, tgtPieces) {
     const S = srcPieces.length, T = tgtPieces.length, rowH = 15;
-    const width = 520, height = Math.max(S, T) * rowH + 30;
-    const sx = 110, tx = width - 110, cx = width / 2, cy = height / 2;
+    const colsOf = (n) => Math.max(1, Math.ceil(n / PANEL_ROWS));
+    const perCol = (n) => Math.max(1, Math.ceil(n / colsOf(n)));
+    const colW = (xs) => 14 + 6.5 * Math.max(3, ...xs.map((p) => short(p).length));
+    const sw = colW(srcPieces), tw = colW(tgtPieces);
+    const rows = Math.max(perCol(S), perCol(T));
+    const mid = Math.max(200, 520 - colsOf(S) * sw - colsOf(T) * tw);
+    const width = colsOf(S) * sw + mid + colsOf(T) * tw, height = rows * rowH + 30;
+    const sx = colsOf(S) * sw, tx = sx + mid, cx = sx + mid / 2, cy = height / 2;
     const svg = NMT.svg("svg", {width, height, viewBox: `0 0 ${width} ${height}`,
                                 class: "fixed-svg", role: "img",
                                 "aria-label": "one fixed context vector for every step"});
-    const ys = (n, i) => 18 + i * rowH + (Math.max(S, T) - n) * rowH / 2;
+    // piece i of n: column i / perCol (reading order: down, then the next column)
+    const at = (n, i) => {
+      const per = perCol(n), col = Math.floor(i / per), row = i % per;
+      const inCol = Math.min(per, n - col * per);
+      return [col, 18 + row * rowH + (rows - inCol) * rowH / 2];
+    };
     const inWires = [], outWires = [], sl = [], tl = [];
     for (let s = 0; s < S; s++) {
-      const y = ys(S, s);
-      const w = NMT.svg("line", {x1: sx + 4, y1: y - 4, x2: cx - 34, y2: cy, class: "wire", "data-s": s});
+      const [col, y] = at(S, s), x = sx - (colsOf(S) - 1 - col) * sw;
+      const w = NMT.svg("line", {x1: x + 4, y1: y - 4, x2: cx - 34, y2: cy, class: "wire", "data-s": s});
       inWires.push(w); svg.append(w);
-      const label = NMT.svg("text", {x: sx, y, "text-anchor": "end", class: "slabel", "data-s": s,
+      const label = NMT.svg("text", {x, y, "text-anchor": "end", class: "slabel", "data-s": s,
                                      text: short(srcPieces[s])});
       sl.push(label); svg.append(label);
     }
     for (let t = 0; t < T; t++) {
-      const y = ys(T, t);
-      const w = NMT.svg("line", {x1: cx + 34, y1: cy, x2: tx - 4, y2: y - 4, class: "wire", "data-t": t});
+      const [col, y] = at(T, t), x = tx + col * tw;
+      const w = NMT.svg("line", {x1: cx + 34, y1: cy, x2: x - 4, y2: y - 4, class: "wire", "data-t": t});
       outWires.push(w); svg.append(w);
-      const label = NMT.svg("text", {x: tx, y, class: "tlabel", "data-t": t, text: short(tgtPieces[t])});
+      const label = NMT.svg("text", {x, y, class: "tlabel", "data-t": t, text: short(tgtPieces[t])});
       tl.push(label); svg.append(label);
     }
     const box = NMT.svg("rect", {x: cx - 34, y: cy - 18, width: 68, height: 36, rx: 6, class: "vector"});

@@ -97,7 +97,8 @@
         el("div", {class: "hint", text: this.result.decoding}),
         el("div", {class: "translation"}, this.tgtWords.length || !h ? this.tgtWords : h.text),
         stats, flags.length ? el("div", {class: "flag", text: flags.join("; ")}) : null,
-        srcRow, heads, visBox, this.nbest()].filter(Boolean));
+        srcRow, heads, visBox, this.vis ? NMT.paneExports(this) : null,
+        this.nbest()].filter(Boolean));
     }
 
     rerender() { this.render(); }

@@ -97,7 +97,7 @@
       plot.append(svg("line", {class: "input-mark", x1: xm, x2: xm, y1: T, y2: H - B + 4}),
                   svg("text", {class: "input-label", x: xm + 4, y: T + 10, text: `your input: ${words} words`}));
     }
-    box.replaceChildren(plot);
+    box.replaceChildren(plot, NMT.studyExports());
   };
 
   /** List a bucket's sentences (its first 5) with every checked model's output. */
