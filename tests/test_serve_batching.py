@@ -18,8 +18,8 @@ pytest.importorskip("fastapi", reason="nmt serve needs the serve extra: pip inst
 pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx (the dev extra)")
 pytest.importorskip("prometheus_client", reason="nmt serve's /metrics needs prometheus-client")
 
-from fastapi.testclient import TestClient  # noqa: E402
-from serve_support import LINES, build_app, tiny_models  # noqa: E402
+from fastapi.testclient import TestClient
+from serve_support import LINES, build_app, tiny_models
 
 MORE = ["Ein Junge springt ins Wasser.", "Zwei Männer stehen an einer Straße.",
         "Ein Hund läuft über eine grüne Wiese mit vielen Blumen.",

@@ -208,7 +208,7 @@ def run_workers(opts: ServeOptions, sock: socket.socket, make_app: Callable[[], 
     def child(k: int) -> None:
         try:
             app = make_app()
-        except Exception as e:  # noqa: BLE001: the parent says which worker failed
+        except Exception as e:  # any failure: the parent says which worker failed
             ready.put((k, f"{type(e).__name__}: {e}"))
             return
         ready.put((k, None))
