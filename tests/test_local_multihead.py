@@ -264,9 +264,20 @@ def test_nmt_heads_end_to_end_and_its_errors(tmp_path):
         assert r.returncode == 0, r.stderr
         runs[name] = tmp_path / name / "best.pt"
     out = tmp_path / "heads"
+    # a reference alignment of the split (the diagonal), as scripts/align_multi30k.py names it
+    import gzip
+    with gzip.open(MULTI30K / "test_2016_flickr.de.gz", "rt") as f, \
+            gzip.open(MULTI30K / "test_2016_flickr.en.gz", "rt") as g:
+        diag = [" ".join(f"{i}-{i}" for i in range(min(len(s.split()), len(t.split()))))
+                for s, t in zip(f, g, strict=True)]
+    (tmp_path / "align").mkdir()
+    (tmp_path / "align" / "test_2016_flickr.de-en.gdfa").write_text("\n".join(diag) + "\n")
     r = nmt("heads", runs["mh"], "--compare", runs["lp"], "--max-sentences", 30, "--maps", 1,
-            "--out", out)
+            "--out", out, "--alignments", tmp_path / "align")
     assert r.returncode == 0, r.stderr
+    md = (out / "heads.md").read_text()
+    assert "## Agreement with reference word alignments" in md
+    assert "| mh (2 heads) | mean |" in md and "| lp | 1 |" in md and "paired on the same" in md
     # decoding a full test set takes minutes on CPU: each model says so before it starts
     assert f"{runs['mh']}: decoding 30 sentences of test_2016_flickr" in r.stderr
     assert f"{runs['lp']}: decoding 30 sentences" in r.stderr
@@ -278,6 +289,13 @@ def test_nmt_heads_end_to_end_and_its_errors(tmp_path):
     assert r.returncode == 0 and not list(out.glob("heads_[0-9]*.png"))  # no stale maps
     assert (out / "heads_mine.png").exists()  # and nothing else removed
     assert "joined 2 at a time, 5 sentences" in (out / "heads.md").read_text()
+    r = nmt("heads", runs["mh"], "--max-sentences", 5, "--maps", 0, "--join", 2, "--out", out,
+            "--alignments", tmp_path / "align")
+    assert r.returncode == 0 and "| mh (2 heads) | 2 |" in (out / "heads.md").read_text()
+    (tmp_path / "align" / "test_2016_flickr.de-en.gdfa").write_text("0-0\n")
+    r = nmt("heads", runs["mh"], "--max-sentences", 5, "--out", out, "--alignments",
+            tmp_path / "align")
+    assert r.returncode == 2 and "1 lines for a test set of 1000 pairs" in r.stderr
     r = nmt("heads", runs["mh"], "--compare", runs["fixed"], "--out", out)
     assert r.returncode == 2 and "fixed-vector" in r.stderr and "fixed/best.pt" in r.stderr
     r = nmt("heads", runs["mh"], "--sentence", " ", "--out", out)

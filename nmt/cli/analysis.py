@@ -37,20 +37,28 @@ def heads(
                              "heads.json and heads_N.png."),
     join: int | None = typer.Option(None, help="Join K consecutive test pairs into one "
                                        "(long input) before the analysis."),
+    alignments: Path | None = typer.Option(Path("data/alignments"), "--alignments",
+                                            help="Directory of reference word alignments "
+                                            "(scripts/align_multi30k.py); each head's "
+                                            "precision, recall and AER when the split's "
+                                            "file is there."),
     device: str = DEVICE_OPTION,
 ) -> None:
     """Per-head attention statistics and heatmaps on a test set.
 
-    Entropy, distance from the diagonal, share on the final token and on punctuation, and
-    agreement between heads; multi-head models show every head."""
+    Entropy, distance from the diagonal, share on the final token and on punctuation,
+    agreement between heads, and alignment precision, recall and AER against a reference
+    word alignment; multi-head models show every head."""
     from nmt.commands.heads import HeadsError, heads_report
+    from nmt.evaluation.alignment import AlignmentError
 
     try:
         path = heads_report(checkpoint, out, compare=compare or [], split=split, src=src,
                             ref=ref, data_path=data_path, max_sentences=max_sentences,
                             maps=maps, sentences=sentence or [], device=device, join=join,
+                            alignments=alignments,
                             log=lambda message: typer.echo(message, err=True))
-    except (*USER_ERRORS, HeadsError) as e:
+    except (*USER_ERRORS, HeadsError, AlignmentError) as e:
         fail(e)
     typer.echo(f"report: {path}")
 

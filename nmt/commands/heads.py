@@ -12,7 +12,9 @@ dropout being off). Statistics per head, over every target step of every sentenc
   and signed (**offset**: positive when the head looks ahead of the diagonal);
 * **final** and **punctuation**: how often the most attended piece is the source's last
   position (``</s>``) or a punctuation piece;
-* **agreement**: for each pair of heads, how often their most attended positions coincide.
+* **agreement**: for each pair of heads, how often their most attended positions coincide;
+* **alignment** (nmt/commands/heads_alignment.py): with a reference word alignment of the
+  split, each head's alignment precision, recall and AER, read on the reference.
 
 A model with one attention (any type but ``none``) is analysed as a single head, so a
 multi-head model can be put beside a single-head one.
@@ -255,8 +257,10 @@ def _shorten(text: str, limit: int = 70) -> str:
 
 
 def _test_sources(loaded, split: str | None, src: Path | None, ref: Path | None,
-                  data_path: str | None, join: int | None) -> tuple[str, list[str]]:
-    """(label, source lines) of the test set, joined ``join`` pairs at a time if given.
+                  data_path: str | None, join: int | None
+                  ) -> tuple[str, list[str], list[str], list[str], list[str]]:
+    """(label, sources, references) of the test set, joined ``join`` pairs at a time if
+    given, then the captions' sources and references before joining.
 
     Raises:
         DataError (see :func:`nmt.commands.evaluate.test_set`), HeadsError (``join`` < 1 or more
@@ -268,13 +272,14 @@ def _test_sources(loaded, split: str | None, src: Path | None, ref: Path | None,
     label, sources, references = test_set(loaded, split=split, src=src, ref=ref,
                                           data_path=data_path)
     if join is None:
-        return label, sources
+        return label, sources, references, sources, references
     if join < 1:
         raise HeadsError(f"--join: expected k >= 1, got {join}")
     if join > len(sources):
         raise HeadsError(f"--join {join}: the test set has only {len(sources)} pairs")
-    return f"{label} joined {join} at a time", long_sentence_set(sources, references,
-                                                                 (join,)).sources
+    joined = long_sentence_set(sources, references, (join,))
+    return (f"{label} joined {join} at a time", joined.sources, joined.references, sources,
+            references)
 
 
 def heads_report(checkpoint: Path, out_dir: Path, *, compare: Sequence[Path] = (),
@@ -282,6 +287,7 @@ def heads_report(checkpoint: Path, out_dir: Path, *, compare: Sequence[Path] = (
                  data_path: str | None = None, max_sentences: int | None = None,
                  maps: int = 3, sentences: Sequence[str] = (), device: str = "auto",
                  batch_size: int = 64, join: int | None = None,
+                 alignments: Path | None = None,
                  log: Callable[[str], None] = lambda message: None) -> Path:
     """Analyse ``checkpoint`` (and each ``compare`` checkpoint) on a test set and write
     ``heads.md``, ``heads.json`` and per-head heatmaps ``heads_N.png`` to ``out_dir``.
@@ -291,13 +297,17 @@ def heads_report(checkpoint: Path, out_dir: Path, *, compare: Sequence[Path] = (
     drawn beside the heads for the same source. With ``join`` = k the test set is first
     joined k consecutive pairs at a time (long input, nmt/data/longsets.py). ``log`` hears
     one line per model before its decoding, which takes minutes on a full test set on CPU.
-    Returns the Markdown path.
+    With ``alignments`` (a directory of scripts/align_multi30k.py's files) and a named
+    split, each head's precision, recall and AER against the reference alignment are
+    added (nmt/commands/heads_alignment.py). Returns the Markdown path.
 
     Raises:
         CheckpointError, DataError, DeviceError, HeadsError (fixed-vector model, no
             sentence, an empty ``--sentence``, a compare model of another language pair,
-            an ``out_dir`` that cannot be written).
+            an ``out_dir`` that cannot be written), AlignmentError (a reference file that
+            does not fit the test set).
     """
+    from nmt.commands.heads_alignment import alignment_section
     from nmt.evaluation.plots import plot_head_maps
     from nmt.model.checkpoint import load_checkpoint
     from nmt.ops.device import pick_device
@@ -309,8 +319,10 @@ def heads_report(checkpoint: Path, out_dir: Path, *, compare: Sequence[Path] = (
         raise HeadsError("--sentence: an empty sentence has nothing to attend to")
     dev = pick_device(device, "--device")
     loaded = load_checkpoint(checkpoint, dev)
-    label, sources = _test_sources(loaded, split, src, ref, data_path, join)
+    label, sources, references, cap_src, cap_ref = _test_sources(loaded, split, src, ref,
+                                                                 data_path, join)
     sources = sources[:max_sentences] if max_sentences else sources
+    references = references[:len(sources)]
     models = [(checkpoint, loaded)] + [(p, load_checkpoint(p, dev)) for p in compare]
     pair = (loaded.cfg.data.src_lang, loaded.cfg.data.tgt_lang)
     analyses, per_model = [], []
@@ -363,9 +375,14 @@ def heads_report(checkpoint: Path, out_dir: Path, *, compare: Sequence[Path] = (
         plot_head_maps(panels, out_dir / name, f"{main.name}: {_shorten(source)}")
         md += ["", f"**Sentence {n}** source: {source}  ", f"hypothesis: {sent.hypothesis}", "",
                f"![heads of sentence {n}]({name})"]
+    align_md, align_json = alignment_section(
+        [(a.name, m) for a, (_p, m) in zip(analyses, models, strict=True)],
+        (sources, references), (cap_src, cap_ref),
+        None if src else label.split(" ")[0],  # the split's name: label starts with it
+        join, alignments, label, log=log, batch_size=batch_size)
     path = out_dir / "heads.md"
-    path.write_text("\n".join(md) + "\n", encoding="utf-8")
+    path.write_text("\n".join(md + align_md) + "\n", encoding="utf-8")
     write_json(analyses, out_dir / "heads.json",
                {"checkpoint": str(checkpoint), "compare": [str(p) for p in compare],
-                "test_set": label, "search": "greedy"})
+                "test_set": label, "search": "greedy", "alignment": align_json})
     return path

@@ -289,6 +289,9 @@ def load_study_config(path: str | Path, overrides: list[str] | None = None) -> S
                 or len(set(cfg.head_counts)) != len(cfg.head_counts)):
             raise ConfigError(f"head_counts: expected distinct positive head counts, got "
                               f"{list(cfg.head_counts)}")
+        if len(set(cfg.extra_seeds)) != len(cfg.extra_seeds) or bool(cfg.seed_models) != bool(
+                cfg.extra_seeds):  # both set or neither
+            raise ConfigError(f"extra_seeds: want distinct seeds + seed_models: {cfg.extra_seeds}")
         if (len(cfg.long_heatmap_words) != 2
                 or cfg.long_heatmap_words[0] > cfg.long_heatmap_words[1]):
             raise ConfigError("long_heatmap_words: expected [low, high] with low <= high")

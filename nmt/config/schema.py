@@ -275,6 +275,11 @@ class StudyConfig:
     # model.heads=h, run {run_prefix}_multihead-{h}h (same total size, so a fair
     # single-head vs multi-head comparison: h=1 against the ``multihead`` of attentions)
     head_counts: tuple[int, ...] = ()
+    # the seed axis (run-to-run spread): each model named in seed_models (by its label,
+    # e.g. multihead-4h or additive) is trained again with train.seed=s for each s in
+    # extra_seeds, as run {run_prefix}_{label}_s{s}; the base config's own seed is the first
+    extra_seeds: tuple[int, ...] = ()
+    seed_models: tuple[str, ...] = ()
     report_dir: str = "reports/{name}"
     # where each run's records and the report's translations are kept in git
     # (nmt/study/archive.py), e.g. "results/{name}/models": a run found only there

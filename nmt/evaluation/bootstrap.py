@@ -334,3 +334,46 @@ def bucket_drop(hyps: list[str], refs: list[str], sources: list[str],
     a = _resample(m, stats[first], n_samples, seed)
     b = _resample(m, stats[second], n_samples, seed + 1)
     return _paired(b, a)  # a - b: the drop
+
+
+def bootstrap_sums(stats: np.ndarray, score_fn, n_samples: int = 1000,
+                   seed: int = 12345) -> Interval:
+    """A corpus score that is a function of summed per-sentence statistics (``score_fn``
+    of a (d,) sum, e.g. AER from link counts) with its 95% percentile interval over
+    ``n_samples`` resamples of the N rows of ``stats`` (N, d).
+
+    Raises:
+        ValueError: no rows, ``n_samples < 1``.
+    """
+    return _interval(_resample_sums(stats, score_fn, n_samples, seed))
+
+
+def paired_bootstrap_sums(baseline: np.ndarray, system: np.ndarray, score_fn,
+                          n_samples: int = 1000, seed: int = 12345, *,
+                          higher_is_better: bool = True) -> PairedResult:
+    """:func:`bootstrap_sums` of two systems on the same resamples of the same N sentences:
+    system minus baseline; ``p_value`` counts resamples where the system is not better
+    (with ``higher_is_better=False``, where its score is not lower).
+
+    Raises:
+        ValueError: different row counts, no rows, ``n_samples < 1``.
+    """
+    if len(baseline) != len(system):
+        raise ValueError(f"{len(system)} system rows but {len(baseline)} baseline rows: "
+                         "counts must match")
+    base = _resample_sums(baseline, score_fn, n_samples, seed)
+    sys_ = _resample_sums(system, score_fn, n_samples, seed)
+    result = _paired(base, sys_)
+    if not higher_is_better:
+        result.p_value = float(np.mean(sys_.samples - base.samples >= 0))
+    return result
+
+
+def _resample_sums(stats: np.ndarray, score_fn, n_samples: int, seed: int) -> _Resampled:
+    if n_samples < 1:
+        raise ValueError(f"n_samples must be at least 1, got {n_samples}")
+    if len(stats) == 0:
+        raise ValueError("cannot bootstrap an empty test set")
+    samples = [score_fn(row) for counts in _draw_counts(len(stats), n_samples, seed)
+               for row in counts @ stats]  # (C, d) summed statistics per resample
+    return _Resampled(score_fn(stats.sum(0)), np.asarray(samples))

@@ -2,7 +2,7 @@
 
 Each model is an ordinary ``nmt train`` run, ``runs/{run_prefix}_{label}``: the study's base
 config with the study's overrides and the model's attention (and, on the extra axes, its
-training-length cap or head count). A finished run whose stored config equals the expected
+training-length cap, head count or seed). A finished run whose stored config equals the expected
 one is reused, and so is one that early stopping ended when only its budget changed (a
 larger ``train.max_epochs`` would not train it further); an unfinished one is resumed, a run
 with a different config is an error. A run directory is judged by its own files, as ``nmt
@@ -41,6 +41,7 @@ class PlannedRun:
     action: str  # "reuse" | "resume" | "train" | "archived" (records only, no checkpoint)
     cap: int | None = None  # data.max_train_words of an extra training-length run
     heads: int | None = None  # model.heads of an extra multi-head run
+    seed: int | None = None  # train.seed of an extra-seed run (seed_models x extra_seeds)
     note: str = ""  # why the action differs from the usual one, for the study's log
     archive: Path | None = None  # where its records and translations are kept in git
     archived_sha256: str | None = None  # its checkpoint's digest, when only archived
@@ -57,8 +58,9 @@ class PlannedRun:
     def label(self) -> str:
         """The model's name in tables and plots: ``additive``, ``additive-30`` for a run
         of the training-length axis (Bahdanau et al.'s RNNsearch-30), ``multihead-1h`` for
-        a multi-head run with another head count."""
-        return model_label(self.attention, self.cap, self.heads)
+        a multi-head run with another head count, ``multihead-4h_s2`` for a run of the
+        seed axis."""
+        return model_label(self.attention, self.cap, self.heads, self.seed)
 
     @property
     def out_dir(self) -> Path:
@@ -67,52 +69,60 @@ class PlannedRun:
 
     def overrides(self, study: StudyConfig) -> list[str]:
         """The ``key=value`` overrides that turn the base config into this run's config."""
-        return run_overrides(study, self.attention, self.cap, self.heads)
+        return run_overrides(study, self.attention, self.cap, self.heads, self.seed)
 
 
-def model_label(attention: str, cap: int | None = None, heads: int | None = None) -> str:
-    """``attention``, ``attention-{cap}`` or ``attention-{heads}h``."""
+def model_label(attention: str, cap: int | None = None, heads: int | None = None,
+                seed: int | None = None) -> str:
+    """``attention``, ``attention-{cap}`` or ``attention-{heads}h``, then ``_s{seed}`` for
+    a run of the seed axis."""
     if cap is not None:
-        return f"{attention}-{cap}"
-    return attention if heads is None else f"{attention}-{heads}h"
+        label = f"{attention}-{cap}"
+    else:
+        label = attention if heads is None else f"{attention}-{heads}h"
+    return label if seed is None else f"{label}_s{seed}"
 
 
 def run_overrides(study: StudyConfig, attention: str, cap: int | None,
-                  heads: int | None = None) -> list[str]:
+                  heads: int | None = None, seed: int | None = None) -> list[str]:
     """Study overrides, then the model's attention, name, ``data.max_train_words=cap``
-    (the training-length axis) and ``model.heads=heads`` (the head-count axis)."""
+    (the training-length axis), ``model.heads=heads`` (the head-count axis) and
+    ``train.seed=seed`` (the seed axis)."""
     extra = [] if cap is None else [f"data.max_train_words={cap}"]
     extra += [] if heads is None else [f"model.heads={heads}"]
+    extra += [] if seed is None else [f"train.seed={seed}"]
     return [*study.overrides, *extra, f"model.attention={attention}",
-            f"name={study.run_prefix}_{model_label(attention, cap, heads)}"]
+            f"name={study.run_prefix}_{model_label(attention, cap, heads, seed)}"]
 
 
 def plan(study: StudyConfig) -> list[PlannedRun]:
     """Decide for each model (every attention type, then the training-length axis:
     ``cap_attentions`` for each of ``extra_caps``, then ``multihead`` with each of
-    ``head_counts``) whether to reuse, resume or train it.
+    ``head_counts``, then each of ``seed_models`` again with each of ``extra_seeds``)
+    whether to reuse, resume or train it.
 
     Raises:
         StudyError: an existing run was trained with a different config, a run directory
             holds an earlier run's files but no checkpoint to resume from (named), or two
             models of the study would be the same model (e.g. a head count equal to the
             ``multihead`` model's own).
-        ConfigError: the base config or an override is invalid (a ``head_counts`` entry
-            is named).
+        ConfigError: the base config or an override is invalid (a ``head_counts`` or
+            ``extra_seeds`` entry is named), a ``seed_models`` entry that is no model of
+            the study.
     """
     runs = []
-    models: list[tuple[str, int | None, int | None]] = [(a, None, None) for a in study.attentions]
-    models += [(a, cap, None) for cap in study.extra_caps for a in study.cap_attentions]
-    models += [("multihead", None, h) for h in study.head_counts]
+    models = _models(study)
     seen: dict[str, str] = {}
-    for attention, cap, heads in models:
+    for attention, cap, heads, seed in models:
         try:
-            cfg = load_config(study.base_config, run_overrides(study, attention, cap, heads))
+            cfg = load_config(study.base_config,
+                              run_overrides(study, attention, cap, heads, seed))
         except ConfigError as e:
-            if heads is None:
+            if heads is None and seed is None:
                 raise
-            raise ConfigError(f"head_counts: {heads}: {e}") from None
-        label = model_label(attention, cap, heads)
+            axis = f"extra_seeds: {seed}" if seed is not None else f"head_counts: {heads}"
+            raise ConfigError(f"{axis}: {e}") from None
+        label = model_label(attention, cap, heads, seed)
         same = dataclasses.replace(cfg, name="").to_dict()
         key = repr(same)
         if key in seen:
@@ -128,8 +138,27 @@ def plan(study: StudyConfig) -> list[PlannedRun]:
                 raise StudyError(str(e)) from None
             if sha is not None:
                 action, note = "archived", f"records and translations in {archive}"
-        runs.append(PlannedRun(attention, cfg, action, cap, heads, note, archive, sha))
+        runs.append(PlannedRun(attention, cfg, action, cap, heads, seed, note, archive, sha))
     return runs
+
+
+def _models(study: StudyConfig) -> list[tuple[str, int | None, int | None, int | None]]:
+    """(attention, cap, heads, seed) of every model of the study, in :func:`plan`'s order.
+
+    Raises:
+        ConfigError: a ``seed_models`` entry names no model of the other axes.
+    """
+    models: list[tuple[str, int | None, int | None, int | None]] = [
+        (a, None, None, None) for a in study.attentions]
+    models += [(a, cap, None, None) for cap in study.extra_caps for a in study.cap_attentions]
+    models += [("multihead", None, h, None) for h in study.head_counts]
+    by_label = {model_label(a, c, h): (a, c, h) for a, c, h, _ in models}
+    for name in study.seed_models:
+        if name not in by_label:
+            raise ConfigError(f"seed_models: {name!r} is not a model of the study (its "
+                              f"models: {', '.join(by_label)})")
+    models += [(*by_label[name], s) for name in study.seed_models for s in study.extra_seeds]
+    return models
 
 
 def _action(cfg: Config) -> tuple[str, str]:

@@ -184,7 +184,8 @@ def _figure2(study: StudyConfig, runs: list[PlannedRun], rows: list[BucketRow], 
     """Bahdanau et al. (2015), Figure 2: BLEU against source length for the models of the
     training-length axis (``cap_attentions`` at each cap and at the main cap), 95% bands."""
     axis = [r.label for r in runs if r.attention in study.cap_attentions
-            and r.heads is None and (r.cap is not None or study.extra_caps)]
+            and r.heads is None and r.seed is None
+            and (r.cap is not None or study.extra_caps)]
     if not study.extra_caps or len(axis) < 2:
         return []
     name = f"figure2_{ts.name}.png"

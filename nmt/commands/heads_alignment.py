@@ -1,0 +1,237 @@
+"""``nmt heads``: each head's agreement with reference word alignments (issue 49).
+
+The reference is a Pharaoh file of the test split from a statistical aligner
+(scripts/align_multi30k.py: eflomal, grow-diag-final-and), ``{dir}/{split}.{src}-{tgt}.gdfa``;
+for a joined set (``--join k``) the captions' alignments are concatenated with word offsets
+(nmt/evaluation/alignment.py: long_alignments). To compare attention with an alignment of
+the *reference* translation, the weights are read by teacher forcing the reference (not the
+model's own hypothesis, as the other statistics are). Each target word is linked to its
+most attended source word (pieces to words: nmt/evaluation/alignment.py), per head and, for
+a multi-head model, for the mean over heads (what the decoder's context is built from).
+Precision, recall and AER (Och & Ney 2003; the reference has sure links only, S = P) with
+95% bootstrap intervals over sentences; each ``--compare`` model's AER minus the main
+model's on the same resamples.
+
+Sentences whose pieces do not give back the text's whitespace words (SentencePiece's
+normalisation merged or split a word, or the source was cut at the translator's limit)
+are left out and counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nmt.data.batches import Example, collate, make_batches
+from nmt.data.vocab import EOS
+from nmt.evaluation.alignment import (
+    Alignment,
+    AlignmentError,
+    aer_interval,
+    attention_links,
+    check_bounds,
+    count_matrix,
+    long_alignments,
+    paired_aer,
+    piece_words,
+    read_pharaoh,
+)
+from nmt.evaluation.alignment import score as alignment_score
+from nmt.inference.translator import Translator
+
+
+@dataclass
+class HeadAlignment:
+    """One head's (or the head mean's) agreement: fractions in [0, 1], AER with its 95%
+    bootstrap interval."""
+
+    head: str  # "1".."h", or "mean" for the mean over a multi-head model's heads
+    precision: float
+    recall: float
+    aer: float
+    aer_low: float
+    aer_high: float
+
+
+@dataclass
+class ModelAlignment:
+    """A model's agreement per head, and the per-sentence counts (N, 3) of its model-level
+    row (the single head, or the head mean) for paired comparisons."""
+
+    name: str
+    sentences: int
+    skipped: int
+    rows: list[HeadAlignment]
+    kept: list[int]  # indices of the sentences scored
+    stats: np.ndarray  # (N, 3) |A|, |S|, |A ∩ S| of the model-level row
+
+    def to_json(self) -> dict:
+        """A JSON-ready dict (per-sentence counts left out)."""
+        return {"name": self.name, "sentences": self.sentences, "skipped": self.skipped,
+                "heads": [asdict(r) for r in self.rows]}
+
+
+def reference_path(directory: Path, split: str, src_lang: str, tgt_lang: str) -> Path:
+    """``{directory}/{split}.{src}-{tgt}.gdfa``, the file scripts/align_multi30k.py writes."""
+    return directory / f"{split}.{src_lang}-{tgt_lang}.gdfa"
+
+
+def load_reference(path: Path, sources: list[str], references: list[str],
+                   join: int | None) -> list[Alignment]:
+    """The reference alignment of each caption pair, joined ``join`` at a time if given.
+
+    Raises:
+        AlignmentError: unreadable or malformed file, a line count or a link that does not
+            fit the test set (named).
+    """
+    aligns = read_pharaoh(path)
+    if len(aligns) != len(sources):
+        raise AlignmentError(f"{path}: {len(aligns)} lines for a test set of "
+                             f"{len(sources)} pairs")
+    for n, (a, s, r) in enumerate(zip(aligns, sources, references, strict=True), 1):
+        check_bounds(a, len(s.split()), len(r.split()), f"{path}, line {n}")
+    return long_alignments(aligns, sources, references, (join,)) if join else aligns
+
+
+@torch.no_grad()
+def forced_weights(model, src_vocab, tgt_vocab, sources: list[str], references: list[str],
+                   *, batch_size: int = 64
+                   ) -> dict[int, tuple[torch.Tensor, list[str], list[str]]]:
+    """Per-head weights (h, T, S) read by teacher forcing each reference, with the source
+    and target pieces (each ending in ``</s>``), by sentence index; sentences whose pieces
+    do not map to the whitespace words of their text are left out."""
+    device = next(model.parameters()).device
+    model.eval()
+    translator = Translator(model, src_vocab, tgt_vocab)
+    examples, pieces = [], {}
+    for i, (s, r) in enumerate(zip(sources, references, strict=True)):
+        src_ids, tgt_ids = translator.encode(s).ids, tgt_vocab.encode(r)
+        sp = [src_vocab.id_to_piece(x) for x in src_ids]
+        tp = [tgt_vocab.id_to_piece(x) for x in tgt_ids]
+        if not src_ids or not tgt_ids or _words(sp) != len(s.split()) \
+                or _words(tp) != len(r.split()):
+            continue
+        examples.append(Example(src_ids + [EOS], tgt_ids, i))
+        pieces[i] = (sp + ["</s>"], tp + ["</s>"])
+    out = {}
+    for chunk in make_batches(examples, batch_size):
+        batch = collate(chunk)
+        src, tgt_in = batch.src.to(device), batch.tgt_in.to(device)
+        per_head = model.head_weights(src, batch.src_len, tgt_in)
+        if per_head is None:  # one attention: (B, T, S) -> (B, 1, T, S)
+            per_head = model.attention_weights(src, batch.src_len, tgt_in).unsqueeze(1)
+        for b, e in enumerate(chunk):
+            T, S = len(e.tgt) + 1, len(e.src)
+            sp, tp = pieces[e.index]
+            out[e.index] = (per_head[b, :, :T, :S].float().cpu(), sp, tp)
+    return out
+
+
+def _words(pieces: list[str]) -> int:
+    return piece_words(pieces)[-1] + 1 if pieces else 0
+
+
+def model_alignment(name: str, weights: dict[int, tuple[torch.Tensor, list[str], list[str]]],
+                    reference: list[Alignment], *, n_samples: int = 1000,
+                    seed: int = 12345) -> ModelAlignment:
+    """Per-head (and head-mean) agreement of ``weights`` (from :func:`forced_weights`) with
+    ``reference`` (one alignment per test sentence).
+
+    Raises:
+        AlignmentError: no sentence could be scored.
+    """
+    kept = sorted(weights)
+    if not kept:
+        raise AlignmentError("no sentence's pieces map to its words; nothing to score")
+    h = weights[kept[0]][0].size(0)
+    names = [str(k + 1) for k in range(h)] + (["mean"] if h > 1 else [])
+    links: list[list[Alignment]] = [[] for _ in names]
+    for i in kept:
+        w, sp, tp = weights[i]
+        maps = [w[k] for k in range(h)] + ([w.mean(0)] if h > 1 else [])
+        for row, m in zip(links, maps, strict=True):
+            row.append(attention_links(m.numpy().astype(np.float64), sp, tp))
+    ref = [reference[i] for i in kept]
+    rows, stats = [], np.zeros((len(kept), 3))
+    for label, pred in zip(names, links, strict=True):
+        s = alignment_score(pred, ref)
+        stats = count_matrix(pred, ref)
+        iv = aer_interval(stats, n_samples, seed)
+        rows.append(HeadAlignment(label, s.precision, s.recall, s.aer, iv.low, iv.high))
+    # stats is now the last row's: the single head, or the mean over heads
+    return ModelAlignment(name, len(kept), len(reference) - len(kept), rows, kept, stats)
+
+
+def format_alignment(models: list[ModelAlignment], label: str, path: Path,
+                     *, n_samples: int = 1000, seed: int = 12345) -> list[str]:
+    """Markdown: a table of every head's precision, recall and AER, then each compare model
+    against the first (paired bootstrap on the sentences both scored)."""
+    md = ["", "## Agreement with reference word alignments", "",
+          f"Reference: {path} (statistical aligner, grow-diag-final-and; "
+          "results/alignments/). Weights read by teacher forcing the reference; each "
+          "target word (`</s>` skipped) linked to its most attended source word, a word's "
+          "weight being the sum over its source pieces and the mean over its target "
+          "pieces. Sure links only (S = P), so AER = 1 - F1. 95% bootstrap intervals "
+          f"over sentences ({n_samples} resamples). {label}.", "",
+          "| model | head | precision | recall | AER [95% CI] | sentences (skipped) |",
+          "| --- | --- | --- | --- | --- | --- |"]
+    for m in models:
+        for r in m.rows:
+            md.append(f"| {m.name} | {r.head} | {r.precision:.1%} | {r.recall:.1%} | "
+                      f"{r.aer:.1%} [{r.aer_low:.1%}, {r.aer_high:.1%}] | "
+                      f"{m.sentences} ({m.skipped}) |")
+    if len(models) > 1:
+        md += ["", f"AER of each model (head mean for multi-head) minus {models[0].name}'s, "
+               "paired on the same resamples of the sentences both scored; p: the share of "
+               "resamples where its AER is not lower.", "",
+               "| model | ΔAER [95% CI] | p | sentences |", "| --- | --- | --- | --- |"]
+        base = models[0]
+        for m in models[1:]:
+            common = sorted(set(base.kept) & set(m.kept))
+            if not common:
+                md.append(f"| {m.name} | no sentence scored for both | | 0 |")
+                continue
+            bi = {i: n for n, i in enumerate(base.kept)}
+            mi = {i: n for n, i in enumerate(m.kept)}
+            pr = paired_aer(base.stats[[bi[i] for i in common]],
+                            m.stats[[mi[i] for i in common]], n_samples, seed)
+            md.append(f"| {m.name} | {pr.delta:+.1%} [{pr.low:+.1%}, {pr.high:+.1%}] | "
+                      f"{pr.p_value:.3f} | {len(common)} |")
+    return md
+
+
+def alignment_section(models: list[tuple[str, object]], test: tuple[list[str], list[str]],
+                      captions: tuple[list[str], list[str]], split: str | None,
+                      join: int | None, directory: Path | None, label: str, *,
+                      log=lambda message: None, batch_size: int = 64,
+                      n_samples: int = 1000) -> tuple[list[str], list[dict]]:
+    """The Markdown section and JSON records of every model's agreement with the reference
+    of ``split`` in ``directory``; nothing (and one line to ``log``) when there is no
+    split, directory or file. ``models``: (name, loaded checkpoint); ``test``: the (perhaps
+    joined and cut) sources and references analysed; ``captions``: the split's lines before
+    joining.
+
+    Raises:
+        AlignmentError: a malformed reference file or one that does not fit the test set.
+    """
+    if directory is None or split is None:
+        return [], []
+    first = models[0][1]
+    path = reference_path(directory, split, first.cfg.data.src_lang,  # type: ignore[attr-defined]
+                          first.cfg.data.tgt_lang)  # type: ignore[attr-defined]
+    if not path.exists():
+        log(f"no reference alignment {path} (scripts/align_multi30k.py writes it): "
+            "alignment precision, recall and AER left out")
+        return [], []
+    reference = load_reference(path, *captions, join)[:len(test[0])]
+    scored = []
+    for name, m in models:
+        log(f"{name}: attention on the references of {label}, against {path}")
+        weights = forced_weights(m.model, m.src_vocab, m.tgt_vocab,  # type: ignore[attr-defined]
+                                 *test, batch_size=batch_size)
+        scored.append(model_alignment(name, weights, reference, n_samples=n_samples))
+    return (format_alignment(scored, label, path, n_samples=n_samples),
+            [s.to_json() for s in scored])

@@ -1,0 +1,50 @@
+"""``nmt heads``' agreement with reference word alignments (nmt/commands/heads_alignment.py)."""
+
+import torch
+
+from nmt.commands.heads_alignment import forced_weights, format_alignment, model_alignment
+from nmt.evaluation.alignment import parse_pharaoh
+
+from conftest import TOY_PAIRS, tiny_model
+
+SRC = ["▁a", "▁b", "c", "</s>"]  # words: a, bc
+TGT = ["▁x", "▁y", "</s>"]  # words: x, y
+
+
+def test_each_head_and_the_head_mean_against_a_hand_made_reference():
+    w = torch.tensor([[[0.9, 0.05, 0.05, 0.0],  # head 1: x -> a, y -> bc (the reference)
+                       [0.05, 0.9, 0.05, 0.0],
+                       [0.0, 0.0, 0.0, 1.0]],
+                      [[0.2, 0.2, 0.6, 0.0],  # head 2: x -> bc, y -> a (both wrong)
+                       [0.6, 0.2, 0.2, 0.0],
+                       [0.0, 0.0, 0.0, 1.0]]])  # (h, T, S)
+    # mean: x: a 0.55, bc 0.45 -> a; y: a 0.325, bc 0.675 -> bc: the reference again
+    ref = [parse_pharaoh("0-0 1-1")]
+    m = model_alignment("toy", {0: (w, SRC, TGT)}, ref, n_samples=20)
+    rows = {r.head: r for r in m.rows}
+    assert set(rows) == {"1", "2", "mean"}
+    assert (rows["1"].precision, rows["1"].recall, rows["1"].aer) == (1.0, 1.0, 0.0)
+    assert (rows["2"].precision, rows["2"].recall, rows["2"].aer) == (0.0, 0.0, 1.0)
+    assert rows["mean"].aer == 0.0 and m.stats.tolist() == [[2, 2, 2]]
+    one = model_alignment("one", {0: (w[1:], SRC, TGT)}, ref, n_samples=20)
+    assert [r.head for r in one.rows] == ["1"] and one.rows[0].aer == 1.0
+    md = "\n".join(format_alignment([m, one], "toy set", "ref.gdfa", n_samples=20))
+    assert "| toy | mean | 100.0% | 100.0% | 0.0% [0.0%, 0.0%] | 1 (0) |" in md
+    assert "| one | +100.0% [+100.0%, +100.0%] | 1.000 | 1 |" in md
+
+
+def test_forced_weights_are_read_on_the_reference_for_every_head(toy_vocabs):
+    src_vocab, tgt_vocab = toy_vocabs
+    model = tiny_model(src_vocab, tgt_vocab, attention="multihead", heads=2).eval()
+    sources, refs = [s for s, _ in TOY_PAIRS], [t for _, t in TOY_PAIRS]
+    got = forced_weights(model, src_vocab, tgt_vocab, sources, refs, batch_size=3)
+    assert got  # the toy pieces keep the words
+    for i, (w, sp, tp) in got.items():
+        assert w.shape == (2, len(tp), len(sp)) and sp[-1] == tp[-1] == "</s>"
+        assert tp[:-1] == [tgt_vocab.id_to_piece(x) for x in tgt_vocab.encode(refs[i])]
+        assert torch.allclose(w.sum(-1), torch.ones(2, len(tp)), atol=1e-5)
+    diagonal = [frozenset((j, j) for j in range(min(len(s.split()), len(r.split()))))
+                for s, r in zip(sources, refs, strict=True)]
+    m = model_alignment("toy", got, diagonal, n_samples=20)
+    assert m.sentences == len(got) and m.skipped == len(sources) - len(got)
+    assert all(0.0 <= r.aer <= 1.0 and r.aer_low <= r.aer <= r.aer_high for r in m.rows)
