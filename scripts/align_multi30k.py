@@ -43,8 +43,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nmt.evaluation.alignment import format_pharaoh, parse_pharaoh  # noqa: E402
-from nmt.evaluation.symmetrise import grow_diag_final_and, tokens_to_words  # noqa: E402
+from nmt.evaluation.alignment import format_pharaoh, parse_pharaoh
+from nmt.evaluation.symmetrise import grow_diag_final_and, tokens_to_words
 
 SPLITS = ("train", "val", "test_2016_flickr", "test_2017_flickr")
 _EDGES = re.compile(r"^(\W*)(.*?)(\W*)$")  # leading punctuation, core, trailing punctuation

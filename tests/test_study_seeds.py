@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from nmt.commands.study_plan import StudyError, plan
 from nmt.config.load import load_study_config
 from nmt.config.schema import ConfigError
+from nmt.study.plan import StudyError, plan
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = str(REPO / "configs" / "multi30k_deen_additive.yaml")
