@@ -66,5 +66,5 @@ def test_seed_axis_errors(tmp_path, monkeypatch):
         plan(_study(tmp_path, monkeypatch, extra_seeds=(1,)))  # 1 is the base config's seed
     path = tmp_path / "s.yaml"
     path.write_text("seed_models: [additive]\n")
-    with pytest.raises(ConfigError, match="extra_seeds: want distinct seeds"):
+    with pytest.raises(ConfigError, match="extra_seeds: expected distinct seeds"):
         load_study_config(path)

@@ -18,10 +18,8 @@ from typing import Any, Literal
 
 import yaml
 
-from nmt.config.buckets import parse_buckets
 from nmt.config.noise import validate_noise
 from nmt.config.schema import (
-    ATTENTION_TYPES,
     LOCAL_KINDS,
     STUDY_SET_KEYS,
     Config,
@@ -29,6 +27,7 @@ from nmt.config.schema import (
     StudyConfig,
     plain,
 )
+from nmt.config.study_checks import check_study
 from nmt.config.yaml_file import read_yaml
 
 
@@ -273,49 +272,7 @@ def load_study_config(path: str | Path, overrides: list[str] | None = None) -> S
     try:
         cfg = _build(StudyConfig, raw, "")
         _refuse_overrides_the_study_sets(cfg.overrides)
-        for key in ("attentions", "cap_attentions"):
-            values = getattr(cfg, key)
-            for a in values:
-                if a not in ATTENTION_TYPES:
-                    raise ConfigError(f"{key}: {a!r} is not one of {', '.join(ATTENTION_TYPES)}")
-            if len(set(values)) != len(values):
-                raise ConfigError(f"{key}: {list(values)} names an attention twice")
-        for a in cfg.cap_attentions if cfg.extra_caps else ():
-            if a not in cfg.attentions:
-                raise ConfigError(f"cap_attentions: {a!r} is not in attentions")
-        if any(c <= 0 for c in cfg.extra_caps):
-            raise ConfigError("extra_caps: every cap must be a positive number of words")
-        if (any(h <= 0 for h in cfg.head_counts)
-                or len(set(cfg.head_counts)) != len(cfg.head_counts)):
-            raise ConfigError(f"head_counts: expected distinct positive head counts, got "
-                              f"{list(cfg.head_counts)}")
-        if len(set(cfg.extra_seeds)) != len(cfg.extra_seeds) or bool(cfg.seed_models) != bool(
-                cfg.extra_seeds):  # both set or neither
-            raise ConfigError(f"extra_seeds: want distinct seeds + seed_models: {cfg.extra_seeds}")
-        if (len(cfg.long_heatmap_words) != 2
-                or cfg.long_heatmap_words[0] > cfg.long_heatmap_words[1]):
-            raise ConfigError("long_heatmap_words: expected [low, high] with low <= high")
-        if cfg.baseline not in cfg.attentions:
-            raise ConfigError(f"baseline: {cfg.baseline!r} is not in attentions")
-        for key in ("parallel", "min_bucket", "n_samples"):
-            if getattr(cfg, key) <= 0:
-                raise ConfigError(f"{key}: must be positive")
-        if any(k < 1 for k in cfg.join_ks):
-            raise ConfigError("join_ks: every k must be at least 1")
-        # checked here, before hours of training, with the parser the report uses
-        for key in ("buckets", "drop_buckets"):
-            try:
-                parse_buckets(getattr(cfg, key), key)
-            except ValueError as e:
-                raise ConfigError(str(e)) from None
-        if len(parse_buckets(cfg.drop_buckets, "drop_buckets")) != 2:
-            raise ConfigError(f"drop_buckets: expected two ranges such as '1-10,51-60', "
-                              f"got {cfg.drop_buckets!r}")
-        if cfg.beam_size < 1:
-            raise ConfigError(f"beam_size: must be at least 1 (1 = greedy), got {cfg.beam_size}")
-        if cfg.beam_size > 1 and (not cfg.alphas or any(a < 0 for a in cfg.alphas)):
-            raise ConfigError(f"alphas: expected GNMT alphas >= 0 to choose from, got "
-                              f"{list(cfg.alphas)}")
+        check_study(cfg)
     except ConfigError as e:
         raise ConfigError(f"{_where(path, overrides, e)}: {e}") from None
     return cfg
