@@ -148,16 +148,23 @@ def test_greedy_and_beam_score_by_the_averaged_distribution(toy_vocabs, pair):
     for line in SOURCES[:2]:
         src, src_len = _batch(toy_vocabs[0], [line])
         g = greedy(ens, src, src_len)[0]
-        # EOS was picked unless the search stopped at the length limit
-        ended = len(g.tokens) < int(max_output_length(src_len, 2.0)[0])
-        tokens = g.tokens + ([EOS] if ended else [])
+        # every hypothesis ends in EOS and is scored with it: picked, or forced at the
+        # length limit in place of the last piece (a cut hypothesis, complete=False)
+        tokens = g.tokens + [EOS]
+        limit = int(max_output_length(src_len, 2.0)[0])
+        assert len(tokens) <= limit and (g.complete or len(tokens) == limit)
         expected = _mean_logp(_forced_members(models, src, src_len, tokens))
-        # every greedy pick is the most probable piece of the mean distribution
-        assert expected.argmax(-1).tolist() == tokens
+        # every greedy pick is the most probable piece of the mean distribution (all but
+        # the forced EOS of a cut hypothesis, which was not the most probable piece)
+        picks = expected.argmax(-1).tolist()
+        if g.complete:
+            assert picks == tokens
+        else:
+            assert picks[:-1] == tokens[:-1] and picks[-1] != EOS
         picked = expected[torch.arange(len(tokens)), torch.tensor(tokens)]
         assert g.log_prob == pytest.approx(float(picked.sum()), abs=1e-4)
         for h in beam_search(ens, src, src_len, beam_size=3, n_best=3)[0]:
-            seq = h.tokens + ([EOS] if h.complete else [])
+            seq = h.tokens + [EOS]  # a cut hypothesis is scored with its forced EOS too
             exp = _mean_logp(_forced_members(models, src, src_len, seq))
             assert h.log_prob == pytest.approx(
                 float(exp[torch.arange(len(seq)), torch.tensor(seq)].sum()), abs=1e-4)

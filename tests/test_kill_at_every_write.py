@@ -1,34 +1,44 @@
 """A kill costs at most the work since the last checkpoint and never locks a run
 (shared/cases NMT-20, NMT-46): ``nmt train`` is SIGKILLed at every point where it writes
 a file (each ``os.fsync``, the moment a temporary file or a record is written but not yet
-in place), then resumed with ``--resume``. After each: the resumed run ends like the
-uninterrupted one (same validation records, same weights), no temporary file is left,
-and no message ends the run or sends the user elsewhere.
+in place), each time in a fresh run directory, then resumed with ``--resume`` (following
+the advice of any message). After each: the resumed run ends like the uninterrupted one
+(same validation records, same weights, same files), no temporary file is left, and no
+message ends the run or sends the user elsewhere.
 
-The kill is made inside the child (a wrapper around ``os.fsync`` that SIGKILLs its own
-process at the N-th call), so it lands at exactly one write point every time, unlike a
-kill from outside that races the write (the cases' kill_during_save.py). The corpus is
+The kill is made inside the training process (a wrapper around ``os.fsync`` that SIGKILLs
+its own process at the named write point), so it lands at exactly one write point every
+time, unlike a kill from outside that races the write (the cases' kill_during_save.py).
+Every run is a process forked from one server that imported nmt and trained once to
+warm up, so a run costs its training (about a second), not torch's start. The corpus is
 the cases' toy corpus (tests/fixtures/toy16), the model tiny, two training steps."""
 
 import json
 import os
+import select
+import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from conftest import REPO
 
 TOY16 = Path(__file__).resolve().parent / "fixtures" / "toy16"
+RUN_TIMEOUT_S = 600  # one training of two tiny steps, on a loaded machine
 
-# the child: nmt's CLI with os.fsync SIGKILLing the process at the write point named
-# NMT_KILL_AT ("FILE LINES": the file being written and the lines of valid_log.jsonl at that
+# The server: reads one JSON request a line ({"args", "kill_at", "err"}), forks a child that
+# runs nmt's CLI with those args and its stderr in the file "err", waits for it and answers
+# {"rc": exit code, -9 when killed}. os.fsync SIGKILLs the child at the write point named
+# "kill_at" ("FILE LINES": the file being written and the lines of valid_log.jsonl at that
 # moment, the same in a resumed run as in the uninterrupted one); every write point is
-# printed on stderr first
-CHILD = r"""
-import os, re, signal, sys
-kill_at, real_fsync = os.environ.get("NMT_KILL_AT", ""), os.fsync
+# printed on stderr first. argv[1]: the arguments of a warm-up run made in the server.
+SERVER = r"""
+import json, os, re, signal, sys, traceback
+kill_at, real_fsync = "", os.fsync
 def fsync(fd):
     name = os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
     name = re.sub(r"^\.(.+)\.[a-z0-9_]{8}\.tmp$", r"\1", name)
@@ -40,9 +50,39 @@ def fsync(fd):
         os.kill(os.getpid(), signal.SIGKILL)
     real_fsync(fd)
 os.fsync = fsync
-sys.argv = ["nmt", *sys.argv[1:]]
 from nmt.cli.app import main
-main()
+def run(args):
+    sys.argv = ["nmt", *args]
+    try:
+        main()
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else int(e.code is not None)
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    return 0
+replies = os.fdopen(os.dup(1), "w")
+quiet = os.open(os.devnull, os.O_WRONLY)
+os.dup2(quiet, 1)
+os.dup2(quiet, 2)
+if run(json.loads(sys.argv[1])) != 0:
+    sys.exit(3)
+for line in sys.stdin:
+    req = json.loads(line)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        err = os.open(req["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(err, 2)
+        kill_at = req["kill_at"]
+        code = run(req["args"])
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    replies.write(json.dumps({"rc": os.waitstatus_to_exitcode(status)}) + "\n")
+    replies.flush()
 """
 
 
@@ -62,11 +102,44 @@ def _config(tmp: Path) -> Path:
     return path
 
 
-def _nmt(config: Path, kill_at: str, *extra: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, NMT_KILL_AT=kill_at, OMP_NUM_THREADS="1",
-               NMT_RUN_DIR=str(config.parent / "runs" / "k"))
-    return subprocess.run([sys.executable, "-c", CHILD, "train", str(config), *extra],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+class _Trainer:
+    """``nmt train CONFIG`` runs forked from one warm server (see ``SERVER``)."""
+
+    def __init__(self, config: Path):
+        self.config, self.err = config, config.parent / "stderr.txt"
+        env = dict(os.environ, OMP_NUM_THREADS="1",
+                   NMT_RUN_DIR=str(config.parent / "runs" / "k"))
+        warm = ["train", str(config), "name=warm"]  # another run directory: runs/warm
+        self.proc = subprocess.Popen([sys.executable, "-c", SERVER, json.dumps(warm)],
+                                     cwd=REPO, env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, start_new_session=True)
+
+    def __call__(self, kill_at: str, *extra: str) -> tuple[int, str]:
+        """(exit code, -9 when killed; stderr) of ``nmt train CONFIG [extra]``."""
+        req = {"args": ["train", str(self.config), *extra], "kill_at": kill_at,
+               "err": str(self.err)}
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], RUN_TIMEOUT_S)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            self.close()
+            pytest.fail(f"nmt train {' '.join(extra)} (kill at {kill_at!r}): no answer in "
+                        f"{RUN_TIMEOUT_S} s or the server died (rc {self.proc.returncode})")
+        return json.loads(line)["rc"], self.err.read_text()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the server and a child it forked
+        self.proc.wait()
+
+
+@pytest.fixture
+def trainer(tmp_path):
+    t = _Trainer(_config(tmp_path))
+    yield t
+    t.close()
 
 
 def _records(out: Path) -> list[dict]:
@@ -78,37 +151,41 @@ def _weights(path: Path) -> dict[str, torch.Tensor]:
     return torch.load(path, map_location="cpu", weights_only=False)["model"]
 
 
-def test_a_kill_at_every_write_resumes_exactly_and_leaves_nothing(tmp_path):
-    """One run killed at its first write point, resumed and killed at the next, and so on
-    through every write point of the uninterrupted run; then resumed to its end."""
-    config = _config(tmp_path)
+def _run_files(out: Path) -> list[str]:
+    return sorted(p.name for p in out.iterdir() if "set_aside" not in p.name)
+
+
+def test_a_kill_at_every_write_resumes_exactly_and_leaves_nothing(trainer, tmp_path):
+    """A fresh run killed at each write point of the uninterrupted run in turn, then
+    resumed to its end: the same records, weights and files as the uninterrupted run."""
     out = tmp_path / "runs" / "k"
-    straight = _nmt(config, "")
-    assert straight.returncode == 0, straight.stderr
-    points = [x.removeprefix("write point: ") for x in straight.stderr.splitlines()
+    rc, said = trainer("")
+    assert rc == 0, said[-2000:]
+    points = [x.removeprefix("write point: ") for x in said.splitlines()
               if x.startswith("write point: ")]
     names = {p.split()[0] for p in points}
     assert {"config.yaml", "valid_log.jsonl", "best.pt", "last.pt", "summary.json"} <= names
-    expected, weights = _records(out), _weights(out / "last.pt")
-    files = sorted(p.name for p in out.iterdir())
-    os.rename(out, tmp_path / "runs" / "straight")
-    for j, point in enumerate(points):
-        stale = sorted(p.name for p in out.glob(".*.tmp")) if out.exists() else []
-        killed = _nmt(config, point, *(["--resume"] if j else []))
-        said = killed.stderr
-        if killed.returncode == 2 and "this run has not started; drop --resume" in said:
-            killed = _nmt(config, point)  # killed before any record: the advice works
-            said += killed.stderr
+    assert len(set(points)) == len(points), points  # each names one moment of the run
+    expected, weights, files = _records(out), _weights(out / "last.pt"), _run_files(out)
+    for point in points:
+        shutil.rmtree(out)
+        rc, said = trainer(point)
+        assert rc == -9, (point, said[-2000:])  # killed there, after no error
+        assert "Traceback" not in said and "error:" not in said, (point, said[-2000:])
+        stale = sorted(p.name for p in out.glob(".*.tmp"))
+        rc, more = trainer("", "--resume")
+        said = more
+        if rc == 2 and "this run has not started; drop --resume" in more:
+            rc, more = trainer("")  # killed before any record: the advice works
+            said += more
         context = (point, said[-2000:])
-        # killed there, after no error: the advice of any earlier message was followed
-        assert killed.returncode == -9, context
-        assert "Traceback" not in said and "error:" not in killed.stderr, context
-        if stale:  # the previous kill's temporary file is gone before this run wrote
+        assert rc == 0, context
+        # no error but the one whose advice was followed
+        assert "Traceback" not in said and "error:" not in more, context
+        if stale:  # the kill's temporary file is removed, and said so
             assert f"removed {len(stale)} temporary file(s)" in said, context
-    resumed = _nmt(config, "", "--resume")
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert not list(out.rglob("*.tmp"))
-    assert sorted(p.name for p in out.iterdir() if "set_aside" not in p.name) == files
-    assert _records(out) == expected
-    got = _weights(out / "last.pt")
-    assert all(torch.equal(got[n], weights[n]) for n in weights)
+        assert not list(out.rglob("*.tmp")), context
+        assert _run_files(out) == files, context
+        assert _records(out) == expected, context
+        got = _weights(out / "last.pt")
+        assert all(torch.equal(got[n], weights[n]) for n in weights), context

@@ -79,11 +79,14 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_from_step_0(tmp_path):
         p.unlink()
     (out / "summary.json").unlink()
     (out / ".best.pt.abcd1234.tmp").write_bytes(b"half a checkpoint")
+    refused: list[str] = []
     with pytest.raises(CheckpointError, match="pass --resume to continue that run"):
-        _train(tmp_path)  # the advice given ...
+        # the advice given ... (the stale temporary file is removed at start, refused or not)
+        run_training(load_config(_config(tmp_path), []), log=refused.append)
+    assert any("removed 1 temporary file(s)" in x for x in refused), refused
+    assert not list(out.glob(".*.tmp"))
     logs = _train(tmp_path, resume=True)  # ... works
     assert any("has no checkpoint" in x and "resuming from step 0" in x for x in logs), logs
-    assert any("removed 1 temporary file(s)" in x for x in logs), logs
     strip = ("elapsed_s", "run_id")
 
     def records(lines):
@@ -144,9 +147,8 @@ def test_a_record_of_another_run_in_the_log_is_named_with_its_line(tmp_path):
         _train(tmp_path, "train.max_epochs=2", resume=True)
 
 
-def test_the_parameter_count_is_known_before_the_model_is_built():
-    cfg = load_config(_config(Path("/nonexistent")), ["model.attention=multihead",
-                                                      "model.heads=2"]).model
+def test_the_parameter_count_is_known_before_the_model_is_built(tmp_path):
+    cfg = load_config(_config(tmp_path), ["model.attention=multihead", "model.heads=2"]).model
     counted = parameter_count(cfg, 50, 60)
     assert counted == count_parameters(build_model(cfg, 50, 60))
 

@@ -36,7 +36,7 @@ def fp32_log_probs(model, src: torch.Tensor, src_len: torch.Tensor, sentence: li
             without BOS/EOS.
 
     Returns:
-        (N totals ``log P(tokens, EOS | source)`` in nats, summed step by step in fp32;
+        (N totals ``log P(tokens, EOS | source)`` in nats, summed step by step in fp64;
         N attention tensors (len(tokens) + 1, src_len) on the CPU, or None for a model
         without attention).
     """
@@ -54,11 +54,11 @@ def fp32_log_probs(model, src: torch.Tensor, src_len: torch.Tensor, sentence: li
         mem, state = model.encode(src, src_len)
         mem, state = mem.index_select(rows), state.index_select(rows)
         prev = torch.full((len(tokens),), BOS, dtype=torch.long, device=dev)
-        total = torch.zeros(len(tokens), dtype=torch.float32, device=dev)
+        total = torch.zeros(len(tokens), dtype=torch.float64, device=dev)  # as the searches
         attn_all: torch.Tensor | None = None  # (N, T, S)
         for t in range(T):
             logp, state, attn = model.step(prev, state, mem)  # (N, V), (N, S) or None
-            step_lp = logp.float().gather(1, target[:, t:t + 1]).squeeze(1)  # (N,)
+            step_lp = logp.double().gather(1, target[:, t:t + 1]).squeeze(1)  # (N,)
             total += torch.where(t < lengths, step_lp, torch.zeros_like(step_lp))
             if attn is not None:
                 if attn_all is None:

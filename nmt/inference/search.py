@@ -79,7 +79,10 @@ def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = _
     limits = max_output_length(src_len, max_ratio)  # (B,) on the CPU
     T = int(limits.max())
     tokens = torch.full((B, T), EOS, dtype=torch.long, device=dev)
-    scores: torch.Tensor | None = None  # (B,) in the step's dtype (fp64 for a float64 model)
+    # (B,) totals summed in fp64: a total of ~30 fp32 terms rounded at each addition moves
+    # by an ulp or two (1.5e-5 at 76 nats) with the rounding of its terms, which differs in
+    # the last bit from batch to batch; summed in fp64 it moves by the terms' difference only
+    scores = torch.zeros(B, dtype=torch.float64, device=dev)
     attn_all = None  # (B, T, S), filled as rows run
     rows = torch.arange(B, device=dev)  # the batch rows still running
     row_limits = limits.to(dev)
@@ -94,9 +97,7 @@ def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = _
             best_logp = torch.where(last, logp[:, EOS], best_logp)
             best = best.masked_fill(last, EOS)
         tokens[rows, t] = best
-        if scores is None:
-            scores = logp.new_zeros(B)
-        scores[rows] += best_logp
+        scores[rows] += best_logp.double()
         if attn is not None:
             if attn_all is None:
                 attn_all = attn.new_zeros(B, T, S)
@@ -109,8 +110,6 @@ def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = _
             rows, row_limits, best = rows[keep], row_limits[keep], best[keep]
             mem, state = mem.index_select(keep), state.index_select(keep)
         prev = best
-    if scores is None:  # no step at all (a length limit of 0)
-        scores = torch.zeros(B, device=dev)
     out, scores_l, cut_l = tokens.tolist(), scores.tolist(), cut.tolist()
     attn_all = None if attn_all is None else attn_all.cpu()
     hyps = []
@@ -325,7 +324,8 @@ def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int 
     assert src_len.shape == (B,), "src_len must be (B,)"
     K, dev = beam_size, src.device
     mem, state = model.encode(src, src_len)
-    start_lp = torch.full((B, K), float("-inf"), device=dev)
+    # totals in fp64, as greedy's: summed in fp32 they round differently with the batch
+    start_lp = torch.full((B, K), float("-inf"), dtype=torch.float64, device=dev)
     start_lp[:, 0] = 0.0  # K copies of one start: only the first may be extended
     beams = _Open(start_lp.view(-1), torch.empty(B * K, 0, dtype=torch.long, device=dev), None)
     limits, lens = max_output_length(src_len, max_ratio).cpu(), src_len.tolist()

@@ -256,8 +256,7 @@ class Translator:
             r.nbest = [(self.tgt_vocab.decode(h.tokens), h.score, h.complete) for h in nbest]
         r.text = self.tgt_vocab.decode(hyp.tokens)
         r.tgt_pieces = [self.tgt_vocab.id_to_piece(x) for x in hyp.tokens]
-        if hyp.attention is not None and hyp.attention.size(0) > len(hyp.tokens):
-            r.tgt_pieces.append("</s>")
+        r.tgt_pieces.append("</s>")  # every hypothesis ends with EOS, a cut one too
         r.attention = hyp.attention
 
 

@@ -333,16 +333,26 @@ class Trainer:
             flag = torch.tensor([int(st.done)], device=self.device)
             dist.broadcast(flag, 0)
             st.done = bool(flag.item())
-        self.save(LAST)
+        # step_N.pt before last.pt: a kill between them leaves last.pt at the previous
+        # validation, so --resume trains step N again and writes both (the other order
+        # would resume a finished run whose step_N.pt is missing for good)
         if t.keep_checkpoints and self.rank == 0:
             self.save(step_name(st.step))
-            for old in sorted(self.out.glob(STEP_GLOB))[: -t.keep_checkpoints]:
+        self.save(LAST)
+        self._prune_steps()
+
+    def _prune_steps(self) -> None:
+        """Delete the ``step_*.pt`` beyond the newest ``train.keep_checkpoints``."""
+        keep = self.t.keep_checkpoints
+        if keep and self.rank == 0:
+            for old in sorted(self.out.glob(STEP_GLOB))[:-keep]:
                 old.unlink()
 
     def run(self) -> TrainState:
         """Train until the epoch or time budget, early stopping, or a signal."""
         if self.state.done:  # resumed with its budget spent: record the config it now has
             self.save(LAST)
+            self._prune_steps()  # a kill between last.pt and the pruning left one more
         with StopFlag() as stop:
             while not self.state.done and self.state.epoch < self.t.max_epochs:
                 if not self._epoch(stop):
