@@ -122,7 +122,8 @@ def test_translate_shapes_scores_and_nbest_order(client: TestClient) -> None:
                 assert h["log_prob"] == pytest.approx(sum(h["token_logprobs"]), abs=1e-4)
                 assert len(h["top"]) == T and all(len(t) == 2 for t in h["top"])
                 assert h["forced"] == 0
-                assert (h["tgt_pieces"][-1] == "</s>") == h["complete"]
+                # one cut at the length limit is completed with </s> (docs/serve.md)
+                assert h["tgt_pieces"][-1] == "</s>"
                 if r["model"] == "none":
                     assert h["attention"] is None and h["alignment"] is None
                     assert h["heads"] is None

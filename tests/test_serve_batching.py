@@ -21,6 +21,8 @@ pytest.importorskip("prometheus_client", reason="nmt serve's /metrics needs prom
 from fastapi.testclient import TestClient
 from serve_support import LINES, build_app, tiny_models
 
+pytestmark = pytest.mark.slow  # every test here trains or serves a model
+
 MORE = ["Ein Junge springt ins Wasser.", "Zwei Männer stehen an einer Straße.",
         "Ein Hund läuft über eine grüne Wiese mit vielen Blumen.",
         "Eine Gruppe von Menschen sitzt an einem langen Tisch und isst zusammen."]

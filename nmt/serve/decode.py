@@ -179,8 +179,9 @@ def _hypothesis(p: Prepared, tokens: list[int], ended: bool, score: float, f: Fo
     bleu, chrf, _ = _sentence_scores(text, reference)
     multihead = p.entry.loaded.cfg.model.attention == "multihead"
     return {
-        "text": text, "tgt_pieces": [tv.id_to_piece(x) for x in tokens] + (
-            ["</s>"] if ended else []),
+        # one cut at the length limit (ended false) was completed with </s> by the search
+        # and scored with it (nmt.inference.search.Hypothesis), as nmt translate shows it
+        "text": text, "tgt_pieces": [tv.id_to_piece(x) for x in tokens] + ["</s>"],
         "score": _finite(score), "log_prob": _finite(sum(f.token_logprobs)),
         "token_logprobs": [_finite(x) for x in f.token_logprobs],
         "attention": None if f.attention is None else _rounded(f.attention),
@@ -259,7 +260,7 @@ def run_jobs(jobs: list[tuple[Prepared, list[str | None], int]], threads: int
                 pos = {r: k for k, r in enumerate(rows)}
                 got = forced_pass_many(
                     model, [srcs[pos[r]] for r, _ in flat],
-                    [h.tokens + ([EOS] if h.complete else []) for _, h in flat], top_k)
+                    [h.tokens + [EOS] for _, h in flat], top_k)  # EOS even when cut
                 for r, line in zip(rows, nbest, strict=True):
                     hyps[r] = line
                 for (r, _), f in zip(flat, got, strict=True):
@@ -290,7 +291,7 @@ def _read_back(p: Prepared, hyps: list[Any], forced: list[Forced], top_k: int,
         if n_prefix:
             lp = sum(f.token_logprobs)
             score = lp if dec.beam_size == 1 else float(
-                normalised_score(lp, len(h.tokens) + int(end), dec.length_penalty, dec.alpha))
+                normalised_score(lp, len(h.tokens) + 1, dec.length_penalty, dec.alpha))
         f = dataclasses.replace(f, top=[step[:top_k] for step in f.top] if top_k else [])
         rows.append(_hypothesis(p, h.tokens, end, float(score), f, reference))
     return sorted(rows, key=lambda r: (not r["complete"], -r["score"]))

@@ -97,7 +97,8 @@ class Hypothesis(BaseModel):
     """One hypothesis of the n-best list; T = len(tgt_pieces), S = len(src_pieces)."""
 
     text: str
-    tgt_pieces: list[str] = Field(description="Target pieces, `</s>` last when produced.")
+    tgt_pieces: list[str] = Field(description="Target pieces, `</s>` last (in place of the "
+                                  "last piece where the length limit cut it: `complete` false).")
     score: float = Field(description="The search's ranking score (nats; length-normalised "
                          "in beam search).")
     log_prob: float = Field(description="Sum of token_logprobs (nats).")

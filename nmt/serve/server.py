@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from nmt.config.schema import ComputePrecision
 from nmt.ops.device import pick_device
 from nmt.ops.precision import PRECISIONS
 from nmt.serve.batcher import Batching
@@ -32,6 +33,11 @@ from nmt.serve.testsets import (
     TestSets,
     served_corpus,
 )
+
+# Not SearchConfig's "auto": the server searches in fp32 unless told otherwise, where a
+# request batched with others answers what it answers alone (a value of the schema's
+# ComputePrecision literal, checked by mypy).
+SERVE_PRECISION: ComputePrecision = "fp32"
 
 
 @dataclass
@@ -60,7 +66,7 @@ class ServeOptions:
     device: str = "auto"
     data_path: str | None = None
     batching: Batching = field(default_factory=Batching)
-    precision: str = "fp32"
+    precision: str = SERVE_PRECISION
     workers: int = 1
 
 

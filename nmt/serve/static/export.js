@@ -95,9 +95,9 @@
     ts.buckets.forEach((b) => ts.systems.forEach((name) => {
       const r = b.rows[name];
       if (!r) return;
-      const bl = r.bleu || {};
+      const bl = r.bleu || {}, cf = r.chrf || {};  // null in a bucket the study found empty
       rows.push([NMT.study.data.name, ts.name, b.label, name, r.n, bl.score, bl.low, bl.high,
-                 r.chrf, r.len_ratio, r.brevity_penalty]);
+                 cf.score, r.len_ratio, r.brevity_penalty]);
     }));
     return rows.map((r) => r.map(q).join(",")).join("\n") + "\n";
   };
