@@ -8,6 +8,10 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# a guard against a hung script, not a measure of speed: each run of a script starts Python
+# (and torch) a few times (scripts/run_state.sh epochs_done), which under a loaded machine
+# (a training beside the tests) takes far longer than the seconds it takes on an idle one
+TIMEOUT_S = 600
 
 
 def _tree(tmp: Path, script: str) -> Path:
@@ -26,7 +30,7 @@ def _tree(tmp: Path, script: str) -> Path:
 def _run(tmp: Path, *args: str, script: str = "quality.sh", **env: str
          ) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(tmp / "scripts" / script), *args], cwd=tmp,
-                          capture_output=True, text=True, timeout=60,
+                          capture_output=True, text=True, timeout=TIMEOUT_S,
                           env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable,
                                "PYTHONPATH": str(REPO), **env})
 
@@ -98,7 +102,8 @@ def test_quality_scores_test_2017_mscoco_only_when_both_its_files_are_there(tmp_
     # a relative DATA_PATH is taken from where the script is run, not from the repository
     (tmp_path / "elsewhere" / "deeper").mkdir()
     r = subprocess.run(["bash", str(tmp_path / "scripts" / "quality.sh"), "deen", "2"],
-                       cwd=tmp_path / "elsewhere", capture_output=True, text=True, timeout=60,
+                       cwd=tmp_path / "elsewhere", capture_output=True, text=True,
+                       timeout=TIMEOUT_S,
                        env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable,
                             "PYTHONPATH": str(REPO), "NMT": str(fake), "EPOCHS": "2",
                             "DATA_PATH": "deeper"})

@@ -30,17 +30,21 @@ import torch
 
 from nmt.commands.export_card import model_card
 from nmt.config.buckets import parse_buckets
+from nmt.config.schema import COMPUTE_PRECISIONS
 from nmt.data.longsets import JOINED_SUFFIX
 from nmt.data.stored import split_lines, stored_corpus
 from nmt.evaluation.metrics import Scores, score
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
 from nmt.model.checkpoint import CheckpointError, Loaded, load_checkpoint
-from nmt.model.folder import WEIGHTS, core_files, core_files_names, is_folder, write_folder
+from nmt.model.folder import DTYPES, WEIGHTS, core_files, core_files_names, is_folder, write_folder
 from nmt.model.rundir import BEST, LOG, SUMMARY, read_valid_log
 
 BLEU_TOLERANCE = 0.1  # BLEU points a smaller precision may lose on test
-DTYPE_ORDER = ("fp16", "bf16", "fp32")  # smallest first; fp16 keeps more mantissa bits
+# smallest first (bytes a weight), then the finer (fp16 keeps more mantissa bits than bf16):
+# fp16, bf16, fp32
+DTYPE_ORDER: tuple[str, ...] = tuple(sorted(
+    COMPUTE_PRECISIONS, key=lambda p: (DTYPES[p].itemsize, torch.finfo(DTYPES[p]).eps)))
 LENGTH_BUCKETS = "1-10,11-20,21-30,31-40,41-50,51-60,61-"  # the converged study's
 
 
@@ -161,6 +165,9 @@ def export_model(source: Path, out: Path, *, dtype: str | None = None,
         (selected["beam"] if selected else None),
         alpha=alpha if alpha is not None else (selected["alpha"] if selected else None),
         precision="fp32")
+    # the folder's config carries the search its numbers were measured with (the alpha chosen
+    # on val), so `nmt translate FOLDER` decodes as its card says
+    ckpt.payload["config"]["search"].update(beam_size=decoding.beam_size, alpha=decoding.alpha)
     data = stored_corpus(cfg.data, data_path)
     tests = list(cfg.data.test_splits) or ["test_2016_flickr"]
     names = [*tests, *(t + JOINED_SUFFIX for t in tests), cfg.data.valid_split]

@@ -28,6 +28,7 @@ SCORE_KINDS: tuple[str, ...] = get_args(ScoreKind)
 LOCAL_KINDS: tuple[str, ...] = get_args(LocalKind)
 LENGTH_PENALTIES: tuple[str, ...] = get_args(LengthPenalty)
 PRECISIONS: tuple[str, ...] = get_args(Precision)
+COMPUTE_PRECISIONS: tuple[str, ...] = get_args(ComputePrecision)
 
 
 class ConfigError(ValueError):
