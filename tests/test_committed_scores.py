@@ -286,11 +286,15 @@ def _study_labels() -> list[tuple[int, str]]:
 
 
 def _committed_hypothesis_files() -> set[Path]:
-    """Translation files in results/ and reports/: any file in a ``hyps/`` folder but the key
-    files, and any gzip'd file (the corpus itself is never committed)."""
+    """Translation files in results/, reports/ and the shipped models/: any file in a ``hyps/``
+    folder but the key files, and any gzip'd file (the corpus itself is never committed).
+    results/blind/ is left out: its references are withheld on purpose, so nothing here can
+    score it."""
     found = set()
-    for top in ("results", "reports"):
+    for top in ("results", "reports", "models"):
         for p in (REPO / top).rglob("*"):
+            if (REPO / "results" / "blind") in p.parents:
+                continue
             if p.is_file() and ((p.parent.name == "hyps" and not p.name.endswith(".key.json"))
                                 or p.suffix == ".gz"):
                 found.add(p)
