@@ -20,9 +20,9 @@ import torch
 from nmt.config.schema import LOCAL_KINDS
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
+from nmt.model import folder
 from nmt.model.checkpoint import CheckpointError, Loaded, load_checkpoint
 from nmt.model.folder import (
-    SHIPPED_DIR,
     WEIGHTS,
     is_folder,
     is_hub_spec,
@@ -89,7 +89,7 @@ def parse_model_spec(spec: str) -> tuple[str | None, Path]:
 def default_specs() -> list[str]:
     """The ``--model`` specs of ``nmt serve`` without one: each model folder shipped in the
     project's ``models/`` (served under its attention type), none when none is shipped."""
-    return [str(SHIPPED_DIR / name) for name in shipped_models()]
+    return [str(folder.SHIPPED_DIR / name) for name in shipped_models()]  # read at call time
 
 
 def check_specs(specs: list[str]) -> list[tuple[str | None, Path]]:
@@ -102,7 +102,7 @@ def check_specs(specs: list[str]) -> list[tuple[str | None, Path]]:
     """
     if not specs:
         raise ValueError("give at least one --model ID=CHECKPOINT (no model folder is "
-                         f"shipped in {SHIPPED_DIR} to serve by default)")
+                         f"shipped in {folder.SHIPPED_DIR} to serve by default)")
     parsed = [parse_model_spec(s) for s in specs]
     seen: set[str] = set()
     for (mid, path), spec in zip(parsed, specs, strict=True):
