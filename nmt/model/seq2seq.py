@@ -18,6 +18,7 @@ from nmt.model.decoder import Decoder, DecoderState, Memory
 from nmt.model.encoder import Encoder
 from nmt.model.loss import summed_cross_entropy
 from nmt.ops.precision import HALF_DTYPES
+from nmt.ops.shapes import pad_rows, rounded_rows, stable_rows_wanted
 from nmt.ops.step_matmul import step_addmm
 from nmt.ops.topk import top_k
 
@@ -117,10 +118,16 @@ class Seq2Seq(nn.Module):
         # (results/speed/2026-12-01-b/ab_real_rows.txt)
         target = tgt_out.reshape(-1)
         rows = (target != PAD).nonzero().squeeze(1)  # (N,)
-        logits = self.generator(pre.reshape(-1, pre.size(-1)).index_select(0, rows))  # (N, V)
+        gold = target.index_select(0, rows)  # (N,)
+        if stable_rows_wanted(pre.device):
+            # oneDNN builds a primitive per row count (nmt/ops/shapes.py): round N up with
+            # copies of a real row whose target is PAD, so they add zero loss and gradient
+            n = rounded_rows(rows.numel())
+            rows = torch.cat([rows, rows[:1].expand(n - rows.numel())])
+            gold = pad_rows(gold[:, None], n).squeeze(1)  # PAD is 0
+        logits = self.generator(pre.reshape(-1, pre.size(-1)).index_select(0, rows))  # (N', V)
         # nothing reads the logits after the loss: its gradient may take their memory
-        return summed_cross_entropy(logits, target.index_select(0, rows), label_smoothing,
-                                    overwrite_logits=True)
+        return summed_cross_entropy(logits, gold, label_smoothing, overwrite_logits=True)
 
     def attention_weights(self, src: torch.Tensor, src_len: torch.Tensor,
                           tgt_in: torch.Tensor) -> torch.Tensor | None:

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 import torch
 from torch.autograd.function import once_differentiable
 
+from nmt.ops.shapes import pad_rows, rounded_rows
+
 
 class _DeferredLinear(torch.autograd.Function):
     """``base + x @ w^T`` with ``w`` detached; backward returns the gradients of ``base``
@@ -76,6 +78,10 @@ class _WeightGrads(torch.autograd.Function):
                 continue
             x = torch.cat([x for x, _ in pairs])  # (T*B, K)
             g = torch.cat([g for _, g in pairs])  # (T*B, N)
+            if x.device.type == "cpu" and x.dtype in (torch.bfloat16, torch.float16):
+                # zero rows add nothing to G^T X and keep oneDNN's shapes few (ops/shapes.py)
+                n = rounded_rows(x.size(0))
+                x, g = pad_rows(x, n), pad_rows(g, n)
             weight_grads.append(g.t().mm(x))  # (N, K)
             pairs.clear()
         return (None, None, *grads, *weight_grads)
