@@ -13,7 +13,7 @@ import nmt.ops.precision as precision
 from nmt.config.schema import ATTENTION_TYPES, Config, TrainConfig
 from nmt.data.batches import encode_pairs
 from nmt.data.corpus import Pair
-from nmt.ops.precision import PrecisionError, autocast, autocast_dtype
+from nmt.ops.precision import PrecisionError, autocast, autocast_dtype, search_dtype
 from nmt.training.loop import Trainer
 
 from conftest import REPO, TOY_PAIRS, tiny_model
@@ -30,6 +30,19 @@ def test_auto_is_bf16_only_where_the_cpu_has_native_bf16(monkeypatch):
     assert autocast_dtype("auto", CPU) is torch.bfloat16
     assert autocast_dtype("fp32", CPU) is None
     assert autocast_dtype("bf16", CPU) is torch.bfloat16
+
+
+def test_search_auto_is_fp32_on_a_cpu_even_with_native_bf16(monkeypatch):
+    """bf16 search measured slower on an AMX Xeon (results/speed/2026-12-06-amx/): auto
+    searches in fp32 on every CPU; bf16 asked for by name is honoured, bad names refused."""
+    monkeypatch.setattr(precision, "cpu_model_and_flags", lambda: ("x", {"amx_bf16"}))
+    assert autocast_dtype("auto", CPU) is torch.bfloat16  # training's auto is unchanged
+    assert search_dtype("auto", CPU) is None
+    assert search_dtype("bf16", CPU) is torch.bfloat16
+    with pytest.raises(PrecisionError, match=r"search.precision: fp16 needs a CUDA device"):
+        search_dtype("fp16", CPU)
+    with pytest.raises(PrecisionError, match=r"search.precision: unknown precision 'x'"):
+        search_dtype("x", CPU)
 
 
 def test_fp16_on_cpu_and_unknown_names_are_refused_naming_the_option():
@@ -208,8 +221,7 @@ def test_search_precision_is_resolved_and_checked_naming_the_option():
     from nmt.inference.translate import Decoding
 
     assert Decoding(precision="fp32").on(CPU).precision == "fp32"
-    assert Decoding(precision="auto").on(CPU).precision == (
-        "bf16" if precision.native_bf16(CPU) else "fp32")
+    assert Decoding(precision="auto").on(CPU).precision == "fp32"  # search's auto on a CPU
     assert Decoding(beam_size=5, precision="bf16").describe().endswith(", bf16 matrix products")
     assert Decoding(beam_size=1, precision="fp32").on(CPU, "x").describe() == (
         "greedy search, fp32 matrix products")

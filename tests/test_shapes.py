@@ -3,12 +3,12 @@ few shapes, and the added rows change neither the loss nor any gradient."""
 
 import pytest
 import torch
+from test_deferred import _grads, _inputs
 
 import nmt.ops.shapes as shapes
 from nmt.ops.shapes import pad_rows, rounded_rows, stable_rows_wanted
 
 from conftest import tiny_model
-from test_deferred import _grads, _inputs
 
 
 def test_rounded_rows_rounds_up_to_the_multiple():
@@ -45,8 +45,9 @@ def test_padded_rows_leave_bf16_loss_and_gradients_unchanged(toy_vocabs, monkeyp
     for multiple in (1, 64):
         monkeypatch.setattr(shapes, "ROW_MULTIPLE", multiple)
         model = tiny_model(*toy_vocabs).train()
-        seen = []
-        model.generator.register_forward_hook(lambda m, args, out: seen.append(args[0].size(0)))
+        seen: list[int] = []
+        model.generator.register_forward_hook(
+            lambda m, args, out, seen=seen: seen.append(args[0].size(0)))
         runs[multiple] = _grads(model, src, src_len, tgt, defer, monkeypatch, bf16=True)
         real = int((tgt[:, 1:] != 0).sum())
         assert seen == [real if multiple == 1 else 64]  # the output layer's rows

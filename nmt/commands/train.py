@@ -43,7 +43,7 @@ from nmt.model.rundir import (
 from nmt.model.seq2seq import build_model, count_parameters
 from nmt.ops.device import pick_device
 from nmt.ops.files import write_atomic
-from nmt.ops.precision import autocast_dtype, cpu_model_and_flags
+from nmt.ops.precision import autocast_dtype, cpu_model_and_flags, search_dtype
 from nmt.training.loop import train
 from nmt.training.state import TrainState
 
@@ -187,7 +187,7 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
     # first validation would otherwise fail after a whole epoch)
     device = pick_device(cfg.train.device)
     autocast_dtype(cfg.train.precision, device)
-    autocast_dtype(cfg.search.precision, device, "search.precision")
+    search_dtype(cfg.search.precision, device)
     out = cfg.out_dir()
     if rank == 0 and (note := remove_stale_temporaries(out)):
         log(note)

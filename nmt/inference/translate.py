@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from nmt.config.schema import LengthPenalty, Precision, SearchConfig, TrainConfig
-from nmt.ops.precision import autocast_dtype, precision_name
+from nmt.ops.precision import precision_name, search_dtype
 
 # sources longer than this many pieces are cut (and every command warns which lines)
 MAX_SOURCE_PIECES = 400
@@ -125,7 +125,7 @@ class Decoding:
             nmt.ops.precision.PrecisionError: unknown precision, or fp16 on a CPU; the message
                 names ``option``.
         """
-        name = precision_name(autocast_dtype(self.precision, device, option))
+        name = precision_name(search_dtype(self.precision, device, option))
         return dataclasses.replace(self, precision=name)
 
 

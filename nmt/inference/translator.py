@@ -24,7 +24,7 @@ from nmt.data.batches import Example, collate, make_batches
 from nmt.data.vocab import EOS, UNK, Vocab
 from nmt.inference.search import beam_search, greedy
 from nmt.inference.translate import MAX_SOURCE_PIECES, Decoding, Translation
-from nmt.ops.precision import autocast, autocast_dtype
+from nmt.ops.precision import autocast, search_dtype
 
 # torch's CPU thread count is one per process: a translation that changes it holds this
 # lock, so two Translators (or two requests) never decode with each other's thread count
@@ -211,7 +211,7 @@ class Translator:
                 CPU.
         """
         decoding = self.capped(decoding or self.decoding)
-        amp_dtype = autocast_dtype(decoding.precision, self.device, "search.precision")
+        amp_dtype = search_dtype(decoding.precision, self.device)
         self.model.eval()
         results: list[Translation] = []
         examples = []

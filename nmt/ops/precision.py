@@ -68,6 +68,26 @@ def autocast_dtype(precision: str, device: torch.device, option: str = "train.pr
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
+def search_dtype(precision: str, device: torch.device, option: str = "search.precision"
+                 ) -> torch.dtype | None:
+    """The autocast dtype for search (``search.precision``); None means plain fp32.
+
+    As :func:`autocast_dtype`, except that ``auto`` is fp32 on a CPU: a search step's
+    products have few rows (the sentences or beams still open), where oneDNN's bf16 path
+    costs more per call than MKL's fp32 and builds a primitive for each new row count. On
+    a 2-core AMX Xeon the shipped 3.9M-parameter model searched 3x slower greedy and about
+    20% slower with beam 5 in bf16 (results/speed/2026-12-06-amx/README.md); bf16 paid only
+    for the 12M reference model on an AVX-512 EPYC (results/speed/2026-12-01-e/). ``bf16``
+    stays available where a user measures it faster (``nmt bench --decode-precision``).
+
+    Raises:
+        PrecisionError: as :func:`autocast_dtype`; the message names ``option``.
+    """
+    if precision == "auto" and device.type != "cuda":
+        return None
+    return autocast_dtype(precision, device, option)
+
+
 def precision_name(dtype: torch.dtype | None) -> ComputePrecision:
     """``fp32``, ``bf16`` or ``fp16`` for an :func:`autocast_dtype` result (None is fp32).
     Raises KeyError for any other dtype."""

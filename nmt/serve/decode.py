@@ -27,7 +27,7 @@ from nmt.data.vocab import EOS
 from nmt.inference.search import normalised_score
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import EncodedSource, fixed_torch_threads
-from nmt.ops.precision import autocast, autocast_dtype
+from nmt.ops.precision import autocast, search_dtype
 from nmt.serve.forced import Forced, forced_pass_many, search_after_prefix
 from nmt.serve.limits import (
     MAX_ANSWER_NUMBERS,
@@ -242,7 +242,7 @@ def run_jobs(jobs: list[tuple[Prepared, list[str | None], int]], threads: int
     p0 = jobs[0][0]
     e, dec = p0.entry, p0.decoding
     model, dev = e.loaded.model, e.translator.device
-    amp = autocast_dtype(dec.precision, dev, "search.precision")
+    amp = search_dtype(dec.precision, dev)
     rows = sorted(((j, i) for j, (p, _, _) in enumerate(jobs) for i, s in enumerate(p.sources)
                    if s.ids), key=lambda r: len(jobs[r[0]][0].sources[r[1]].ids))
     srcs = [jobs[j][0].sources[i].ids + [EOS] for j, i in rows]

@@ -40,7 +40,7 @@ from nmt.model.rundir import BEST, LAST, LOG, STEP_GLOB, step_name
 from nmt.model.seq2seq import Seq2Seq
 from nmt.ops.device import pick_device
 from nmt.ops.files import append_line
-from nmt.ops.precision import autocast, autocast_dtype, native_bf16, precision_name
+from nmt.ops.precision import autocast, autocast_dtype, native_bf16, precision_name, search_dtype
 from nmt.training.calibrate import calibration_batches, calibration_key, choose, training_step
 from nmt.training.ddp import check_ranks_agree, teardown
 from nmt.training.schedule import Schedule
@@ -80,7 +80,7 @@ class Trainer:
         # fp16's narrow range needs loss scaling; bf16 has fp32's range and needs none
         self.scaler = (torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16
                        else None)
-        search = autocast_dtype(cfg.search.precision, self.device, "search.precision")
+        search = search_dtype(cfg.search.precision, self.device)
         log(f"search precision (validation, evaluate, translate): {precision_name(search)} "
             f"(search.precision={cfg.search.precision})")
         if self.amp_dtype == torch.bfloat16 and not native_bf16(self.device):
