@@ -138,7 +138,8 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
     if ensemble and len(checkpoints) < 2:
         raise ValueError(f"--ensemble needs at least two checkpoints, got {len(checkpoints)}")
     dev = pick_device(device, "--device")
-    names, results, records, example_lines = [], [], [], []
+    names: list[str] = []
+    results, records, example_lines = [], [], []
     groups: list[tuple[str, str, str, int]] = []  # each system's (test set, pair, size)
     warnings: list[str] = []
     if src is not None and len(checkpoints) > 1:  # one checkpoint is one pair: no extra read
