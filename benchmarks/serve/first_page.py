@@ -7,7 +7,8 @@ clone, ``nmt serve`` with no arguments shows the shipped pair side by side withi
 Starts ``CHECKOUT/.venv/bin/nmt serve --port N`` (no other argument; ``CHECKOUT`` defaults to
 this repository, ``N`` to a free port) with ``CHECKOUT`` as the current directory, waits
 for ``/api/health``, then opens the page in the system's chromium (Playwright with
-``executable_path``; ``playwright install`` cannot work here) and does what a user does:
+``executable_path``; ``playwright install`` cannot work here; the browser is started
+before the clock, as a user's is already open) and does what a user does:
 clicks the first sentence of the page's example list, or, when the page lists none (no
 local corpus: its note is recorded), types :data:`TYPED` and presses Translate. The clock
 stops when every served model's pane shows its translation and the attention model's
@@ -72,49 +73,42 @@ def wait_ready(url: str, proc: subprocess.Popen[str], t0: float) -> float:
     raise RuntimeError(f"nmt serve did not answer /api/health within {LIMIT_S} s")
 
 
-def drive_page(url: str, shot: Path, t0: float) -> dict[str, Any]:
-    """Open the page, translate one example sentence (or :data:`TYPED`), and time it."""
-    from playwright.sync_api import sync_playwright
-
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1500, "height": 1000})
-        page.set_default_timeout(LIMIT_S * 1000)
-        t_open = time.perf_counter()
-        page.goto(url)
-        page.wait_for_selector("body[data-ready='1']")
-        # the example list is filled after the page says ready: wait for it or its note
-        page.wait_for_function("document.querySelector('#examples li') || "
-                               "document.querySelector('#examples-note').textContent", timeout=30_000)
-        first = page.locator("#examples li").first
-        note = page.locator("#examples-note").text_content() or ""
-        if page.locator("#examples li").count():
-            origin = (f"the page's example list (set {page.locator('#set').input_value()!r}, "
-                      "first line)")
-            first.click()
-        else:
-            origin = "typed: the page lists no example"
-            page.fill("#src", TYPED)
-            page.click("#go")
-        ids = page.locator("#model-boxes input:checked").evaluate_all("bs => bs.map(b => b.value)")
-        for model in ids:
-            page.wait_for_selector(f".pane[data-model='{model}'] .translation .tgt-word")
-        attention = [m for m in ids if page.locator(
-            f".pane[data-model='{m}'] .fixed-panel").count() == 0]
-        for model in attention:
-            page.wait_for_selector(f".pane[data-model='{model}'] .heatmap svg, "
-                                   f".pane[data-model='{model}'] .heatmap canvas")
-        done = time.perf_counter()
-        shown = {m: page.locator(f".pane[data-model='{m}'] .translation").inner_text().strip()
-                 for m in ids}
-        source = page.locator("#src").input_value()
-        page.screenshot(path=str(shot), full_page=False)
-        browser.close()
+def drive_page(browser: Any, url: str, shot: Path, t0: float) -> dict[str, Any]:
+    """Open the page in ``browser``, translate one example sentence (or :data:`TYPED`),
+    and time it from ``t0`` (the server's start) and from opening the page."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    page.set_default_timeout(LIMIT_S * 1000)
+    t_open = time.perf_counter()
+    page.goto(url)
+    page.wait_for_selector("body[data-ready='1']")
+    # the example list is filled after the page says ready: wait for it or its note
+    page.wait_for_function("document.querySelector('#examples li') || "
+                           "document.querySelector('#examples-note').textContent",
+                           timeout=30_000)
+    note = page.locator("#examples-note").text_content() or ""
+    if page.locator("#examples li").count():
+        origin = (f"the page's example list (set {page.locator('#set').input_value()!r}, "
+                  "first line), clicked")
+        page.locator("#examples li").first.click()
+    else:
+        origin = "typed: the page lists no example"
+        page.fill("#src", TYPED)
+        page.click("#go")
+    ids = page.locator("#model-boxes input:checked").evaluate_all("bs => bs.map(b => b.value)")
+    for model in ids:
+        page.wait_for_selector(f".pane[data-model='{model}'] .translation .tgt-word")
+    attention = [m for m in ids if page.locator(
+        f".pane[data-model='{m}'] .fixed-panel").count() == 0]
+    for model in attention:
+        page.wait_for_selector(f".pane[data-model='{model}'] .heatmap svg")
+    done = time.perf_counter()
+    shown = {m: page.locator(f".pane[data-model='{m}'] .translation").inner_text().strip()
+             for m in ids}
+    source = page.locator("#src").input_value()
+    page.screenshot(path=str(shot), full_page=False)
     return {"first_translation_s": round(done - t0, 2), "page_s": round(done - t_open, 2),
-            "source": source, "sentence_from": origin,
-            "examples_note": note, "models": ids, "heatmap_in": attention,
-            "translations": shown}
+            "source": source, "sentence_from": origin, "examples_note": note,
+            "models": ids, "heatmap_in": attention, "translations": shown}
 
 
 def main() -> None:
@@ -136,21 +130,28 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
-    load_before = os.getloadavg()
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([str(nmt), "serve", "--port", str(port)], cwd=checkout,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    from playwright.sync_api import sync_playwright
+
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
     log: list[str] = []
-    assert proc.stdout is not None
-    reader = threading.Thread(target=lambda: log.extend(proc.stdout or []), daemon=True)
-    reader.start()
-    try:
-        ready = wait_ready(url, proc, t0)
-        result = drive_page(url, out / "first_page.png", t0)
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        reader.join(5)
+    with sync_playwright() as p:
+        # the browser is up before the clock starts: a user's browser is already open
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        load_before = os.getloadavg()
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([str(nmt), "serve", "--port", str(port)], cwd=checkout,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        reader = threading.Thread(target=lambda: log.extend(proc.stdout or []), daemon=True)
+        reader.start()
+        try:
+            ready = wait_ready(url, proc, t0)
+            result = drive_page(browser, url, out / "first_page.png", t0)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+            reader.join(5)
+            browser.close()
     report = {"command": f"cd {checkout} && .venv/bin/nmt serve --port {port}",
               "server_ready_s": round(ready, 2), **result,
               "server_log": [line.rstrip("\n") for line in log],
