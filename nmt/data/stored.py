@@ -62,7 +62,8 @@ def stored_corpus(data: DataConfig, data_path: str | None = None,
             f"data.path {data.path!r} stored in the checkpoint (the corpus it was trained on) "
             f"is not a directory {where}: pass --data-path DIR, a directory of "
             f"{{split}}.{data.src_lang}[.gz] and {{split}}.{data.tgt_lang}[.gz] files "
-            f"(splits {splits}; data/README.md says where to get Multi30k)"
+            f"(splits {splits}; {PROJECT_ROOT / 'data' / 'README.md'} says where to get "
+            "Multi30k)"
             + (", or --src/--ref files" if files_option else ""))
     return data
 
