@@ -52,3 +52,7 @@ def test_no_corpus_anywhere_says_what_is_missing_and_what_to_pass(
     assert "--src/--ref" not in note  # nmt serve has no such options
     # the page's /api/testsets carries the same note (app.js shows it under Examples)
     assert _sets(data, note).index() == {"sets": [], "notes": [note, f"{SPLITS[0]}: {note}"]}
+    (tmp_path / "project").mkdir()
+    monkeypatch.chdir(tmp_path / "project")
+    _, note = served_corpus(DataConfig(test_splits=SPLITS), None)  # run from the root itself
+    assert note is not None and "nor from the project root" not in note

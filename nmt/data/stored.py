@@ -55,7 +55,7 @@ def stored_corpus(data: DataConfig, data_path: str | None = None,
         return dataclasses.replace(data, path=str((PROJECT_ROOT / path).resolve()))
     if data.source == "auto":
         where = f"from here ({Path.cwd()})"
-        if not path.is_absolute():
+        if not path.is_absolute() and Path.cwd().resolve() != PROJECT_ROOT.resolve():
             where += f" nor from the project root ({PROJECT_ROOT})"
         splits = ", ".join(dict.fromkeys([*data.test_splits, data.valid_split]))
         raise DataError(
