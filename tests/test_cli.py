@@ -54,9 +54,10 @@ def test_evaluate_side_by_side_with_json(trained, tmp_path):
     r = nmt("evaluate", trained["additive"] / "best.pt", trained["none"] / "best.pt",
             "--split", "val", "--buckets", "1-10,11-", "--json", out)
     assert r.returncode == 0, r.stderr
-    assert "tiny_additive" in r.stdout and "tiny_none" in r.stdout
+    additive, none = trained["additive"] / "best.pt", trained["none"] / "best.pt"
+    assert f"{additive}" in r.stdout and f"{none}" in r.stdout  # the columns, as typed
     assert "BLEU 1-10" in r.stdout and "BLEU signature: nrefs:1" in r.stdout
-    assert "decoding of tiny_additive: beam search, beam 5" in r.stdout
+    assert f"decoding of {additive}: beam search, beam 5" in r.stdout
     data = json.loads(out.read_text())
     assert len(data) == 2
     assert {"bleu", "chrf", "signature", "buckets", "bleu_papers", "papers_signature"} <= \
@@ -274,16 +275,44 @@ def test_stored_corpus_names_a_missing_data_directory(tmp_path, monkeypatch):
     from nmt.data.stored import stored_corpus
 
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("nmt.data.stored.PROJECT_ROOT", tmp_path / "project")
     (tmp_path / "corpus").mkdir()
     corpus = str(tmp_path / "corpus")
     assert stored_corpus(DataConfig(path="x"), corpus).path == corpus
     with pytest.raises(DataError, match="--data-path '/no/such/dir' is not a directory"):
         stored_corpus(DataConfig(path="corpus"), "/no/such/dir")
     with pytest.raises(DataError, match="'../shared/data/multi30k' stored in the checkpoint "
-                                        "is not a directory"):
+                                        r"\(the corpus it was trained on\) is not a directory"
+                                        ) as e:
         stored_corpus(DataConfig())
+    # both places looked in, and what to pass instead: not "run from where you trained"
+    assert f"from here ({tmp_path})" in str(e.value)
+    assert f"nor from the project root ({tmp_path / 'project'})" in str(e.value)
+    assert "pass --data-path DIR" in str(e.value) and "test_2016_flickr.de" not in str(e.value)
+    assert "{split}.de[.gz]" in str(e.value) and "--src/--ref" in str(e.value)
+    with pytest.raises(DataError) as e:
+        stored_corpus(DataConfig(), files_option=False)  # nmt serve has no --src/--ref
+    assert "--src/--ref" not in str(e.value) and "directory you trained in" not in str(e.value)
     tsv = DataConfig(source="tsv", path=str(tmp_path / "pairs.tsv"))
     assert stored_corpus(tsv, str(tmp_path / "other.tsv")).path == str(tmp_path / "other.tsv")
+
+
+def test_stored_corpus_finds_a_relative_data_path_from_the_project_root(tmp_path, monkeypatch):
+    # `cd /tmp && nmt serve` (or nmt evaluate deen-additive): the shipped models' data.path
+    # ../shared/data/multi30k is relative to the project root, not to where nmt runs
+    from nmt.config.schema import DataConfig
+    from nmt.data.stored import stored_corpus
+
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    (project / "corpus").mkdir(parents=True)
+    elsewhere.mkdir()
+    monkeypatch.setattr("nmt.data.stored.PROJECT_ROOT", project)
+    monkeypatch.chdir(elsewhere)
+    for source in ("auto", "dir"):
+        found = stored_corpus(DataConfig(source=source, path="corpus"))
+        assert found.path == str(project / "corpus")
+    (elsewhere / "corpus").mkdir()  # one from here comes first, as before
+    assert stored_corpus(DataConfig(path="corpus")).path == "corpus"
 
 
 def test_help_shows_flags_without_a_value():

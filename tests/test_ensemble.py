@@ -252,7 +252,10 @@ def test_evaluate_ensemble_adds_one_system(checkpoints, tmp_path):
                                  "--json", str(js)])
     assert r.exit_code == 0, r.output
     header = r.output.split("BLEU ")[0]
-    assert "run_a" in header and "run_b" in header and "ensemble of 2" in header
+    # each column as its checkpoint was typed (not the run's name inside), then the ensemble
+    columns = next(line for line in header.splitlines() if line.startswith(" " * 24))
+    assert columns.split() == [str(a), str(b), "ensemble", "of", "2"]
+    assert "run_a" not in header
     assert f"ensemble of 2: {a}, {b} (mean of the models' probabilities" in r.output
     records = json.loads(js.read_text())
     assert [x["name"] for x in records] == ["run_a", "run_b", "ensemble of 2"]

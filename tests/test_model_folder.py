@@ -226,3 +226,24 @@ def test_evaluate_joined_split_and_a_folder_of_another_pair(exported, tmp_path):
     r = runner.invoke(app, ["evaluate", str(out), "--src", str(fr / "val.fr"),
                             "--ref", str(fr / "val.en")])
     assert r.exit_code == 2 and "a fr file by its name" in r.output and "de->en" in r.output
+
+
+def test_evaluate_columns_are_named_as_typed(exported, tmp_path, monkeypatch):
+    # the run inside is named toy_deen; the user typed the folder's path and its shipped name
+    _, out = exported
+    models = tmp_path / "models"
+    models.mkdir()
+    shutil.copytree(out, models / "toy-deen")
+    monkeypatch.setattr(folder_module, "SHIPPED_DIR", models)
+    monkeypatch.chdir(tmp_path)
+    js = tmp_path / "scores.json"
+    r = runner.invoke(app, ["evaluate", str(out), "toy-deen", "toy-deen", "--buckets", "1-",
+                            "--precision", "fp32", "--json", str(js)])
+    assert r.exit_code == 0, r.output
+    header = next(line for line in r.output.splitlines() if line.startswith(" " * 24))
+    assert header.split() == [str(out), "toy-deen", "toy-deen", "(2)"]
+    assert f"decoding of {str(out)}: " in r.output and "decoding of toy-deen: " in r.output
+    assert "toy_deen" not in r.output  # the run's internal name is nowhere in the table
+    records = json.loads(js.read_text())
+    assert [x["label"] for x in records] == [str(out), "toy-deen", "toy-deen (2)"]
+    assert {x["name"] for x in records} == {"toy_deen"}  # the JSON keeps the run's name

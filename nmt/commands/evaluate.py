@@ -36,9 +36,9 @@ class Report:
 
 def _systems(checkpoints: list[Path], dev: torch.device, ensemble: bool
              ) -> Iterator[tuple[str, Loaded | LoadedEnsemble]]:
-    """(checkpoint label, loaded) for each checkpoint, then, with ``ensemble``, for their
-    ensemble, built from the same loaded models: each file is read once. Without
-    ``ensemble`` memory holds one model at a time; with it, all of them.
+    """(the checkpoint argument as typed, loaded) for each checkpoint, then, with
+    ``ensemble``, for their ensemble, built from the same loaded models: each file is read
+    once. Without ``ensemble`` memory holds one model at a time; with it, all of them.
 
     Raises:
         CheckpointError: as :func:`nmt.model.checkpoint.load_checkpoint`, and for the
@@ -52,6 +52,23 @@ def _systems(checkpoints: list[Path], dev: torch.device, ensemble: bool
         yield str(path), loaded
     if ensemble:
         yield "+".join(map(str, checkpoints)), ensemble_of(checkpoints, kept)
+
+
+def system_label(path: str, is_ensemble: bool, n_members: int, taken: list[str]) -> str:
+    """The column header of one system: the checkpoint argument as the user typed it
+    (``models/deen-additive``, ``deen-none``, ``hf://org/name``, ``runs/x/best.pt``), or
+    ``ensemble of N``; ``(2)``, ``(3)``... is added when that header is already in ``taken``
+    (the same argument given twice).
+
+    Not the run's ``name`` from the stored config: a model folder's run name
+    (``deen_conv_additive``) is not what the user typed, and two checkpoints of one run
+    would share it."""
+    label = f"ensemble of {n_members}" if is_ensemble else path
+    k = 2
+    unique = label
+    while unique in taken:
+        unique, k = f"{label} ({k})", k + 1
+    return unique
 
 
 def _table(names: list[str], results: list[Scores], records: list[dict[str, Any]],
@@ -121,7 +138,8 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
     if ensemble and len(checkpoints) < 2:
         raise ValueError(f"--ensemble needs at least two checkpoints, got {len(checkpoints)}")
     dev = pick_device(device, "--device")
-    names, results, records, example_lines = [], [], [], []
+    names: list[str] = []
+    results, records, example_lines = [], [], []
     groups: list[tuple[str, str, str, int]] = []  # each system's (test set, pair, size)
     warnings: list[str] = []
     if src is not None and len(checkpoints) > 1:  # one checkpoint is one pair: no extra read
@@ -153,12 +171,13 @@ def evaluate_checkpoints(checkpoints: list[Path], *, split: str | None = None,
                 warnings.append(warning)
         s: Scores = score(hyps, references, sources, ranges, tgt_lang=loaded.cfg.data.tgt_lang)
         base = f"ensemble of {len(parts)}" if is_ensemble else loaded.cfg.name
-        name = base if base not in names else path
+        name = system_label(path, is_ensemble, len(parts), names)
         names.append(name)
         results.append(s)
         data = loaded.cfg.data
         groups.append((label, data.src_lang, data.tgt_lang, len(references)))
         records.append({"checkpoint": path, "checkpoint_sha256": digest, "name": base,
+                        "label": name,
                         "test_set": label, "src_lang": data.src_lang,
                         "tgt_lang": data.tgt_lang,
                         "attention": ", ".join(m.cfg.model.attention for m in parts),

@@ -16,22 +16,55 @@ from nmt.config.schema import DataConfig
 from nmt.data.corpus import DataError, read_lines, read_split
 from nmt.data.longsets import JOINED_KS, joined_base, long_sentence_set
 
+# The directory a config's relative data.path is relative to when nmt is run elsewhere:
+# the project root (the configs' default ../shared/data/multi30k is written from there,
+# data/README.md). The shipped models in models/ were trained there too. Read at call time,
+# so tests can point it elsewhere.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
-def stored_corpus(data: DataConfig, data_path: str | None = None) -> DataConfig:
+
+def stored_corpus(data: DataConfig, data_path: str | None = None,
+                  files_option: bool = True) -> DataConfig:
     """A checkpoint's data config, with ``data_path`` (``--data-path``) replacing ``data.path``.
 
+    A relative ``data.path`` (``auto`` or ``dir`` source) that is not a directory from the
+    current directory is looked for from :data:`PROJECT_ROOT` too, and then stands there
+    as an absolute path: ``cd /tmp && nmt serve`` (or ``nmt evaluate deen-additive``)
+    finds the corpus the shipped models were trained on, as it does from the project root.
+
+    Args:
+        files_option: the error may suggest ``--src/--ref`` (False for ``nmt serve``,
+            which has none).
+
     Raises:
-        DataError: ``data.path`` is a relative directory that does not exist from the current
-            directory; ``auto`` would otherwise fall back to the hub and fail less clearly.
+        DataError: ``data.path`` is a directory that exists neither from the current
+            directory nor from the project root (both named, with what to pass);
+            ``auto`` would otherwise fall back to the hub and fail less clearly.
     """
     if data_path is not None:
         data = dataclasses.replace(data, path=data_path)
         if data.source in ("auto", "dir") and not Path(data_path).expanduser().is_dir():
             raise DataError(f"--data-path {data_path!r} is not a directory")
-    if data.source == "auto" and data.path and not Path(data.path).expanduser().is_dir():
-        raise DataError(f"data.path {data.path!r} stored in the checkpoint is not a directory "
-                        f"from here ({Path.cwd()}): run from the directory you trained in, or "
-                        "pass --data-path DIR (or --src/--ref files)")
+        return data
+    if data.source not in ("auto", "dir") or not data.path:
+        return data
+    path = Path(data.path).expanduser()
+    if path.is_dir():
+        return data
+    if not path.is_absolute() and (PROJECT_ROOT / path).is_dir():
+        return dataclasses.replace(data, path=str((PROJECT_ROOT / path).resolve()))
+    if data.source == "auto":
+        where = f"from here ({Path.cwd()})"
+        if not path.is_absolute() and Path.cwd().resolve() != PROJECT_ROOT.resolve():
+            where += f" nor from the project root ({PROJECT_ROOT})"
+        splits = ", ".join(dict.fromkeys([*data.test_splits, data.valid_split]))
+        raise DataError(
+            f"data.path {data.path!r} stored in the checkpoint (the corpus it was trained on) "
+            f"is not a directory {where}: pass --data-path DIR, a directory of "
+            f"{{split}}.{data.src_lang}[.gz] and {{split}}.{data.tgt_lang}[.gz] files "
+            f"(splits {splits}; {PROJECT_ROOT / 'data' / 'README.md'} says where to get "
+            "Multi30k)"
+            + (", or --src/--ref files" if files_option else ""))
     return data
 
 

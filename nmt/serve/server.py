@@ -162,7 +162,8 @@ def build(opts: ServeOptions, log: Callable[[str], None] = print,
                                   DEFAULT_JOIN_KS))
     data, note = served_corpus(first, opts.data_path)
     if note:
-        log(f"warning: no example sentences: {note}")
+        log(f"warning: no example sentences on the page (typed sentences still translate): "
+            f"{note}")
     buckets = (studies[0].config.get("buckets") if studies else None) or DEFAULT_BUCKETS
     testsets = TestSets(data, defs, buckets, note)
     return create_app(registry, Studies(studies, testsets), testsets, opts.batching)

@@ -5,8 +5,9 @@ They are the served studies' test sets (each study's ``test_splits`` and its joi
 set, ``{split}_joined``, built with its ``join_ks``, so that a study's example ids are line
 numbers of these sets), then the first model's ``data.test_splits`` and the first of them
 joined k = 1, 2, 3, 4 at a time (:func:`nmt.data.longsets.long_sentence_set`). They are
-read from the local corpus only (``data.path`` or ``--data-path``), once, when first
-asked for; the hub is never contacted.
+read from the local corpus only (``data.path``, a relative one from the current
+directory or else the project root, or ``--data-path``), once, when first asked for; the
+hub is never contacted. Without one the index's notes say what is missing.
 """
 
 from __future__ import annotations
@@ -186,7 +187,7 @@ def served_corpus(data: DataConfig | None, data_path: str | None
     if data is None:
         return None, "no model"
     try:
-        data = stored_corpus(data, data_path)
+        data = stored_corpus(data, data_path, files_option=False)
     except DataError as e:
         return None, str(e)
     if resolve_source(data) == "hf":

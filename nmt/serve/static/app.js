@@ -78,12 +78,16 @@
     if (name === "study") NMT.showStudy().catch((e) => NMT.status(e.message, true));
   };
 
-  let examplesOffset = 0, examplesAsked = 0;
+  let examplesOffset = 0, examplesAsked = 0, setNotes = [];
   async function listExamples(offset) {
     const s = NMT.state, list = $("examples"), note = $("examples-note"), asked = ++examplesAsked;
     examplesOffset = offset;
     note.textContent = "";
-    if (!s.set) { list.replaceChildren(); return; }
+    if (!s.set) {  // no test set could be read: say why (the server's notes), not nothing
+      list.replaceChildren();
+      if (setNotes.length) note.textContent = `no examples: ${setNotes[0]}`;
+      return;
+    }
     const q = `split=${encodeURIComponent(s.set)}&limit=10&offset=${offset}` +
       (s.bucket ? `&bucket=${encodeURIComponent(s.bucket)}` : "");
     try {
@@ -118,6 +122,7 @@
     const [models, sets] = await Promise.all([NMT.api("/api/models"),
                                               NMT.api("/api/testsets").catch(() => ({sets: []}))]);
     models.models.forEach((m) => { NMT.info[m.id] = m; });
+    setNotes = sets.notes || [];
     const chosen = s.models && s.models.length ? s.models : models.default;
     $("model-boxes").replaceChildren(...models.models.map((m) => NMT.el("label", {
       title: `${m.direction}, ${m.attention}, ${m.parameters.toLocaleString()} parameters`},
