@@ -13,8 +13,9 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from nmt.analysis.bench import BenchOptions
 from nmt.cli.app import app
-from nmt.commands.bench import BenchOptions, load_subject, run_bench
+from nmt.commands.bench import load_subject, run_bench
 from nmt.config.load import load_config
 from nmt.config.schema import ModelConfig
 from nmt.model.checkpoint import make_payload, save_atomic

@@ -352,15 +352,15 @@ def test_an_ensemble_of_fixed_vector_models_has_no_heatmap(toy_vocabs, tmp_path)
 def test_evaluate_ensemble_reads_each_checkpoint_once(checkpoints, tmp_path, monkeypatch):
     """The ensemble is built from the models loaded for their own rows, not loaded again."""
     from nmt.commands import evaluate
-    from nmt.inference import ensemble
+    from nmt.inference import ensemble, scoring
 
     a, b, _ = checkpoints
     src, ref = tmp_path / "s.de", tmp_path / "r.en"
     src.write_text("ein mann .\n", encoding="utf-8")
     ref.write_text("a man .\n", encoding="utf-8")
     reads = []
-    real = evaluate.load_checkpoint
-    monkeypatch.setattr(evaluate, "load_checkpoint",
+    real = scoring.load_checkpoint
+    monkeypatch.setattr(scoring, "load_checkpoint",
                         lambda p, *a, **k: reads.append(p) or real(p, *a, **k))
     monkeypatch.setattr(ensemble, "load_checkpoint", lambda *a, **k: pytest.fail("read again"))
     report = evaluate.evaluate_checkpoints([a, b], src=src, ref=ref, beam_size=1, ensemble=True)

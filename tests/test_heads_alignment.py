@@ -1,8 +1,8 @@
-"""``nmt heads``' agreement with reference word alignments (nmt/commands/heads_alignment.py)."""
+"""``nmt heads``' agreement with reference word alignments (nmt/analysis/heads_alignment.py)."""
 
 import torch
 
-from nmt.commands.heads_alignment import forced_weights, format_alignment, model_alignment
+from nmt.analysis.heads_alignment import forced_weights, format_alignment, model_alignment
 from nmt.evaluation.alignment import parse_pharaoh
 
 from conftest import TOY_PAIRS, tiny_model

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.commands.heads import SentenceHeads, analyse, head_weights_of
+from nmt.analysis.heads import SentenceHeads, analyse, head_weights_of
 from nmt.config.load import load_config, load_study_config
 from nmt.config.schema import LOCAL_KINDS, ConfigError
 from nmt.data.batches import collate, encode_pairs

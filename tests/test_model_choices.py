@@ -419,6 +419,7 @@ def test_cgru_translate_attention_prints_alignments(toy_vocabs, tmp_path, capsys
 
     from nmt.commands.translate import run_filter
     from nmt.inference.translate import Decoding
+    from nmt.inference.translator import Translator
 
     model = _trained(toy_vocabs, "additive", "cgru")
     cfg = SimpleNamespace(model=SimpleNamespace(attention="additive"),
@@ -427,8 +428,8 @@ def test_cgru_translate_attention_prints_alignments(toy_vocabs, tmp_path, capsys
                              cfg=cfg)
     src, out = tmp_path / "in.de", tmp_path / "out.en"
     src.write_text("".join(s + "\n" for s, _ in TOY_PAIRS[:2]), encoding="utf-8")
-    run_filter(loaded, input_path=src, output_path=out, show_attention=True,
-               decoding=Decoding(beam_size=3), batch_size=2)
+    translator = Translator.from_loaded(loaded, decoding=Decoding(beam_size=3), batch_size=2)
+    run_filter(translator, input_path=src, output_path=out, show_attention=True)
     err = capsys.readouterr().err
     assert len(out.read_text(encoding="utf-8").splitlines()) == 2
     assert "<-" in err and TOY_PAIRS[0][0] in err

@@ -65,7 +65,7 @@ def test_select_of_two_runs_chooses_the_ensembles_alpha_on_val(runs, tmp_path):
 
 
 def test_grid_edge_warns_only_where_val_bleu_may_rise_beyond_the_grid():
-    from nmt.commands.select import grid_edge
+    from nmt.analysis.selection import grid_edge
 
     grid = (0.6, 1.0, 1.4)
     assert "try --alphas 1.4,1.8,2.2" in grid_edge(1.4, grid)
@@ -76,12 +76,12 @@ def test_grid_edge_warns_only_where_val_bleu_may_rise_beyond_the_grid():
 
 
 def test_select_refuses_what_cannot_be_an_ensemble_before_decoding(runs, monkeypatch):
-    import nmt.commands.select as select
+    import nmt.analysis.selection as selection
 
     def no_decoding(*args, **kwargs):
         raise AssertionError("decoded before the runs were checked")
 
-    monkeypatch.setattr(select, "evaluate_checkpoints", no_decoding)
+    monkeypatch.setattr(selection, "score_checkpoints", no_decoding)
     a, b, c = (str(runs[k]) for k in "abc")
     r = CliRunner().invoke(app, ["select", a, c, *FAST])
     assert r.exit_code == 2 and f"{c}/best.pt: cannot be ensembled with {a}/best.pt" in r.output

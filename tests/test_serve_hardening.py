@@ -315,6 +315,7 @@ def test_test_bleu_is_matched_by_sha256(models: dict[str, Path], tmp_path: Path)
 @pytest.mark.slow
 def test_evaluate_and_select_json_record_the_checkpoint_sha256(
         models: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import nmt.analysis.selection as selection
     import nmt.commands.select as select_mod
     from nmt.commands.evaluate import evaluate_checkpoints
 
@@ -329,14 +330,14 @@ def test_evaluate_and_select_json_record_the_checkpoint_sha256(
     shutil.copy(models["none"], run / "best.pt")
 
     def fake(ckpts: list[Path], **kw: Any) -> Any:
-        return type("R", (), {"json": [{
+        return [type("S", (), {"record": {
             "checkpoint": str(p), "checkpoint_sha256": sha(p), "bleu": 1.0, "chrf": 2.0,
             "signature": "s", "chrf_signature": "c", "bleu_papers": 3.0,
-            "papers_signature": "p", "search": f"beam {kw['beam_size']}"}
-            for p in ckpts]})()
+            "papers_signature": "p", "search": f"beam {kw['beam_size']}"}})()
+            for p in ckpts]
 
-    monkeypatch.setattr(select_mod, "evaluate_checkpoints", fake)
-    summary = select_mod.select(run, select_mod.SelectOptions(
+    monkeypatch.setattr(selection, "score_checkpoints", fake)
+    summary = select_mod.select(run, selection.SelectOptions(
         alphas=(1.0,), average=0, test_splits=("test_2016_flickr",), device="cpu"),
         log=lambda m: None)
     assert summary["chosen_checkpoint_sha256"] == sha(run / "best.pt")

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from nmt.inference.translate import Decoding
-from nmt.inference.translator import decode_workers, translate_lines
+from nmt.inference.translator import Translator, decode_workers, translate_lines
 
 from conftest import TOY_PAIRS, tiny_model, write_split
 
@@ -75,9 +75,10 @@ def _filter(loaded, data: bytes, tmp_path, capsys, **kw):
 
     src, out = tmp_path / "in.de", tmp_path / "out.en"
     src.write_bytes(data)
-    run_filter(loaded, input_path=src, output_path=out,
-               show_attention=kw.pop("show_attention", False),
-               decoding=kw.pop("decoding", Decoding()), batch_size=2, **kw)
+    translator = Translator.from_loaded(loaded, decoding=kw.pop("decoding", Decoding()),
+                                        batch_size=2)
+    run_filter(translator, input_path=src, output_path=out,
+               show_attention=kw.pop("show_attention", False), **kw)
     return out.read_text(encoding="utf-8"), capsys.readouterr().err
 
 
@@ -107,8 +108,9 @@ def test_interactive_lists_the_n_best_with_their_scores(toy_vocabs):
     from nmt.commands.translate import run_interactive
 
     out = io.StringIO()
-    code = run_interactive(_loaded(toy_vocabs), show_attention=False,
-                           decoding=Decoding(beam_size=3, n_best=3),
+    translator = Translator.from_loaded(_loaded(toy_vocabs),
+                                        decoding=Decoding(beam_size=3, n_best=3))
+    code = run_interactive(translator, show_attention=False,
                            stdin=io.StringIO("der hund läuft\n"), stdout=out)
     rows = [r.removeprefix("> ") for r in out.getvalue().splitlines()]
     rows = [r for r in rows if r[:2] in ("1.", "2.", "3.")]
@@ -149,10 +151,8 @@ def test_many_invalid_utf8_lines_give_one_warning(toy_vocabs, tmp_path, capsys):
 
 def test_filter_keeps_the_chunks_written_before_a_ctrl_c(toy_vocabs, tmp_path, capsys,
                                                          monkeypatch):
-    import nmt.commands.translate
-
     loaded, calls = _loaded(toy_vocabs), []
-    real = nmt.commands.translate.Translator.translate
+    real = Translator.translate
 
     def interrupted(self, *args, **kw):
         calls.append(1)
@@ -160,7 +160,7 @@ def test_filter_keeps_the_chunks_written_before_a_ctrl_c(toy_vocabs, tmp_path, c
             raise KeyboardInterrupt
         return real(self, *args, **kw)
 
-    monkeypatch.setattr(nmt.commands.translate.Translator, "translate", interrupted)
+    monkeypatch.setattr(Translator, "translate", interrupted)
     with pytest.raises(KeyboardInterrupt):
         _filter(loaded, ("\n".join(LINES) + "\n").encode(), tmp_path, capsys, lines_per_chunk=2)
     written = (tmp_path / "out.en").read_text(encoding="utf-8").splitlines()

@@ -97,8 +97,8 @@ def bench(
     Training tokens/s over fixed steps and a wall-clock window, the analytic FLOPs per
     target token against the machine's measured matmul peak, and greedy and beam
     sentences/s with the BLEU of that output."""
+    from nmt.analysis.bench_table import format_table
     from nmt.commands.bench import BenchOptions, run_bench
-    from nmt.commands.bench_table import format_table
 
     options = BenchOptions(source, overrides=tuple(overrides or ()), threads=threads,
                            device=device, warmup=warmup, train_steps=train_steps,
@@ -153,9 +153,9 @@ def select(
 ) -> None:
     """Choose checkpoint and length penalty on val, then score the test splits. With
     several runs, choose each, then the ensemble's length penalty, and score it too."""
-    from nmt.commands.select import SelectOptions, parse_alphas
+    from nmt.analysis.selection import SelectOptions, parse_alphas
     from nmt.commands.select import select as run_select
-    from nmt.commands.select_ensemble import select_ensemble
+    from nmt.commands.select import select_ensemble
 
     try:
         opts = SelectOptions(beam=beam, alphas=parse_alphas(alphas), average=average,

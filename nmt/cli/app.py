@@ -139,9 +139,7 @@ def translate(
 ) -> None:
     """Translate interactively (terminal) or as a filter (one line out per line in)."""
     from nmt.commands.translate import run_filter, run_interactive
-    from nmt.inference.ensemble import load_models
-    from nmt.inference.translate import Decoding
-    from nmt.ops.device import pick_device
+    from nmt.inference.translator import Translator
 
     # `-` is standard input / output, as for other filters
     input = None if input is not None and str(input) == "-" else input
@@ -168,25 +166,20 @@ def translate(
                 image_format(plot)
             except ValueError as e:
                 raise ValueError(f"--plot {e}") from None
-        dev = pick_device(device, "--device")
-        loaded = load_models(checkpoints, dev)  # Translator.from_checkpoints's loading
-        decoding = Decoding.from_config(loaded.cfg, beam_size=beam, alpha=alpha,
-                                        length_penalty=_length_penalty(length_penalty),
-                                        n_best=nbest, precision=precision)
-        decoding = decoding.on(next(loaded.model.parameters()).device, "--precision")
-        if nbest > decoding.beam_size:
-            raise ValueError(f"--nbest {nbest} needs --beam of at least {nbest} "
-                             f"(beam is {decoding.beam_size})")
+        translator = Translator.from_paths(
+            checkpoints, device, beam_size=beam, alpha=alpha,
+            length_penalty=_length_penalty(length_penalty), n_best=nbest, precision=precision,
+            batch_size=batch_size, workers=workers)
     except USER_ERRORS as e:
         fail(e)
     if input is None and output is None and sys.stdin.isatty():
-        code = run_interactive(loaded, show_attention=attention, decoding=decoding, plot=plot)
+        code = run_interactive(translator, show_attention=attention, plot=plot)
         if code:
             raise typer.Exit(code)
         return
     try:
-        run_filter(loaded, input_path=input, output_path=output, show_attention=attention,
-                   decoding=decoding, batch_size=batch_size, plot=plot, workers=workers)
+        run_filter(translator, input_path=input, output_path=output, show_attention=attention,
+                   plot=plot)
     except BrokenPipeError:
         # the reader stopped (e.g. `| head`): stop quietly, as other filters do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -1,29 +1,6 @@
 """``nmt bench``: training and decoding speed of a config or a checkpoint, with the quality
-of that output, the model's FLOPs and the machine's matmul peak, measured in one run.
-
-``CONFIG`` (YAML, with ``key=value`` overrides as ``nmt train``) builds the vocabulary on
-the config's training data and a fresh model (its BLEU is about 0: meaningful only for a
-checkpoint); ``CHECKPOINT`` (``.pt``) uses its weights and vocabularies. Measured, in
-this order, on the device a run would use:
-
-1. the machine: CPU model and flags (AVX-512, bf16), torch version and threads, device;
-   the matmul peak: best of several timings of ``torch.mm`` (512x512)@(512x4096) in fp32,
-   and in bf16 where the CPU has bf16 instructions or on CUDA, with the same threads;
-2. decoding (first, so a checkpoint's own weights are used): greedy and beam search
-   sentences/s on the first ``sentences`` of a named split, in batches of ``batch_size``
-   sentences, ``workers`` batches at once (:class:`nmt.inference.translator.Translator`; default
-   one per CPU thread, each on one thread), after an untimed warm-up on 8 sentences, with
-   the sacreBLEU score of that output;
-3. training: ``warmup`` untimed steps of the real training step (:meth:`Trainer.train_step`:
-   loss, backward, clipping, Adam) on shuffled, length-bucketed batches of the config's
-   ``train.batch_size`` / ``train.max_tokens``, then ``train_steps`` timed steps, then as
-   many steps as fit in a ``train_seconds`` wall-clock window (wrapping round the batches).
-   Target tokens are target pieces + EOS, source tokens source pieces + EOS; padding is
-   never counted. Padding fraction: padded positions / all positions of the timed batches.
-   FLOPs are counted analytically (nmt/model/flops.py) for the real tokens of those batches;
-   achieved GFLOP/s and its fraction of the measured fp32 (and bf16) peak follow;
-4. peak memory of each phase: resident set size on CPU (Linux ``VmHWM``, reset at the
-   start of the phase; elsewhere the process's peak so far), max allocated on CUDA.
+of that output, the model's FLOPs and the machine's matmul peak, measured in one run
+(what each number means: nmt/analysis/bench.py; the table: nmt/analysis/bench_table.py).
 
 Numbers depend on the machine and on what else runs on it; speed targets belong here,
 never in the test suite.
@@ -31,113 +8,30 @@ never in the test suite.
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
-import tempfile
-import time
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass
-from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 
-from nmt.commands.bench_table import threads_text
+from nmt.analysis.bench import (
+    BenchOptions,
+    Subject,
+    decode_split,
+    measure_decoding,
+    measure_training,
+    training_batches,
+)
+from nmt.analysis.bench_table import threads_text
 from nmt.config.load import load_config
-from nmt.config.schema import Config, DataConfig, Precision, SearchConfig
-from nmt.data.batches import Example, encode_pairs, make_batches
-from nmt.data.corpus import DataError, Pair, read_split
+from nmt.data.corpus import DataError
 from nmt.data.stored import stored_corpus
 from nmt.data.training_data import build_vocabs, training_pairs
-from nmt.data.vocab import Vocab
-from nmt.evaluation.metrics import score
-from nmt.inference.translate import Decoding
-from nmt.inference.translator import Translator, decode_workers, threads_per_worker
 from nmt.model.checkpoint import load_checkpoint
-from nmt.model.flops import TokenCounts, forward_macs, training_flops, training_flops_by_term
-from nmt.model.folder import names_folder
 from nmt.model.footprint import check_fits
-from nmt.model.seq2seq import Seq2Seq, build_model, count_parameters
+from nmt.model.seq2seq import build_model, count_parameters
 from nmt.ops.device import pick_device
-from nmt.ops.machine import (
-    PEAK_SHAPE,
-    machine_info,
-    matmul_peak_gflop_s,
-    peak_memory_mib,
-    reset_peak_memory,
-    sync,
-)
-from nmt.ops.precision import autocast_dtype, precision_name
-from nmt.training.loop import Trainer
-
-
-class BenchError(ValueError):
-    """Bad input to ``nmt bench``; the message names the option or file."""
-
-
-@dataclass(frozen=True)
-class BenchOptions:
-    """What to measure; field names are the command's options (``train_steps`` is
-    ``--train-steps``). ``source`` is a YAML config or a ``.pt`` checkpoint;
-    ``train_seconds`` 0 leaves out the wall-clock window."""
-
-    source: Path
-    _: KW_ONLY
-    overrides: tuple[str, ...] = ()
-    threads: int | None = None
-    device: str = "auto"
-    warmup: int = 5
-    train_steps: int = 40
-    train_seconds: float = 30.0
-    sentences: int = 1000
-    split: str = "test_2016_flickr"
-    beam: int = SearchConfig.beam_size
-    batch_size: int = 64
-    skip_train: bool = False
-    skip_decode: bool = False
-    data_path: str | None = None
-    json_path: Path | None = None  # where the caller will write the JSON (checked here)
-    precision: str | None = None  # train.precision for the training steps; None: the run's
-    workers: int | None = None  # batches decoded at once (translate_lines); None: its default
-    decode_precision: str | None = None  # search.precision of the decoding runs; None: the run's
-
-    def check(self) -> None:
-        """Raises BenchError naming the first option with an impossible value."""
-        at_least = {"train_steps": 1, "sentences": 1, "beam": 1, "batch_size": 1, "warmup": 0}
-        for name, low in at_least.items():
-            if getattr(self, name) < low:
-                raise BenchError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be "
-                                 f"at least {low}")
-        for name in ("threads", "workers"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise BenchError(f"--{name} {getattr(self, name)}: must be at least 1")
-        if not self.train_seconds >= 0:
-            raise BenchError(f"--train-seconds {self.train_seconds}: must be 0 or more")
-        if self.skip_train and self.skip_decode:
-            raise BenchError("--skip-train and --skip-decode together leave nothing to measure")
-        if self.json_path is not None and (self.json_path.is_dir()
-                                           or not self.json_path.parent.is_dir()):
-            raise BenchError(f"--json {self.json_path}: give a file in an existing directory")
-        if self.source.suffix not in (".pt", ".yaml", ".yml") and not names_folder(self.source):
-            raise BenchError(f"{self.source}: give a YAML config (.yaml, .yml) or a checkpoint "
-                             "(.pt or a model folder)")
-        if self.overrides and self.source.suffix not in (".yaml", ".yml"):
-            raise BenchError(f"{self.source}: key=value overrides ({self.overrides[0]!r}) "
-                             "apply to a CONFIG, not to a checkpoint")
-
-
-@dataclass
-class Subject:
-    """The model under test. kind: ``checkpoint`` or ``config`` (fresh weights);
-    data: where its splits are read; train_pairs: None when training is skipped."""
-
-    kind: str
-    cfg: Config
-    model: Seq2Seq
-    src_vocab: Vocab
-    tgt_vocab: Vocab
-    data: DataConfig
-    train_pairs: list[Pair] | None
+from nmt.ops.machine import PEAK_SHAPE, machine_info, matmul_peak_gflop_s
+from nmt.ops.precision import autocast_dtype
 
 
 def load_subject(opts: BenchOptions, log: Callable[[str], None]) -> Subject:
@@ -165,172 +59,6 @@ def load_subject(opts: BenchOptions, log: Callable[[str], None]) -> Subject:
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
     return Subject("config", cfg, model, src_vocab, tgt_vocab, data, train)
-
-
-def decode_split(subject: Subject, opts: BenchOptions) -> tuple[list[str], list[str]]:
-    """(sources, references): the first ``opts.sentences`` pairs of ``opts.split``.
-
-    Raises:
-        BenchError: the split cannot be read or is empty (names ``--split``).
-    """
-    try:
-        pairs = read_split(subject.data, opts.split, limit=opts.sentences)
-    except DataError as e:
-        raise BenchError(f"--split {opts.split}: {e}") from None
-    if not pairs:
-        raise BenchError(f"--split {opts.split}: the split is empty")
-    return [p.src for p in pairs], [p.tgt for p in pairs]
-
-
-def measure_decoding(subject: Subject, sources: list[str], references: list[str],
-                     opts: BenchOptions, device: torch.device) -> dict[str, Any]:
-    """Greedy and beam-``opts.beam`` sentences/s on ``sources`` (``opts.workers`` batches at
-    once, each on its share of the CPU threads:
-    :func:`nmt.inference.translator.decode_workers`), the mean output length in
-    target pieces (EOS not counted; an untrained model runs to the length limit, which makes
-    it slower than a trained one), the BLEU (0-100) and chrF of that output against
-    ``references``, and the peak memory while decoding (MiB)."""
-    reset_peak_memory(device)
-    runs: dict[str, Any] = {}
-    for beam in sorted({1, opts.beam}):
-        decoding = Decoding.from_config(subject.cfg, beam_size=beam,
-                                        precision=opts.decode_precision)
-        decoding = decoding.on(device, "--decode-precision")
-        translator = Translator(subject.model, subject.src_vocab, subject.tgt_vocab, decoding,
-                                batch_size=opts.batch_size, workers=opts.workers)
-        decoding = translator.decoding  # a beam over the vocabulary is capped to it
-        with torch.inference_mode():
-            translator.translate(sources[:8])
-            sync(device)
-            start = time.perf_counter()
-            out = translator.translate(sources)
-            sync(device)
-            seconds = time.perf_counter() - start
-        s = score([t.text for t in out], references, sources, buckets=((1, None),))
-        runs["greedy" if beam == 1 else f"beam{beam}"] = {
-            "search": decoding.describe(), "precision": decoding.precision,
-            "seconds": round(seconds, 3),
-            "sentences_per_s": round(len(sources) / seconds, 2),
-            "output_pieces_per_sentence": round(
-                sum(len([p for p in t.tgt_pieces if p != "</s>"]) for t in out)
-                / len(sources), 2),
-            "bleu": round(s.bleu, 2),
-            "chrf": round(s.chrf, 2), "bleu_signature": s.signature}
-    n_batches = -(-len(sources) // opts.batch_size)
-    workers = decode_workers(device, n_batches, opts.workers)
-    return {"split": opts.split, "sentences": len(sources), "batch_size": opts.batch_size,
-            "workers": workers,
-            "threads_per_worker": threads_per_worker(workers),
-            "bleu_meaningful": subject.kind == "checkpoint", **runs,
-            "peak_memory_mib": round(peak_memory_mib(device), 1)}
-
-
-def batch_work(chunk: list[Example]) -> tuple[TokenCounts, int, int]:
-    """The real work of one batch and its padded sizes: (counts, B x S, B x T), with
-    S and T the longest source (pieces + EOS) and target (pieces + EOS) of the batch."""
-    src = [len(e.src) for e in chunk]
-    tgt = [len(e.tgt) + 1 for e in chunk]
-    counts = TokenCounts(sum(src), sum(tgt), sum(s * t for s, t in zip(src, tgt, strict=True)))
-    return counts, len(chunk) * max(src), len(chunk) * max(tgt)
-
-
-def _timed(trainer: Trainer, batches, device: torch.device, steps: int | None = None,
-           seconds: float | None = None) -> tuple[float, list[list[Example]]]:
-    """Train on ``batches`` until ``steps`` steps or ``seconds`` have passed; returns
-    (wall-clock seconds, the batches trained on)."""
-    done: list[list[Example]] = []
-    sync(device)
-    start = time.perf_counter()
-    for chunk in batches:
-        trainer.train_step(chunk)  # reads the loss, so CUDA work is waited for
-        done.append(chunk)
-        if (steps is not None and len(done) >= steps) or (
-                seconds is not None and time.perf_counter() - start >= seconds):
-            break
-    sync(device)
-    return time.perf_counter() - start, done
-
-
-def _phase(seconds: float, done: list[list[Example]], macs, peaks: dict[str, float | None]
-           ) -> tuple[dict[str, Any], TokenCounts]:
-    """Throughput of one timed phase: tokens/s, achieved GFLOP/s, fraction of each peak."""
-    counts = sum((batch_work(c)[0] for c in done), TokenCounts(0, 0, 0))
-    gflop_s = training_flops(macs, counts) / seconds / 1e9
-    return {"steps": len(done), "seconds": round(seconds, 3),
-            "target_tokens_per_s": round(counts.target_tokens / seconds, 1),
-            "source_tokens_per_s": round(counts.source_tokens / seconds, 1),
-            "achieved_gflop_s": round(gflop_s, 2),
-            **{f"fraction_of_{k}_peak": None if v is None else round(gflop_s / v, 4)
-               for k, v in peaks.items()}}, counts
-
-
-def measure_training(subject: Subject, batches: list[list[Example]], opts: BenchOptions,
-                     device: torch.device, peaks: dict[str, float | None]) -> dict[str, Any]:
-    """Training throughput over ``opts.train_steps`` steps and over an
-    ``opts.train_seconds`` window after ``opts.warmup`` untimed steps, padding fraction,
-    FLOPs per target token (training FLOPs, see nmt/model/flops.py) and peak memory (MiB).
-    The model's weights change (in memory only)."""
-    cfg, t = subject.cfg, subject.cfg.train
-    macs = forward_macs(cfg.model, len(subject.tgt_vocab))
-    reset_peak_memory(device)
-    with tempfile.TemporaryDirectory() as scratch:  # Trainer wants an out_dir; nothing is saved
-        # opts.precision was checked by autocast_dtype in run_bench, before any work
-        precision = cast("Precision | None", opts.precision) or t.precision
-        run_cfg = dataclasses.replace(cfg, train=dataclasses.replace(
-            t, out_dir=scratch, device=str(device), precision=precision))
-        trainer = Trainer(run_cfg, subject.model, subject.src_vocab, subject.tgt_vocab,
-                          train_set=[], valid_examples=[], validate=lambda _model: {},
-                          log=lambda _msg: None)
-        torch.manual_seed(t.seed)
-        subject.model.train()
-        for chunk in batches[: opts.warmup]:
-            trainer.train_step(chunk)
-        first = opts.warmup + opts.train_steps
-        fixed, counts = _phase(*_timed(trainer, batches[opts.warmup: first], device),
-                               macs, peaks)
-        timed = batches[opts.warmup: first]
-        window = None
-        if opts.train_seconds > 0:
-            rest = itertools.cycle(batches[first:] + batches[:first])
-            seconds, done = _timed(trainer, rest, device, seconds=opts.train_seconds)
-            window, more = _phase(seconds, done, macs, peaks)
-            counts, timed = counts + more, timed + done
-    work = [batch_work(c) for c in timed]
-    src_positions, tgt_positions = sum(w[1] for w in work), sum(w[2] for w in work)
-    per_term = training_flops_by_term(macs, counts)
-    return {
-        "precision": precision_name(trainer.amp_dtype),
-        "warmup_steps": opts.warmup, "batches_available": len(batches),
-        "batch_size": t.batch_size, "max_tokens": t.max_tokens,
-        "fixed_steps": fixed, "window_seconds_asked": opts.train_seconds, "window": window,
-        "padding_fraction": {
-            "source": round(1 - counts.source_tokens / src_positions, 4),
-            "target": round(1 - counts.target_tokens / tgt_positions, 4)},
-        "source_per_target_token": round(counts.source_tokens / counts.target_tokens, 4),
-        "attended_positions_per_target_token":
-            round(counts.attended_positions / counts.target_tokens, 3),
-        "flops_per_target_token": round(sum(per_term.values()) / counts.target_tokens),
-        "flops_per_target_token_by_term":
-            {k: round(v / counts.target_tokens) for k, v in per_term.items()},
-        "peak_memory_mib": round(peak_memory_mib(device), 1)}
-
-
-def training_batches(subject: Subject, opts: BenchOptions) -> list[list[Example]]:
-    """The first epoch's shuffled, length-bucketed batches, as ``nmt train`` makes them.
-
-    Raises:
-        BenchError: fewer batches than ``--warmup`` + ``--train-steps``.
-    """
-    t = subject.cfg.train
-    examples = encode_pairs(subject.train_pairs or [], subject.src_vocab, subject.tgt_vocab)
-    batches = make_batches(examples, t.batch_size, max_tokens=t.max_tokens,
-                           shuffle_seed=t.seed * 100_003)
-    needed = opts.warmup + opts.train_steps
-    if len(batches) < needed:
-        raise BenchError(f"--warmup {opts.warmup} + --train-steps {opts.train_steps} asks for "
-                         f"{needed} batches, but the training data of {opts.source} makes "
-                         f"only {len(batches)}")
-    return batches
 
 
 def run_bench(opts: BenchOptions, log: Callable[[str], None] = lambda _msg: None

@@ -28,7 +28,6 @@ from typing import Any
 
 import torch
 
-from nmt.commands.export_card import model_card
 from nmt.config.buckets import parse_buckets
 from nmt.config.schema import COMPUTE_PRECISIONS
 from nmt.data.longsets import JOINED_SUFFIX
@@ -36,6 +35,7 @@ from nmt.data.stored import split_lines, stored_corpus
 from nmt.evaluation.metrics import Scores, score
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
+from nmt.model.card import model_card
 from nmt.model.checkpoint import CheckpointError, Loaded, load_checkpoint
 from nmt.model.folder import DTYPES, WEIGHTS, core_files, core_files_names, is_folder, write_folder
 from nmt.model.rundir import BEST, LOG, SUMMARY, read_valid_log
@@ -101,8 +101,7 @@ def selected_search(run: Path, sha: str | None) -> dict[str, Any] | None:
 def _translate(loaded: Loaded, sources: list[str], decoding: Decoding, batch_size: int
                ) -> list[str]:
     with torch.inference_mode():
-        translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding,
-                                batch_size=batch_size)
+        translator = Translator.from_loaded(loaded, decoding=decoding, batch_size=batch_size)
         return [t.text for t in translator.translate(sources)]
 
 

@@ -12,157 +12,46 @@ reports the recipes.
 
 Everything runs in this process; nothing is written but ``averaged.pt`` and the JSON
 the caller asks for.
+
+``nmt select RUN RUN ...``: each run chosen as above, then the length penalty of their
+ensemble on the validation split, then the test splits scored with the ensemble:
+
+1. Before any decoding: the runs' ``best.pt`` files must be distinct and share one source
+   and one target vocabulary (an ensemble averages distributions over one target
+   vocabulary), and every split must be readable.
+2. Each run is chosen as ``nmt select RUN`` chooses it (above): best or
+   averaged checkpoint and alpha on val, then its own test scores, so that each member's
+   score stands beside the ensemble's.
+3. The ensemble of the chosen checkpoints (the mean of their probabilities at each search
+   step, nmt/inference/ensemble.py) is decoded on val with beam search for each alpha; the
+   alpha with the highest val BLEU is kept and the test splits are scored with it. The
+   test sets are never used for choosing.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nmt.commands.evaluate import evaluate_checkpoints
-from nmt.config.schema import SearchConfig
-from nmt.data.corpus import read_split
-from nmt.data.stored import stored_corpus
-from nmt.model.average import average_checkpoints
-from nmt.model.checkpoint import read_payload, save_atomic, stored_config
-from nmt.model.rundir import BEST, LOG, STEP_GLOB, check_run_ids, read_valid_log
+from nmt.analysis.selection import (
+    SelectError,
+    SelectOptions,
+    candidate_checkpoints,
+    check_splits,
+    decode_scores,
+    grid_edge,
+    no_best_checkpoint,
+    score_tests,
+)
+from nmt.inference.ensemble import load_ensemble
+from nmt.model.checkpoint import also_as
+from nmt.model.rundir import BEST, LOG, check_run_ids, read_valid_log
+
+DEFAULTS = SelectOptions()  # frozen: one shared instance is safe as a default
 
 
-class SelectError(ValueError):
-    """A bad option or run directory; the message names it."""
-
-
-def no_best_checkpoint(run: Path) -> SelectError:
-    """The error for a run without ``best.pt``; a checkpoint file given in place of its run
-    directory (``runs/x/best.pt``) is told so, not sent looking for ``best.pt/best.pt``."""
-    if run.is_file():
-        return SelectError(f"{run} is a file: give the run directory that holds {BEST} "
-                           f"({run.parent}), not a checkpoint")
-    return SelectError(f"{run / BEST} not found: is {run} a finished training run?")
-
-
-@dataclass(frozen=True)
-class SelectOptions:
-    """What ``nmt select`` tries; see the module docstring."""
-
-    beam: int = SearchConfig.beam_size
-    alphas: tuple[float, ...] = (0.6, 1.0, 1.4)
-    average: int = 5  # average the last N kept checkpoints; 0: best.pt only
-    valid_split: str = "val"
-    test_splits: tuple[str, ...] = ("test_2016_flickr", "test_2017_flickr")
-    data_path: str | None = None
-    device: str = "auto"
-    batch_size: int = 64
-
-    def check(self) -> None:
-        """Raises SelectError naming the option that cannot work."""
-        if self.beam < 2:
-            raise SelectError("--beam must be at least 2 (greedy search is always decoded too)")
-        if self.average < 0:
-            raise SelectError("--average must be 0 (off) or more")
-        if not self.alphas:
-            raise SelectError("--alphas is empty")
-        if not self.test_splits:
-            raise SelectError("--test-splits is empty")
-        if self.valid_split in self.test_splits:
-            raise SelectError(f"--valid-split {self.valid_split} is also a test split: choosing "
-                              "on it would overstate the test score")
-
-
-def parse_alphas(text: str) -> tuple[float, ...]:
-    """``"0.6,1.0"`` -> ``(0.6, 1.0)``.
-
-    Raises:
-        SelectError: an entry is not a finite number >= 0 (named).
-    """
-    alphas = []
-    for part in text.split(","):
-        try:
-            alpha = float(part)
-        except ValueError:
-            raise SelectError(f"--alphas: {part!r} is not a number "
-                              "(give e.g. 0.6,1.0,1.4)") from None
-        if not math.isfinite(alpha) or alpha < 0:
-            raise SelectError(f"--alphas: {part!r} must be a finite number >= 0")
-        alphas.append(alpha)
-    return tuple(alphas)
-
-
-def grid_edge(alpha: float, alphas: tuple[float, ...]) -> str | None:
-    """A warning when the chosen ``alpha`` is the largest of two or more tried: val BLEU
-    may still rise beyond the grid, so the choice is the grid's limit, not val's optimum.
-    The smallest is no such limit when it is 0 (no length penalty)."""
-    if len(set(alphas)) < 2:
-        return None
-    if alpha == max(alphas):
-        side, wider = "largest", f"{alpha:g},{alpha + 0.4:g},{alpha + 0.8:g}"
-    elif alpha == min(alphas) and alpha > 0:
-        side, wider = "smallest", f"0,{alpha / 2:g},{alpha:g}"
-    else:
-        return None
-    return (f"warning: alpha {alpha:g} is the {side} of --alphas "
-            f"{','.join(f'{a:g}' for a in alphas)}: val BLEU may be higher beyond it; "
-            f"try --alphas {wider} (still chosen on val only)")
-
-
-def _check_splits(best: Path, splits: list[str], data_path: str | None) -> None:
-    """Fail now, not after an hour of decoding, when a split cannot be read."""
-    payload = read_payload(best)
-    data = stored_corpus(stored_config(payload, best).data, data_path)
-    for split in splits:
-        read_split(data, split, limit=1)
-
-
-def _candidates(run: Path, average: int, log: Callable[[str], None]
-                ) -> tuple[list[Path], list[str]]:
-    """best.pt, and averaged.pt made from the last ``average`` kept checkpoints."""
-    kept = sorted(run.glob(STEP_GLOB))[-average:] if average else []
-    if average and not kept:
-        log(f"note: {run} has no step_*.pt (train.keep_checkpoints), so only best.pt is compared")
-        return [run / BEST], []
-    if len(kept) < average:
-        log(f"note: {run} keeps only {len(kept)} step_*.pt, fewer than --average {average}")
-    if not kept:
-        return [run / BEST], []
-    save_atomic(average_checkpoints(kept), run / "averaged.pt")
-    log(f"averaged {', '.join(p.name for p in kept)} into {run / 'averaged.pt'}")
-    return [run / BEST, run / "averaged.pt"], [p.name for p in kept]
-
-
-def decode_scores(ckpts: list[Path], opts: SelectOptions, split: str, beam: int, alpha: float,
-                  ensemble: bool = False) -> list[dict[str, Any]]:
-    """``nmt evaluate``'s JSON records for ``ckpts`` on ``split`` (beam 1: greedy), or with
-    ``ensemble`` the one record of their ensemble. Raises as
-    :func:`nmt.commands.evaluate.evaluate_checkpoints`."""
-    return evaluate_checkpoints(ckpts, split=split, data_path=opts.data_path, beam_size=beam,
-                                alpha=alpha, device=opts.device, batch_size=opts.batch_size,
-                                ensemble=ensemble, members=not ensemble).json
-
-
-def score_tests(ckpts: list[Path], opts: SelectOptions, alpha: float,
-                ensemble: bool = False) -> dict[str, dict[str, Any]]:
-    """Per test split: BLEU and chrF greedy and with beam ``opts.beam`` at ``alpha``, the
-    papers' BLEU, and the signatures; of ``ckpts[0]`` alone, or of the ensemble of
-    ``ckpts``. Raises as :func:`decode_scores`."""
-    tests = {}
-    for split in opts.test_splits:
-        g = decode_scores(ckpts, opts, split, 1, 0.0, ensemble)[0]
-        b = decode_scores(ckpts, opts, split, opts.beam, alpha, ensemble)[0]
-        tests[split] = {"greedy_bleu": g["bleu"], "beam_bleu": b["bleu"],
-                        "beam_gain": round(b["bleu"] - g["bleu"], 2),
-                        "greedy_chrf": g["chrf"], "beam_chrf": b["chrf"],
-                        "signature": b["signature"], "chrf_signature": b["chrf_signature"],
-                        "greedy_bleu_papers": g["bleu_papers"],
-                        "beam_bleu_papers": b["bleu_papers"],
-                        "papers_signature": b["papers_signature"],
-                        "search": b["search"]}
-    return tests
-
-
-def select(run: Path, opts: SelectOptions = SelectOptions(),
+def select(run: Path, opts: SelectOptions = DEFAULTS,
            log: Callable[[str], None] = print) -> dict[str, Any]:
     """Choose on ``opts.valid_split``, score ``opts.test_splits``; returns the summary
     (choice, validation rows, test BLEU/chrF greedy and beam with signatures, epochs and
@@ -178,9 +67,9 @@ def select(run: Path, opts: SelectOptions = SelectOptions(),
     if not best.is_file():
         raise no_best_checkpoint(run)
     check_run_ids(run)  # a best.pt copied in from another run would be reported as this one
-    _check_splits(best, [opts.valid_split, *opts.test_splits], opts.data_path)
+    check_splits(best, [opts.valid_split, *opts.test_splits], opts.data_path)
     log_rows = read_valid_log(run / LOG)  # a damaged log fails here, before minutes of decoding
-    candidates, averaged_from = _candidates(run, opts.average, log)
+    candidates, averaged_from = candidate_checkpoints(run, opts.average, log)
 
     def evaluate(ckpts: list[Path], split: str, beam: int, alpha: float) -> list[dict[str, Any]]:
         return decode_scores(ckpts, opts, split, beam, alpha)
@@ -211,3 +100,63 @@ def select(run: Path, opts: SelectOptions = SelectOptions(),
                 (r["val_bleu"] for r in log_rows), default=None),
             "val_selection": rows, "test": tests}
 
+def check_runs(runs: list[Path]) -> None:
+    """Fail before decoding when the runs cannot form an ensemble.
+
+    Raises:
+        SelectError: fewer than two runs, one run directory twice, or a run without
+            ``best.pt``.
+        CheckpointError: two ``best.pt`` with identical contents, or with another source
+            or target vocabulary (the message names both files).
+    """
+    if len(runs) < 2:
+        raise SelectError(f"an ensemble needs at least two runs, got {len(runs)}")
+    seen: dict[Path, Path] = {}
+    for run in runs:
+        key = run.resolve()
+        if key in seen:
+            raise SelectError(f"{run} is given twice{also_as(seen[key], run)}: an ensemble of "
+                              "a model with itself is that model")
+        seen[key] = run
+        if not (run / BEST).is_file():
+            raise no_best_checkpoint(run)
+        check_run_ids(run)  # each run's files are its own
+    load_ensemble([run / BEST for run in runs])  # vocabularies and duplicates, on the CPU
+
+
+def select_ensemble(runs: list[Path], opts: SelectOptions = DEFAULTS,
+                    log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Choose every run on ``opts.valid_split``, then the ensemble's alpha there; score
+    ``opts.test_splits`` with each member and with the ensemble.
+
+    Returns:
+        ``{"members": [the summary of :func:`select` per run],
+        "ensemble": {"checkpoints", "checkpoints_sha256", "beam", "alpha",
+        "val_selection": [{"alpha", "bleu"}], "test": {split: scores}}}``.
+
+    Raises:
+        SelectError, CheckpointError, DataError, ConfigError: as :func:`check_runs` and
+            :func:`select`, before any decoding.
+    """
+    opts.check()
+    check_runs(runs)
+    members: list[dict[str, Any]] = []
+    for run in runs:
+        log(f"member {len(members) + 1} of {len(runs)}: {run}")
+        members.append(select(run, opts, log))
+    ckpts = [Path(m["chosen_checkpoint"]) for m in members]
+    rows = []
+    for alpha in opts.alphas:
+        log(f"{opts.valid_split}: ensemble of {len(ckpts)}, beam {opts.beam}, alpha {alpha:g}")
+        r = decode_scores(ckpts, opts, opts.valid_split, opts.beam, alpha, ensemble=True)[0]
+        rows.append({"alpha": alpha, "bleu": r["bleu"]})
+    chosen = max(rows, key=lambda r: r["bleu"])
+    log(f"chosen on {opts.valid_split}: ensemble alpha {chosen['alpha']:g} "
+        f"(val BLEU {chosen['bleu']:.2f})")
+    if edge := grid_edge(chosen["alpha"], opts.alphas):
+        log(edge)
+    return {"members": members,
+            "ensemble": {"checkpoints": [str(p) for p in ckpts],
+                         "checkpoints_sha256": [m["chosen_checkpoint_sha256"] for m in members],
+                         "beam": opts.beam, "alpha": chosen["alpha"], "val_selection": rows,
+                         "test": score_tests(ckpts, opts, chosen["alpha"], ensemble=True)}}

@@ -7,13 +7,12 @@ import io
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from nmt.data.corpus import GZIP_ERRORS, open_bytes
 from nmt.inference.ensemble import LoadedEnsemble
 from nmt.inference.translate import (
     MAX_SOURCE_PIECES,
-    Decoding,
     Translation,
     cut_lines_warning,
     invalid_lines_warning,
@@ -22,7 +21,6 @@ from nmt.inference.translate import (
     unknown_lines_warning,
 )
 from nmt.inference.translator import Translator
-from nmt.model.checkpoint import Loaded
 
 
 def _attention_lines(tr: Translation) -> list[str]:
@@ -82,13 +80,13 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _attention_types(loaded: Loaded | LoadedEnsemble) -> list[str]:
+def _attention_types(loaded: Any) -> list[str]:
     if isinstance(loaded, LoadedEnsemble):
         return loaded.attention_types
     return [loaded.cfg.model.attention]
 
 
-def _model_label(loaded: Loaded | LoadedEnsemble) -> str:
+def _model_label(loaded: Any) -> str:
     """``additive attention``, or ``ensemble of 2 (additive, dot)``."""
     if isinstance(loaded, LoadedEnsemble):
         return loaded.describe()
@@ -99,25 +97,25 @@ def _model_label(loaded: Loaded | LoadedEnsemble) -> str:
 _CUT = "  [cut at the length limit, no end of sentence]"
 
 
-def run_interactive(loaded: Loaded | LoadedEnsemble, *, show_attention: bool, decoding: Decoding,
-                    plot: Path | None = None, stdin: TextIO = sys.stdin,
-                    stdout: TextIO = sys.stdout) -> int:
-    """Prompt, translate each line, print; empty lines are skipped; Ctrl-D/Ctrl-C quit.
-    With ``decoding.n_best`` > 1 the N best hypotheses are listed, best first, each with
-    its score (log-probability after the length penalty); one cut at the length limit
-    before ``</s>`` is marked, and listed after the complete ones. With ``plot`` the heatmap of
-    the latest sentence (of the best hypothesis) is written there.
+def run_interactive(translator: Translator, *, show_attention: bool, plot: Path | None = None,
+                    stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
+    """Prompt, translate each line with ``translator`` (:meth:`Translator.from_paths`: it
+    keeps the checkpoints it was loaded from), print; empty lines are skipped;
+    Ctrl-D/Ctrl-C quit. With ``decoding.n_best`` > 1 the N best hypotheses are listed,
+    best first, each with its score (log-probability after the length penalty); one cut at
+    the length limit before ``</s>`` is marked, and listed after the complete ones. With
+    ``plot`` the heatmap of the latest sentence (of the best hypothesis) is written there.
 
     Returns:
         the exit status: 0 after Ctrl-D (end of input), 130 after Ctrl-C (interrupted,
         as shells expect), at the prompt or during a translation.
     """
+    loaded, decoding = translator.loaded, translator.decoding
     d = loaded.cfg.data
     stdout.write(f"nmt {d.src_lang}->{d.tgt_lang} ({_model_label(loaded)}; "
                  f"{decoding.describe()}). Type a sentence; Ctrl-D to quit.\n")
     if stdin is sys.stdin:  # a terminal in another encoding must not end the session
         stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
-    translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding)
     while True:
         stdout.write("> ")
         stdout.flush()
@@ -149,12 +147,12 @@ def run_interactive(loaded: Loaded | LoadedEnsemble, *, show_attention: bool, de
                          else "(no heatmap: this model has no attention weights)\n")
 
 
-def run_filter(loaded: Loaded | LoadedEnsemble, *, input_path: Path | None,
-               output_path: Path | None, show_attention: bool, decoding: Decoding,
-               batch_size: int = 64, plot: Path | None = None, workers: int | None = None,
+def run_filter(translator: Translator, *, input_path: Path | None, output_path: Path | None,
+               show_attention: bool, plot: Path | None = None,
                lines_per_chunk: int | None = None) -> None:
-    """Translate every line of ``input_path`` (or stdin) to ``output_path`` (or stdout),
-    ``workers`` batches at once (:class:`nmt.inference.translator.Translator`).
+    """Translate every line of ``input_path`` (or stdin) to ``output_path`` (or stdout)
+    with ``translator`` (:meth:`Translator.from_paths`: its decoding settings, batch size
+    and workers).
 
     The input is read and translated in chunks of ``lines_per_chunk`` lines (default 16
     batches), sorted by length within a chunk as fairseq's ``--buffer-size`` does, and each
@@ -179,12 +177,11 @@ def run_filter(loaded: Loaded | LoadedEnsemble, *, input_path: Path | None,
         what = ("is a directory" if output_path.is_dir()
                 else f"folder {output_path.parent} does not exist")
         raise ValueError(f"--output {output_path}: {what}")
-    if plot is not None and all(a == "none" for a in _attention_types(loaded)):
+    decoding = translator.decoding
+    if plot is not None and all(a == "none" for a in _attention_types(translator.loaded)):
         raise ValueError("--plot: the fixed-vector model (attention: none) has no attention "
                          "weights to draw")
-    lines_per_chunk = lines_per_chunk or 16 * batch_size
-    translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding,
-                            batch_size=batch_size, workers=workers)
+    lines_per_chunk = lines_per_chunk or 16 * translator.batch_size
     where = str(input_path or "stdin")
     source = open_bytes(input_path) if input_path is not None else sys.stdin.buffer
     out = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout

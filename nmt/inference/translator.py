@@ -147,38 +147,73 @@ class Translator:
         self.threads = threads or torch.get_num_threads()
         self.workers, self.batch_size, self.max_src_pieces = workers, batch_size, max_src_pieces
         self.device = next(model.parameters()).device
+        # the checkpoint(s) it was loaded from (:meth:`from_loaded`); None for a bare model
+        self.loaded: Any = None
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, device: torch.device | str = "cpu",
-                        **kwargs: Any) -> Translator:
-        """A Translator for a checkpoint (safe loading), decoding with its config's
-        ``search`` settings unless ``decoding`` is given; ``kwargs`` go to the constructor.
+    def from_loaded(cls, loaded: Any, *, decoding: Decoding | None = None,
+                    beam_size: int | None = None, alpha: float | None = None,
+                    length_penalty: str | None = None, n_best: int | None = None,
+                    precision: str | None = None, precision_option: str = "--precision",
+                    **kwargs: Any) -> Translator:
+        """The one place a command turns a loaded model into a Translator: ``loaded`` (a
+        :class:`nmt.model.checkpoint.Loaded` or :class:`nmt.inference.ensemble.LoadedEnsemble`)
+        with the search settings of its config (:meth:`Decoding.from_config`), the given
+        ``beam_size`` .. ``precision`` taking precedence, ``auto`` precision resolved for the
+        model's device (:meth:`Decoding.on`); or exactly ``decoding`` when given. ``kwargs``
+        go to the constructor (``batch_size``, ``workers``, ``threads``, ``warn``, ...).
+        The Translator keeps ``loaded`` (its config names the language pair).
 
         Raises:
-            nmt.model.checkpoint.CheckpointError: the file is not a usable checkpoint.
+            nmt.ops.precision.PrecisionError: a precision this device cannot use (the message
+                names ``precision_option``).
+            ValueError: ``n_best`` above the beam size.
         """
-        from nmt.model.checkpoint import load_checkpoint
-
-        loaded = load_checkpoint(path, device)
-        kwargs.setdefault("decoding", Decoding.from_config(loaded.cfg))
-        return cls(loaded.model, loaded.src_vocab, loaded.tgt_vocab, **kwargs)
+        if decoding is None:
+            device = next(loaded.model.parameters()).device
+            decoding = Decoding.from_config(
+                loaded.cfg, beam_size=beam_size, alpha=alpha, length_penalty=length_penalty,
+                n_best=n_best, precision=precision).on(device, precision_option)
+            # checked before the constructor cuts a beam wider than the vocabulary
+            if decoding.n_best > decoding.beam_size:
+                raise ValueError(f"--nbest {decoding.n_best} needs --beam of at least "
+                                 f"{decoding.n_best} (beam is {decoding.beam_size})")
+        translator = cls(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding, **kwargs)
+        translator.loaded = loaded
+        return translator
 
     @classmethod
-    def from_checkpoints(cls, paths: Sequence[str | Path], device: torch.device | str = "cpu",
-                         **kwargs: Any) -> Translator:
-        """:meth:`from_checkpoint` for one path; for several, a Translator of their
-        :class:`nmt.inference.ensemble.Ensemble` (mean probability at each step), decoding
-        with the first checkpoint's ``search`` settings unless ``decoding`` is given.
+    def from_paths(cls, paths: Sequence[str | Path], device: torch.device | str = "auto",
+                   **kwargs: Any) -> Translator:
+        """Load ``paths`` (checkpoint files or model folders) on ``device`` (``auto``,
+        ``cpu``, ``cuda:N``, checked as ``--device``) and build their Translator with
+        :meth:`from_loaded` (``kwargs``: its search options and the constructor's): one
+        path decodes alone, several as their :class:`nmt.inference.ensemble.Ensemble` (the
+        mean probability at each step) with the first checkpoint's search settings.
 
         Raises:
             nmt.model.checkpoint.CheckpointError: no paths, a file that is not a usable
                 checkpoint, or checkpoints with different vocabularies (names both files).
+            nmt.ops.device.DeviceError: ``device`` is not available here.
+            nmt.ops.precision.PrecisionError: as :meth:`from_loaded`.
         """
         from nmt.inference.ensemble import load_models
+        from nmt.ops.device import pick_device
 
-        loaded = load_models(paths, device)
-        kwargs.setdefault("decoding", Decoding.from_config(loaded.cfg))
-        return cls(loaded.model, loaded.src_vocab, loaded.tgt_vocab, **kwargs)
+        dev = device if isinstance(device, torch.device) else pick_device(device, "--device")
+        return cls.from_loaded(load_models(paths, dev), **kwargs)
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, device: torch.device | str = "cpu",
+                        **kwargs: Any) -> Translator:
+        """:meth:`from_paths` of one checkpoint (on the CPU unless ``device`` is given)."""
+        return cls.from_paths([path], device, **kwargs)
+
+    @classmethod
+    def from_checkpoints(cls, paths: Sequence[str | Path], device: torch.device | str = "cpu",
+                         **kwargs: Any) -> Translator:
+        """:meth:`from_paths` (on the CPU unless ``device`` is given)."""
+        return cls.from_paths(paths, device, **kwargs)
 
     def capped(self, decoding: Decoding) -> Decoding:
         """``decoding`` with its beam at most the target vocabulary's size

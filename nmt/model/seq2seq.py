@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Literal, cast, overload
 
 import torch
 import torch.nn.functional as F
@@ -43,11 +43,24 @@ class Seq2Seq(nn.Module):
         output layer's weight among its step weights) and initial state."""
         return self.decoder.start(self.encoder(src, src_len), self.generator.weight)
 
-    def step(self, prev: torch.Tensor, state: DecoderState, mem: Memory
-             ) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None]:
+    @overload
+    def step(self, prev: torch.Tensor, state: DecoderState, mem: Memory,
+             with_heads: Literal[False] = False
+             ) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None]: ...
+
+    @overload
+    def step(self, prev: torch.Tensor, state: DecoderState, mem: Memory,
+             with_heads: Literal[True]
+             ) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None,
+                        torch.Tensor | None]: ...
+
+    def step(self, prev: torch.Tensor, state: DecoderState, mem: Memory,
+             with_heads: bool = False) -> tuple:
         """One search step: (B,) previous ids -> log-probabilities (B, V) in fp32 (fp64 for
         a float64 model), new state, attention weights (B, S) or None for the fixed-vector
-        model.
+        model (for ``multihead`` the mean over heads); with ``with_heads`` also the
+        per-head weights (B, h, S) of a ``multihead`` model, else None: what forced
+        decoding (nmt/serve/forced.py) reads, the weights the search saw.
 
         Under bf16/fp16 autocast (``search.precision``) the matrix products run in the
         lower precision, and the log-probabilities of each row's ``EXACT_TOP`` most
@@ -58,8 +71,12 @@ class Seq2Seq(nn.Module):
         # Seq2Seq.start passes the generator's weight for search steps
         logits = self.step_logits(out.pre_output, cast(torch.Tensor, mem.weights.generator))
         if logits.dtype not in HALF_DTYPES:  # fp32, or fp64 for a float64 model
-            return F.log_softmax(logits, dim=-1), out.state, out.attention
-        return self.exact_top_log_probs(logits, out.pre_output), out.state, out.attention
+            logp = F.log_softmax(logits, dim=-1)
+        else:
+            logp = self.exact_top_log_probs(logits, out.pre_output)
+        if with_heads:
+            return logp, out.state, out.attention, out.heads
+        return logp, out.state, out.attention
 
     def step_logits(self, pre_output: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """The generator's logits (B, V) for one search step's pre-outputs (B, O), the same

@@ -4,9 +4,9 @@ read, and searches that continue a forced target prefix.
 * :func:`forced_pass` teacher-forces hypotheses on their source and returns, per target
   step, the log-probability of the piece taken (the per-token log-probabilities the
   searches do not keep), the attention weights (averaged over heads) and the per-head
-  weights of a ``multihead`` model. It steps the model with the same calls the searches
-  make (``Seq2Seq.encode``, the decoder's ``step``, ``step_logits``), so the weights are
-  the ones the search saw, dropout being off.
+  weights of a ``multihead`` model. It steps the model with the calls the searches make
+  (``Seq2Seq.encode`` and ``Seq2Seq.step``, asked for the per-head weights too), so the
+  weights are the ones the search saw, dropout being off.
 * :func:`search_after_prefix` runs greedy or beam search (:mod:`nmt.inference.search`)
   from the state reached after a forced prefix: the model is wrapped so that its
   ``encode`` reads the prefix and its first ``step`` takes the prefix' last piece.
@@ -21,12 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from nmt.data.vocab import BOS, EOS, PAD
 from nmt.inference.search import Hypothesis, beam_search, greedy
 from nmt.inference.translate import Decoding
-from nmt.ops.precision import HALF_DTYPES
 
 
 @dataclass
@@ -46,19 +44,6 @@ class Forced:
     attention: torch.Tensor | None
     heads: torch.Tensor | None
     top: list[list[tuple[int, float]]]
-
-
-def _step(model: Any, prev: torch.Tensor, state: Any, mem: Any
-          ) -> tuple[torch.Tensor, Any, torch.Tensor | None, torch.Tensor | None]:
-    """``Seq2Seq.step`` that also returns the per-head weights: log-probabilities (B, V)
-    fp32, new state, attention (B, S) or None, heads (B, h, S) or None."""
-    out = model.decoder.step(prev, state, mem)
-    logits = model.step_logits(out.pre_output, mem.weights.generator)
-    if logits.dtype not in HALF_DTYPES:  # fp32, or fp64 for a float64 model
-        logp = F.log_softmax(logits, dim=-1)
-    else:
-        logp = model.exact_top_log_probs(logits, out.pre_output)
-    return logp, out.state, out.attention, out.heads
 
 
 @torch.inference_mode()
@@ -121,7 +106,7 @@ def forced_pass_many(model: Any, sources: list[list[int]], targets: list[list[in
     heads: list[torch.Tensor] = []
     tops: list[Any] = []
     for t in range(T):
-        logp, state, attn, per_head = _step(model, prev, state, mem)
+        logp, state, attn, per_head = model.step(prev, state, mem, with_heads=True)
         logps.append(logp.gather(1, tgt[:, t : t + 1]).squeeze(1))  # (B,)
         if attn is not None:
             attns.append(attn.float())

@@ -222,9 +222,10 @@ def load_entry(model_id: str | None, path: Path, device: torch.device, threads: 
     loaded = load_checkpoint(path, device, with_digest=True)  # the digest of the bytes loaded
     cfg = loaded.cfg
     m = cfg.model
-    decoding = Decoding.from_config(cfg, precision=precision).on(device)
-    translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding,
-                            threads=threads, max_src_pieces=MAX_PIECES)
+    translator = Translator.from_loaded(loaded, precision=precision,
+                                        precision_option="search.precision", threads=threads,
+                                        max_src_pieces=MAX_PIECES)
+    decoding = translator.decoding  # a beam over the vocabulary is capped to it
     sha = str(loaded.sha256)
     where = resolve_model_path(path)  # a model folder's scores are in its results.json
     test_bleu, stale, val_bleu = _stored_scores(where / WEIGHTS if is_folder(where) else path,

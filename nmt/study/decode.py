@@ -197,9 +197,8 @@ def _translate(run: PlannedRun, loaded: Loaded | None, sources: list[str], decod
     log(f"{run.cfg.name}: translating {name} ({len(sources)} sentences, "
         f"{decoding.describe()}; {why})")
     with torch.inference_mode():
-        translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding,
-                                batch_size=BATCH_SIZE, max_src_pieces=MAX_SOURCE_PIECES,
-                                warn=log)
+        translator = Translator.from_loaded(loaded, decoding=decoding, batch_size=BATCH_SIZE,
+                                            max_src_pieces=MAX_SOURCE_PIECES, warn=log)
         out = translator.translate(sources)
     hyps = [" ".join(t.text.split()) for t in out]
     for warning in (truncation_warning(out, f"{run.cfg.name} on {name}"),

@@ -67,8 +67,8 @@ def _heatmaps(study: StudyConfig, runs: list[PlannedRun], models: dict[str, Load
             loaded = models[run.label]
             if run.attention == "none" or loaded is None:  # no attention, or no checkpoint
                 continue
-            tr = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab,
-                            decodings[run.label]).translate([sentence])[0]
+            tr = Translator.from_loaded(loaded, decoding=decodings[run.label]
+                                        ).translate([sentence])[0]
             if tr.attention is None:
                 continue
             name = f"attention_{i + 1}_{run.label}.png"
@@ -114,8 +114,8 @@ def _long_heatmaps(study: StudyConfig, runs: list[PlannedRun], models: dict[str,
                              + ("" if run.attention == "none" else
                                 " (archived run: no checkpoint, no attention drawn)"))
                 continue
-            tr = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab,
-                            decodings[run.label]).translate([sentence])[0]
+            tr = Translator.from_loaded(loaded, decoding=decodings[run.label]
+                                        ).translate([sentence])[0]
             lines.append(f"- **{run.label}** ({len(tr.text.split())} words): {tr.text}")
             if tr.attention is not None:
                 name = f"long_attention_{n}_{run.label}.png"
