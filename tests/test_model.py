@@ -194,3 +194,20 @@ def test_default_flip_rows_follows_the_cpu_flags(monkeypatch):
     sm.default_flip_rows.cache_clear()
 
 
+
+
+def test_step_returns_the_per_head_weights_only_when_asked(toy_vocabs):
+    """Seq2Seq.step: three values by default; with ``with_heads`` the per-head weights of a
+    multihead model too, whose mean is the attention it returns (serve's forced decoding)."""
+    from nmt.data.vocab import BOS
+
+    model = tiny_model(*toy_vocabs, attention="multihead").eval()
+    src = torch.tensor([[5, 6, 7, 2]])
+    mem, state = model.encode(src, torch.tensor([4]))
+    prev = torch.tensor([BOS])
+    with torch.no_grad():
+        logp, _, attn = model.step(prev, state, mem)
+        logp2, _, attn2, heads = model.step(prev, state, mem, with_heads=True)
+    assert torch.equal(logp, logp2) and torch.equal(attn, attn2)
+    assert heads.dim() == 3 and heads.size(0) == 1 and heads.size(2) == 4
+    torch.testing.assert_close(heads.mean(1), attn)

@@ -317,3 +317,24 @@ def test_evaluate_gives_each_language_pair_its_own_table_and_signature(toy_vocab
 def _tables(text: str) -> list[str]:
     """The tables of an ``nmt evaluate`` report, each starting at its ``test set:`` line."""
     return ["test set:" + t for t in text.split("test set:")[1:]]
+
+
+def test_from_paths_is_the_one_root_of_model_and_decoding_settings(toy_vocabs, tmp_path):
+    """Translator.from_paths loads, takes the checkpoint's search settings with the given
+    ones on top, keeps what it loaded, and refuses --nbest above the beam before decoding."""
+    from nmt.config.load import from_dict
+    from nmt.model.checkpoint import make_payload, save_atomic
+
+    cfg = from_dict({"search": {"beam_size": 4, "alpha": 0.8},
+                     "model": {"emb_dim": 16, "enc_hidden": 16, "dec_hidden": 32,
+                               "attn_dim": 16, "output_dim": 16, "dropout": 0.0}})
+    save_atomic(make_payload(cfg, tiny_model(*toy_vocabs), *toy_vocabs), tmp_path / "m.pt")
+    own = Translator.from_paths([tmp_path / "m.pt"], "cpu")
+    assert (own.decoding.beam_size, own.decoding.alpha) == (4, 0.8)
+    assert own.loaded.cfg.search.beam_size == 4 and own.decoding.precision != "auto"
+    given = Translator.from_paths([tmp_path / "m.pt"], "cpu", beam_size=3, n_best=2,
+                                  batch_size=7)
+    assert (given.decoding.beam_size, given.decoding.n_best, given.decoding.alpha,
+            given.batch_size) == (3, 2, 0.8, 7)
+    with pytest.raises(ValueError, match="--nbest 5 needs --beam of at least 5"):
+        Translator.from_paths([tmp_path / "m.pt"], "cpu", beam_size=3, n_best=5)
