@@ -32,14 +32,17 @@ def _unmarked(source: str) -> list[str]:
     functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
     helpers = {f.name for f in functions if not f.name.startswith("test_")
                and TRAINS_OR_SERVES.search(ast.get_source_segment(source, f) or "")}
-    uses = re.compile(r"\b(" + "|".join(sorted(helpers)) + r")\b") if helpers else None
     out = []
     for f in functions:
         if not f.name.startswith("test_") or module_slow or any(map(_is_slow_mark,
                                                                     f.decorator_list)):
             continue
         text = ast.get_source_segment(source, f) or ""
-        if TRAINS_OR_SERVES.search(text) or (uses and uses.search(text)):
+        # a helper is used where its name is code (a call, a fixture argument), not where
+        # the word stands in a string ("the corpus it was trained on" is not `trained`)
+        names = {n.id for n in ast.walk(f) if isinstance(n, ast.Name)}
+        names |= {a.arg for a in f.args.args}
+        if TRAINS_OR_SERVES.search(text) or helpers & names:
             out.append(f.name)
     return out
 
@@ -49,8 +52,10 @@ def test_finder_sees_training_through_a_helper_and_honours_the_marks():
               "def run(tmp):\n    nmt('train', 'c.yaml')\n"
               "def test_a(tmp_path):\n    run(tmp_path)\n"
               "@pytest.mark.slow\ndef test_b(tmp_path):\n    run(tmp_path)\n"
-              "def test_c():\n    assert 1 + 1 == 2\n")
-    assert _unmarked(source) == ["test_a"]
+              "def test_c():\n    assert 1 + 1 == 2\n"
+              "def test_d():\n    assert 'run' in 'what to run'\n"
+              "def test_e(run):\n    pass\n")
+    assert _unmarked(source) == ["test_a", "test_e"]  # test_d only names it in a string
     assert _unmarked("import pytest\npytestmark = pytest.mark.slow\n" + source) == []
 
 
