@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -264,13 +265,8 @@ def alignment_section(
     """
     if directory is None or split is None:
         return [], []
-    first = models[0][1]
-    path = reference_path(
-        directory,
-        split,
-        first.cfg.data.src_lang,  # type: ignore[attr-defined]
-        first.cfg.data.tgt_lang,
-    )  # type: ignore[attr-defined]
+    first: Any = models[0][1]  # a loaded checkpoint (nmt.model.checkpoint.Loaded)
+    path = reference_path(directory, split, first.cfg.data.src_lang, first.cfg.data.tgt_lang)
     if not path.exists():
         log(
             f"no reference alignment {path} (scripts/align_multi30k.py writes it): "
@@ -281,10 +277,11 @@ def alignment_section(
     scored = []
     for name, m in models:
         log(f"{name}: attention on the references of {label}, against {path}")
+        loaded: Any = m
         weights = forced_weights(
-            m.model,
-            m.src_vocab,
-            m.tgt_vocab,  # type: ignore[attr-defined]
+            loaded.model,
+            loaded.src_vocab,
+            loaded.tgt_vocab,
             *test,
             batch_size=batch_size,
         )
