@@ -31,6 +31,7 @@ import torch
 from nmt.config.schema import TrainConfig
 from nmt.data.batches import Example, collate, make_batches
 from nmt.data.vocab import EOS
+from nmt.evaluation.markdown import markdown_table
 from nmt.inference.search import greedy
 from nmt.inference.translator import Translator
 
@@ -232,20 +233,35 @@ def disagreeing_sentences(
 
 def format_markdown(analyses: list[HeadAnalysis]) -> str:
     """The statistics of every model as Markdown tables (one row per head)."""
-    lines = [
-        "| model | head | entropy (nats) | uniform (nats) | diagonal distance (pieces) "
-        "| diagonal share (distance / S) | offset (pieces, + = ahead) | on final `</s>` "
-        "| on punctuation |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    header = [
+        "model",
+        "head",
+        "entropy (nats)",
+        "uniform (nats)",
+        "diagonal distance (pieces)",
+        "diagonal share (distance / S)",
+        "offset (pieces, + = ahead)",
+        "on final `</s>`",
+        "on punctuation",
     ]
-    for a in analyses:
-        for s in a.stats:
-            lines.append(
-                f"| {a.name} | {s.head} | {s.entropy:.2f} | {s.uniform_entropy:.2f} | "
-                f"{s.diagonal_distance:.1f} | {s.diagonal_share:.2f} | "
-                f"{s.diagonal_offset:+.1f} | "
-                f"{s.final_share:.1%} | {s.punctuation_share:.1%} |"
-            )
+    lines = markdown_table(
+        header,
+        (
+            [
+                a.name,
+                s.head,
+                f"{s.entropy:.2f}",
+                f"{s.uniform_entropy:.2f}",
+                f"{s.diagonal_distance:.1f}",
+                f"{s.diagonal_share:.2f}",
+                f"{s.diagonal_offset:+.1f}",
+                f"{s.final_share:.1%}",
+                f"{s.punctuation_share:.1%}",
+            ]
+            for a in analyses
+            for s in a.stats
+        ),
+    )
     for a in analyses:
         if a.heads < 2:
             continue
@@ -254,11 +270,11 @@ def format_markdown(analyses: list[HeadAnalysis]) -> str:
             f"Head agreement of {a.name} (share of target steps where both heads' "
             "most attended source piece is the same):",
             "",
-            "| | " + " | ".join(f"head {j + 1}" for j in range(a.heads)) + " |",
-            "| --- |" + " --- |" * a.heads,
         ]
-        for i, row in enumerate(a.agreement):
-            lines.append(f"| head {i + 1} | " + " | ".join(f"{v:.2f}" for v in row) + " |")
+        lines += markdown_table(
+            [""] + [f"head {j + 1}" for j in range(a.heads)],
+            ([f"head {i + 1}"] + [f"{v:.2f}" for v in row] for i, row in enumerate(a.agreement)),
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -41,6 +41,7 @@ from nmt.evaluation.alignment import (
     read_pharaoh,
 )
 from nmt.evaluation.alignment import score as alignment_score
+from nmt.evaluation.markdown import markdown_table
 from nmt.inference.translator import Translator
 
 
@@ -200,16 +201,22 @@ def format_alignment(
         "pieces. Sure links only (S = P), so AER = 1 - F1. 95% bootstrap intervals "
         f"over sentences ({n_samples} resamples). {label}.",
         "",
-        "| model | head | precision | recall | AER [95% CI] | sentences (skipped) |",
-        "| --- | --- | --- | --- | --- | --- |",
     ]
-    for m in models:
-        for r in m.rows:
-            md.append(
-                f"| {m.name} | {r.head} | {r.precision:.1%} | {r.recall:.1%} | "
-                f"{r.aer:.1%} [{r.aer_low:.1%}, {r.aer_high:.1%}] | "
-                f"{m.sentences} ({m.skipped}) |"
-            )
+    md += markdown_table(
+        ["model", "head", "precision", "recall", "AER [95% CI]", "sentences (skipped)"],
+        (
+            [
+                m.name,
+                r.head,
+                f"{r.precision:.1%}",
+                f"{r.recall:.1%}",
+                f"{r.aer:.1%} [{r.aer_low:.1%}, {r.aer_high:.1%}]",
+                f"{m.sentences} ({m.skipped})",
+            ]
+            for m in models
+            for r in m.rows
+        ),
+    )
     if len(models) > 1:
         md += [
             "",
