@@ -71,14 +71,14 @@ def allocated_bytes(fn) -> int:
     """Bytes allocated by the ops of one call of ``fn()`` (CPU, via torch.profiler)."""
     from torch.profiler import ProfilerActivity, profile
 
-    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU],
-                                  profile_memory=True) as prof:
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
     return sum(e.self_cpu_memory_usage for e in prof.events() if e.self_cpu_memory_usage > 0)
 
 
-def measure(n_q: int, n_kv: int, d: int, batch: int = 8, heads: int = 4,
-            min_run_time: float = 0.2) -> CostRow:
+def measure(
+    n_q: int, n_kv: int, d: int, batch: int = 8, heads: int = 4, min_run_time: float = 0.2
+) -> CostRow:
     """Time and allocation of ``scaled_dot_product_attention`` on random (B, h, n, d)
     inputs with a padding mask (as the decoder uses it)."""
     from torch.utils import benchmark
@@ -99,8 +99,13 @@ def measure(n_q: int, n_kv: int, d: int, batch: int = 8, heads: int = 4,
     return CostRow(batch, heads, n_q, n_kv, d, seconds, allocated_bytes(call))
 
 
-def sweep(sizes: tuple[int, ...] = (16, 32, 64, 128, 256), d_values: tuple[int, ...] = (32, 64, 128),
-          fixed: int = 64, d_fixed: int = 64, min_run_time: float = 0.2) -> dict[str, list[CostRow]]:
+def sweep(
+    sizes: tuple[int, ...] = (16, 32, 64, 128, 256),
+    d_values: tuple[int, ...] = (32, 64, 128),
+    fixed: int = 64,
+    d_fixed: int = 64,
+    min_run_time: float = 0.2,
+) -> dict[str, list[CostRow]]:
     """Three sweeps: n_q with n_kv = ``fixed``, n_kv with n_q = ``fixed``, and d with
     n_q = n_kv = ``fixed``."""
     return {
@@ -113,14 +118,18 @@ def sweep(sizes: tuple[int, ...] = (16, 32, 64, 128, 256), d_values: tuple[int, 
 def summarise(sweeps: dict[str, list[CostRow]]) -> str:
     """Markdown: every row with time per unit of work (ns per B h n_q n_kv d) and bytes
     per score cell; constant columns are what the O() claims predict."""
-    lines = ["| sweep | n_q | n_kv | d | time (ms) | ns per n_q*n_kv*d (x B h) | "
-             "allocated (KiB) | bytes per n_q*n_kv cell (x B h) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| sweep | n_q | n_kv | d | time (ms) | ns per n_q*n_kv*d (x B h) | "
+        "allocated (KiB) | bytes per n_q*n_kv cell (x B h) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for name, rows in sweeps.items():
         for r in rows:
-            lines.append(f"| {name} | {r.n_q} | {r.n_kv} | {r.d} | {r.seconds * 1e3:.3f} | "
-                         f"{r.seconds * 1e9 / r.work:.3f} | {r.allocated_bytes / 1024:,.0f} | "
-                         f"{r.allocated_bytes / r.cells:.1f} |")
+            lines.append(
+                f"| {name} | {r.n_q} | {r.n_kv} | {r.d} | {r.seconds * 1e3:.3f} | "
+                f"{r.seconds * 1e9 / r.work:.3f} | {r.allocated_bytes / 1024:,.0f} | "
+                f"{r.allocated_bytes / r.cells:.1f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -131,10 +140,15 @@ def plot(sweeps: dict[str, list[CostRow]], path: Path) -> Path:
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
     try:
         for name, rows in sweeps.items():
-            a.loglog([r.work for r in rows], [r.seconds * 1e3 for r in rows], "o-",
-                     label=f"vary {name}")
-            b.loglog([r.cells for r in rows], [r.allocated_bytes / 1024 for r in rows], "o-",
-                     label=f"vary {name}")
+            a.loglog(
+                [r.work for r in rows], [r.seconds * 1e3 for r in rows], "o-", label=f"vary {name}"
+            )
+            b.loglog(
+                [r.cells for r in rows],
+                [r.allocated_bytes / 1024 for r in rows],
+                "o-",
+                label=f"vary {name}",
+            )
         a.set_xlabel("B h n_q n_kv d")
         a.set_ylabel("time (ms)")
         b.set_xlabel("B h n_q n_kv")
@@ -152,10 +166,12 @@ def plot(sweeps: dict[str, list[CostRow]], path: Path) -> Path:
 
 def main(argv: list[str]) -> int:
     """``python benchmarks/attention_cost.py OUT_DIR``: measure and write the three files."""
-    parser = argparse.ArgumentParser(prog="python benchmarks/attention_cost.py",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("out_dir", type=Path, help="directory for attention_cost.json, "
-                        ".md and .png")
+    parser = argparse.ArgumentParser(
+        prog="python benchmarks/attention_cost.py", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "out_dir", type=Path, help="directory for attention_cost.json, .md and .png"
+    )
     out = parser.parse_args(argv).out_dir
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -163,8 +179,12 @@ def main(argv: list[str]) -> int:
         parser.error(f"OUT_DIR {out}: cannot create it ({e.strerror or e})")
     torch.set_num_threads(1)
     sweeps = sweep()
-    machine = {"cpu": platform.processor() or platform.machine(), "torch": torch.__version__,
-               "threads": 1, "command": f"python benchmarks/attention_cost.py {out}"}
+    machine = {
+        "cpu": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "threads": 1,
+        "command": f"python benchmarks/attention_cost.py {out}",
+    }
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -172,12 +192,19 @@ def main(argv: list[str]) -> int:
                 break
     except OSError:
         pass
-    (out / "attention_cost.json").write_text(json.dumps(
-        {"machine": machine, "sweeps": {k: [asdict(r) for r in v] for k, v in sweeps.items()}},
-        indent=2) + "\n", encoding="utf-8")
+    (out / "attention_cost.json").write_text(
+        json.dumps(
+            {"machine": machine, "sweeps": {k: [asdict(r) for r in v] for k, v in sweeps.items()}},
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     (out / "attention_cost.md").write_text(
         f"Measured with `{machine['command']}` on {machine['cpu']}, torch {machine['torch']}, "
-        "1 thread, B = 8, h = 4.\n\n" + summarise(sweeps), encoding="utf-8")
+        "1 thread, B = 8, h = 4.\n\n" + summarise(sweeps),
+        encoding="utf-8",
+    )
     plot(sweeps, out / "attention_cost.png")
     print(summarise(sweeps))
     return 0

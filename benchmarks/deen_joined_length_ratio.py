@@ -19,6 +19,8 @@ for run in sys.argv[1:]:
     cells = []
     for k in (1, 2, 3, 4):
         idx = [i for i, kk in enumerate(joined.k) if kk == k]
-        ratio = sum(len(hyps[i].split()) for i in idx) / sum(len(joined.references[i].split()) for i in idx)
+        ratio = sum(len(hyps[i].split()) for i in idx) / sum(
+            len(joined.references[i].split()) for i in idx
+        )
         cells.append(f"k={k}: {ratio:.2f}")
     print(f"{run}: hypothesis/reference words  " + "  ".join(cells))

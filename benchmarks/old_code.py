@@ -23,28 +23,53 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # the flat modules of the package before issue 26 -> today's modules
 MOVED = {
-    "config": "config.schema", "config_load": "config.load", "precision": "ops.precision",
-    "topk": "ops.topk", "deferred": "ops.weight_grads", "metrics": "evaluation.metrics",
-    "bootstrap": "evaluation.bootstrap", "plots": "evaluation.plots",
-    "corpus": "data.corpus", "vocab": "data.vocab", "longsets": "data.longsets",
-    "data": "data.batches", "store": "data.store",
-    "attention": "model.attention", "multihead": "model.multihead", "encoder": "model.encoder",
-    "decoder": "model.decoder", "loss": "model.loss", "flops": "model.flops",
-    "checkpoint": "model.checkpoint", "model": "model.seq2seq",
-    "schedule": "training.schedule", "train": "training.loop",
-    "search": "inference.search", "translate": "inference.translate",
-    "pipeline": "commands.train", "evaluate": "commands.evaluate",
-    "interactive": "commands.translate", "heads": "commands.heads", "study": "commands.study",
-    "study_plan": "study.plan", "study_report": "study.report",
-    "machine": "ops.machine", "bench": "commands.bench", "recipe_eval": "commands.select",
+    "config": "config.schema",
+    "config_load": "config.load",
+    "precision": "ops.precision",
+    "topk": "ops.topk",
+    "deferred": "ops.weight_grads",
+    "metrics": "evaluation.metrics",
+    "bootstrap": "evaluation.bootstrap",
+    "plots": "evaluation.plots",
+    "corpus": "data.corpus",
+    "vocab": "data.vocab",
+    "longsets": "data.longsets",
+    "data": "data.batches",
+    "store": "data.store",
+    "attention": "model.attention",
+    "multihead": "model.multihead",
+    "encoder": "model.encoder",
+    "decoder": "model.decoder",
+    "loss": "model.loss",
+    "flops": "model.flops",
+    "checkpoint": "model.checkpoint",
+    "model": "model.seq2seq",
+    "schedule": "training.schedule",
+    "train": "training.loop",
+    "search": "inference.search",
+    "translate": "inference.translate",
+    "pipeline": "commands.train",
+    "evaluate": "commands.evaluate",
+    "interactive": "commands.translate",
+    "heads": "commands.heads",
+    "study": "commands.study",
+    "study_plan": "study.plan",
+    "study_report": "study.report",
+    "machine": "ops.machine",
+    "bench": "commands.bench",
+    "recipe_eval": "commands.select",
     "cli": "cli.app",
 }
 
 
 def source_at(commit: str, path: str) -> str:
     """The text of ``path`` at ``commit`` (``git show``, in this repository)."""
-    return subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{path}"],
-                          check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{commit}:{path}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 def modernise(source: str) -> str:

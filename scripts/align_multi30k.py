@@ -90,23 +90,34 @@ def main() -> None:
     ap.add_argument("--tgt", default="en")
     ap.add_argument("--out", type=Path, default=Path("data/alignments"))
     ap.add_argument("--record", type=Path, default=Path("results/alignments"))
-    ap.add_argument("--model", type=int, default=3, choices=(1, 2, 3),
-                    help="eflomal model: 1 IBM1, 2 +HMM, 3 +fertility (default)")
+    ap.add_argument(
+        "--model",
+        type=int,
+        default=3,
+        choices=(1, 2, 3),
+        help="eflomal model: 1 IBM1, 2 +HMM, 3 +fertility (default)",
+    )
     args = ap.parse_args()
     try:
         import eflomal
     except ImportError:
-        sys.exit("align_multi30k: eflomal is not installed (.venv/bin/pip install -e "
-                 "'.[align]'; it builds from source, a few minutes)")
+        sys.exit(
+            "align_multi30k: eflomal is not installed (.venv/bin/pip install -e "
+            "'.[align]'; it builds from source, a few minutes)"
+        )
     pair = f"{args.src}-{args.tgt}"
-    corpus = {s: (read_lines(args.data, s, args.src), read_lines(args.data, s, args.tgt))
-              for s in SPLITS}
+    corpus = {
+        s: (read_lines(args.data, s, args.src), read_lines(args.data, s, args.tgt)) for s in SPLITS
+    }
     for s, (src, tgt) in corpus.items():
         if len(src) != len(tgt):
-            sys.exit(f"align_multi30k: {s}: {len(src)} {args.src} lines but {len(tgt)} "
-                     f"{args.tgt} lines")
-    tok = {s: ([tokenize(x) for x in src], [tokenize(y) for y in tgt])
-           for s, (src, tgt) in corpus.items()}
+            sys.exit(
+                f"align_multi30k: {s}: {len(src)} {args.src} lines but {len(tgt)} {args.tgt} lines"
+            )
+    tok = {
+        s: ([tokenize(x) for x in src], [tokenize(y) for y in tgt])
+        for s, (src, tgt) in corpus.items()
+    }
     start = time.perf_counter()
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the eflomal binary is a child
     with tempfile.TemporaryDirectory() as tmp:
@@ -115,16 +126,22 @@ def main() -> None:
         src_in = [" ".join(t[0]) or "." for s in SPLITS for t in tok[s][0]]
         tgt_in = [" ".join(t[0]) or "." for s in SPLITS for t in tok[s][1]]
         aligner = eflomal.Aligner(model=args.model)
-        aligner.align(src_in, tgt_in, links_filename_fwd=str(fwd_file),
-                      links_filename_rev=str(rev_file), quiet=True)
+        aligner.align(
+            src_in,
+            tgt_in,
+            links_filename_fwd=str(fwd_file),
+            links_filename_rev=str(rev_file),
+            quiet=True,
+        )
         fwd = fwd_file.read_text(encoding="utf-8").splitlines()
         rev = rev_file.read_text(encoding="utf-8").splitlines()
     seconds = time.perf_counter() - start
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_seconds = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
     if len(fwd) != len(src_in) or len(rev) != len(src_in):
-        sys.exit(f"align_multi30k: eflomal wrote {len(fwd)}/{len(rev)} lines for "
-                 f"{len(src_in)} pairs")
+        sys.exit(
+            f"align_multi30k: eflomal wrote {len(fwd)}/{len(rev)} lines for {len(src_in)} pairs"
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     files, n, links = {}, 0, 0
     for s in SPLITS:
@@ -134,8 +151,7 @@ def main() -> None:
             r_links = parse_pharaoh(rev[n], f"eflomal reverse line {n + 1}")
             if not sw or not tw:
                 f_links = r_links = frozenset()
-            words = {"gdfa": grow_diag_final_and(f_links, r_links), "fwd": f_links,
-                     "rev": r_links}
+            words = {"gdfa": grow_diag_final_and(f_links, r_links), "fwd": f_links, "rev": r_links}
             for kind, lk in words.items():
                 out[kind].append(format_pharaoh(tokens_to_words(lk, sw, tw, ss, ts)))
             links += len(tokens_to_words(words["gdfa"], sw, tw, ss, ts))
@@ -146,29 +162,41 @@ def main() -> None:
             tmp_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
             os.replace(tmp_path, path)
             files[path.name] = {"lines": len(lines), "sha256": _sha256(path)}
-    cpu = next((ln.split(":", 1)[1].strip() for ln in
-                Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")),
-               platform.processor())
+    cpu = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if ln.startswith("model name")
+        ),
+        platform.processor(),
+    )
     record = {
-        "aligner": "eflomal", "eflomal_version": version("eflomal"),
+        "aligner": "eflomal",
+        "eflomal_version": version("eflomal"),
         "call": f"eflomal.Aligner(model={args.model}).align(src, tgt, links_filename_fwd, "
-                "links_filename_rev)  (other settings eflomal's defaults)",
+        "links_filename_rev)  (other settings eflomal's defaults)",
         "command": " ".join(["python scripts/align_multi30k.py", *sys.argv[1:]]),
-        "pair": pair, "training_splits": list(SPLITS),
+        "pair": pair,
+        "training_splits": list(SPLITS),
         "sentence_pairs": {s: len(corpus[s][0]) for s in SPLITS},
         "words": "whitespace tokens of the raw text; leading/trailing punctuation split off "
-                 "for the aligner, its links dropped when mapped back to words",
+        "for the aligner, its links dropped when mapped back to words",
         "symmetrisation": "grow-diag-final-and (nmt/evaluation/symmetrise.py)",
-        "links_gdfa": links, "align_seconds": round(seconds, 1),
-        "eflomal_cpu_seconds": round(cpu_seconds, 1), "cpu": cpu, "cores": os.cpu_count(),
+        "links_gdfa": links,
+        "align_seconds": round(seconds, 1),
+        "eflomal_cpu_seconds": round(cpu_seconds, 1),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
         "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
-        "output_dir": str(args.out), "files": files,
+        "output_dir": str(args.out),
+        "files": files,
     }
     args.record.mkdir(parents=True, exist_ok=True)
-    (args.record / f"{pair}.json").write_text(json.dumps(record, indent=2) + "\n",
-                                              encoding="utf-8")
-    print(f"aligned {n} pairs in {seconds:.0f} s; {links} links; wrote {args.out}/*.{pair}.*, "
-          f"{args.record}/{pair}.json")
+    (args.record / f"{pair}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    print(
+        f"aligned {n} pairs in {seconds:.0f} s; {links} links; wrote {args.out}/*.{pair}.*, "
+        f"{args.record}/{pair}.json"
+    )
 
 
 if __name__ == "__main__":

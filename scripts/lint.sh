@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 status=0
 .venv/bin/ruff check nmt tests scripts benchmarks || status=1
+# the formatter ([tool.ruff.format]): a file it would change is a finding
+.venv/bin/ruff format --check nmt tests scripts benchmarks || status=1
 # a bound on positional parameters ([tool.ruff.lint.pylint]); PLR0917 is a preview rule, so
 # preview is switched on for this one rule alone
 .venv/bin/ruff check --preview --select PLR0917 nmt || status=1

@@ -26,6 +26,7 @@ torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[1]
 MULTI30K = Path(os.environ.get("NMT_MULTI30K", REPO.parent / "shared" / "data" / "multi30k"))
 
+
 def torchrun(nproc: int = 2) -> list[str]:
     """The torchrun command (as ``python -m``) on a port free now: two pytest workers may
     each start one, and torchrun's default port would be taken by the first."""
@@ -35,8 +36,14 @@ def torchrun(nproc: int = 2) -> list[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    return [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
-            "--master_addr=127.0.0.1", f"--master_port={port}"]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={nproc}",
+        "--master_addr=127.0.0.1",
+        f"--master_port={port}",
+    ]
 
 
 TOY_PAIRS = [
@@ -59,8 +66,7 @@ def toy_vocabs():
 
 def tiny_model(src_vocab, tgt_vocab, **overrides):
     """A small model for fast tests; ``overrides`` are ModelConfig fields."""
-    fields = dict(emb_dim=16, enc_hidden=16, dec_hidden=32, attn_dim=16, output_dim=16,
-                  dropout=0.0)
+    fields = dict(emb_dim=16, enc_hidden=16, dec_hidden=32, attn_dim=16, output_dim=16, dropout=0.0)
     fields.update(overrides)
     torch.manual_seed(0)
     return build_model(ModelConfig(**fields), len(src_vocab), len(tgt_vocab))
@@ -93,12 +99,29 @@ def run_tiny_study(tmp: Path, overrides: list[str], spec: dict):
     if not (MULTI30K / "train.de.gz").exists():
         pytest.skip(f"Multi30k not found at {MULTI30K}")
     cfg = tmp / "study.yaml"
-    cfg.write_text(json.dumps({
-        "base_config": "configs/multi30k_deen_additive.yaml", "long_set_split": "test_2016_flickr",
-        "report_dir": f"{tmp}/report", **spec,
-        "overrides": [f"data.path={MULTI30K}", *overrides, "train.max_epochs=1",
-                      "train.progress=false", f"train.out_dir={tmp}/runs/{{name}}"]}))
-    r = subprocess.run([sys.executable, "-m", "nmt", "study", str(cfg)], cwd=REPO,
-                       capture_output=True, text=True, timeout=900)
+    cfg.write_text(
+        json.dumps(
+            {
+                "base_config": "configs/multi30k_deen_additive.yaml",
+                "long_set_split": "test_2016_flickr",
+                "report_dir": f"{tmp}/report",
+                **spec,
+                "overrides": [
+                    f"data.path={MULTI30K}",
+                    *overrides,
+                    "train.max_epochs=1",
+                    "train.progress=false",
+                    f"train.out_dir={tmp}/runs/{{name}}",
+                ],
+            }
+        )
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "nmt", "study", str(cfg)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stderr
     return cfg, r

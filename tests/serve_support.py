@@ -26,15 +26,32 @@ import pytest
 from conftest import MULTI30K
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = ["data.train_limit=200", "data.valid_limit=20", "subwords.vocab_size=300",
-        "model.emb_dim=32", "model.enc_hidden=32", "model.dec_hidden=64", "model.attn_dim=32",
-        "model.output_dim=32", "train.max_epochs=2", "train.batch_size=32",
-        "train.progress=false", "search.precision=fp32", "search.beam_size=3",
-        "train.threads=1"]
-MODELS = {"additive": ["model.attention=additive"], "none": ["model.attention=none"],
-          "multihead": ["model.attention=multihead", "model.heads=2"]}
-LINES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee vor einem Haus.",
-         "Eine Frau mit einem roten Hut liest ein Buch."]
+TINY = [
+    "data.train_limit=200",
+    "data.valid_limit=20",
+    "subwords.vocab_size=300",
+    "model.emb_dim=32",
+    "model.enc_hidden=32",
+    "model.dec_hidden=64",
+    "model.attn_dim=32",
+    "model.output_dim=32",
+    "train.max_epochs=2",
+    "train.batch_size=32",
+    "train.progress=false",
+    "search.precision=fp32",
+    "search.beam_size=3",
+    "train.threads=1",
+]
+MODELS = {
+    "additive": ["model.attention=additive"],
+    "none": ["model.attention=none"],
+    "multihead": ["model.attention=multihead", "model.heads=2"],
+}
+LINES = [
+    "Ein Mann fährt Fahrrad.",
+    "Zwei Hunde spielen im Schnee vor einem Haus.",
+    "Eine Frau mit einem roten Hut liest ein Buch.",
+]
 
 
 def _train(out: Path) -> None:
@@ -42,9 +59,16 @@ def _train(out: Path) -> None:
     from nmt.config.load import load_config
 
     for name, extra in MODELS.items():
-        cfg = load_config(REPO / "configs/multi30k_deen_additive.yaml",
-                          [*TINY, *extra, f"data.path={MULTI30K}", f"name=serve_{name}",
-                           f"train.out_dir={out}/{{name}}"])
+        cfg = load_config(
+            REPO / "configs/multi30k_deen_additive.yaml",
+            [
+                *TINY,
+                *extra,
+                f"data.path={MULTI30K}",
+                f"name=serve_{name}",
+                f"train.out_dir={out}/{{name}}",
+            ],
+        )
         run_training(cfg, log=lambda m: None)
     (out / "done").write_text("ok")
 
@@ -74,23 +98,45 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def synthetic_study(folder: Path) -> Path:
     """A study report folder whose results.json has two systems on test_2016_flickr in three
     buckets (the layout of nmt.study.report; the counts are Multi30k's)."""
+
     def row(system: str, lo: int, hi: int | None, n: int, bleu: float) -> dict[str, Any]:
-        return {"min_len": lo, "max_len": hi, "system": system, "baseline": "none", "n": n,
-                "mean_src_words": lo + 3, "too_few": n < 30,
-                "bleu": {"score": bleu, "low": bleu - 2, "high": bleu + 2},
-                "chrf": {"score": bleu + 20, "low": bleu + 18, "high": bleu + 22},
-                "vs_baseline": None, "len_ratio": 0.9, "brevity_penalty": 0.89,
-                "over_long": 0.0}
+        return {
+            "min_len": lo,
+            "max_len": hi,
+            "system": system,
+            "baseline": "none",
+            "n": n,
+            "mean_src_words": lo + 3,
+            "too_few": n < 30,
+            "bleu": {"score": bleu, "low": bleu - 2, "high": bleu + 2},
+            "chrf": {"score": bleu + 20, "low": bleu + 18, "high": bleu + 22},
+            "vs_baseline": None,
+            "len_ratio": 0.9,
+            "brevity_penalty": 0.89,
+            "over_long": 0.0,
+        }
+
     rows = []
     for system, base in (("none", 20.0), ("additive", 30.0)):
-        rows += [row(system, 1, 10, 528, base), row(system, 11, 20, 446, base - 5),
-                 row(system, 21, None, 26, base - 12)]
-    results = {"study": {"name": "synthetic", "test_splits": ["test_2016_flickr"],
-                         "long_set_split": "test_2016_flickr", "join_ks": [1, 2],
-                         "buckets": "1-10,11-20,21-", "baseline": "none"},
-               "decoding": "greedy search",
-               "test_sets": {"test_2016_flickr": {"buckets": rows, "signature": "sig",
-                                                  "chrf_signature": "csig"}}}
+        rows += [
+            row(system, 1, 10, 528, base),
+            row(system, 11, 20, 446, base - 5),
+            row(system, 21, None, 26, base - 12),
+        ]
+    results = {
+        "study": {
+            "name": "synthetic",
+            "test_splits": ["test_2016_flickr"],
+            "long_set_split": "test_2016_flickr",
+            "join_ks": [1, 2],
+            "buckets": "1-10,11-20,21-",
+            "baseline": "none",
+        },
+        "decoding": "greedy search",
+        "test_sets": {
+            "test_2016_flickr": {"buckets": rows, "signature": "sig", "chrf_signature": "csig"}
+        },
+    }
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "results.json").write_text(json.dumps(results), encoding="utf-8")
     return folder
@@ -109,8 +155,7 @@ def live_server(app: Any) -> Iterator[str]:
     import uvicorn
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                           log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -125,13 +170,27 @@ def live_server(app: Any) -> Iterator[str]:
         thread.join(timeout=10)
 
 
-def build_app(models: dict[str, Path], studies: list[Path] | None = None,
-              queue: int = 16, ids: list[str] | None = None, **batching: Any) -> Any:
+def build_app(
+    models: dict[str, Path],
+    studies: list[Path] | None = None,
+    queue: int = 16,
+    ids: list[str] | None = None,
+    **batching: Any,
+) -> Any:
     """The nmt serve application of ``models`` (id=path), one thread per search;
     ``batching``: fields of :class:`nmt.serve.batcher.Batching`."""
     from nmt.serve.batcher import Batching
     from nmt.serve.server import ServeOptions, build
 
     specs = [f"{name}={path}" for name, path in models.items() if ids is None or name in ids]
-    return build(ServeOptions(models=specs, studies=studies or [], threads=1, queue=queue,
-                              device="cpu", batching=Batching(**batching)), log=lambda m: None)
+    return build(
+        ServeOptions(
+            models=specs,
+            studies=studies or [],
+            threads=1,
+            queue=queue,
+            device="cpu",
+            batching=Batching(**batching),
+        ),
+        log=lambda m: None,
+    )

@@ -52,10 +52,14 @@ def test_pieces_map_to_whitespace_words():
 def test_word_attention_sums_source_pieces_and_averages_target_pieces():
     src = ["▁a", "b", "▁c", "</s>"]  # words: ab, c
     tgt = ["▁x", "y", "▁z", "</s>"]  # words: xy, z
-    w = np.array([[0.3, 0.3, 0.4, 0.0],   # x: ab 0.6, c 0.4
-                  [0.0, 0.1, 0.8, 0.1],   # y: ab 0.1, c 0.8
-                  [0.2, 0.2, 0.1, 0.5],   # z: ab 0.4, c 0.1 (</s> left out)
-                  [0.0, 0.0, 0.0, 1.0]])  # </s> row skipped
+    w = np.array(
+        [
+            [0.3, 0.3, 0.4, 0.0],  # x: ab 0.6, c 0.4
+            [0.0, 0.1, 0.8, 0.1],  # y: ab 0.1, c 0.8
+            [0.2, 0.2, 0.1, 0.5],  # z: ab 0.4, c 0.1 (</s> left out)
+            [0.0, 0.0, 0.0, 1.0],
+        ]
+    )  # </s> row skipped
     wa = word_attention(w, src, tgt)
     np.testing.assert_allclose(wa, [[0.35, 0.6], [0.4, 0.1]])
     # xy: mean (0.35, 0.6) -> c, though its first piece x looks at ab; z -> ab despite </s>
@@ -108,6 +112,5 @@ def test_grow_diag_final_and_by_hand():
 def test_token_links_map_to_words_without_split_off_punctuation():
     # source tokens: Hund . | -   target tokens: dog . | -
     links = frozenset({(0, 0), (1, 1), (2, 2)})
-    words = tokens_to_words(links, [0, 0, 1], [0, 0, 1], [False, True, False],
-                            [False, True, False])
+    words = tokens_to_words(links, [0, 0, 1], [0, 0, 1], [False, True, False], [False, True, False])
     assert words == {(0, 0), (1, 1)}

@@ -63,7 +63,7 @@ def test_values_under_padding_do_not_change_the_context(kind):
 def test_scaled_dot_divides_by_sqrt_dk():
     query, memory, mask = _inputs()
     dot, scaled = build_scorer("dot", 8, 8, 1), build_scorer("scaled_dot", 8, 8, 1)
-    assert torch.allclose(dot(query, memory) / 8 ** 0.5, scaled(query, memory))
+    assert torch.allclose(dot(query, memory) / 8**0.5, scaled(query, memory))
 
 
 def test_dot_with_mismatched_sizes_is_an_error():
@@ -76,8 +76,13 @@ def test_fast_tanh_matches_torch_tanh_in_value_and_gradient():
     from nmt.model.attention import tanh_
 
     g = torch.Generator().manual_seed(0)
-    base = torch.cat([torch.randn(2000, generator=g) * 4, torch.linspace(-1e-4, 1e-4, 101),
-                      torch.tensor([0.0, 30.0, -30.0, 100.0, -100.0])])
+    base = torch.cat(
+        [
+            torch.randn(2000, generator=g) * 4,
+            torch.linspace(-1e-4, 1e-4, 101),
+            torch.tensor([0.0, 30.0, -30.0, 100.0, -100.0]),
+        ]
+    )
     with torch.no_grad():
         assert torch.allclose(tanh_(base.clone()), torch.tanh(base), rtol=0, atol=3e-7)
     leaf = base.clone().requires_grad_()

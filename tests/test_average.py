@@ -25,8 +25,18 @@ from conftest import REPO, tiny_model
 
 
 def _cfg(**train):
-    return from_dict({"model": {"emb_dim": 16, "enc_hidden": 16, "dec_hidden": 32,
-                                "attn_dim": 16, "output_dim": 16}, "train": train})
+    return from_dict(
+        {
+            "model": {
+                "emb_dim": 16,
+                "enc_hidden": 16,
+                "dec_hidden": 32,
+                "attn_dim": 16,
+                "output_dim": 16,
+            },
+            "train": train,
+        }
+    )
 
 
 def _save(path, vocabs, *, seed=0, run_id=None, cfg=None, legacy=False, **model):
@@ -92,9 +102,12 @@ def test_checkpoints_without_run_id_are_one_run_when_their_configs_agree(tmp_pat
     average_checkpoints([a, b])
     average_checkpoints([a, new])  # one file with an id, one without: compared by config
     other_seed = _save(tmp_path / "c.pt", toy_vocabs, seed=4, legacy=True, cfg=_cfg(seed=9))
-    with pytest.raises(CheckpointError, match=rf"{a} and {other_seed} have different "
-                       rf"configurations \(train.seed: 1 \({a}\) vs 9 \({other_seed}\); "
-                       "without a run id"):
+    with pytest.raises(
+        CheckpointError,
+        match=rf"{a} and {other_seed} have different "
+        rf"configurations \(train.seed: 1 \({a}\) vs 9 \({other_seed}\); "
+        "without a run id",
+    ):
         average_checkpoints([a, other_seed])
 
 
@@ -102,18 +115,28 @@ def test_different_configurations_name_every_differing_key(tmp_path, toy_vocabs)
     """NMT-26 message: a different hidden size was refused with only "(another model
     configuration)"; also the language pair, which keeps every shape."""
     cfg = _cfg()
-    wide = from_dict({**cfg.to_dict(), "model": {**cfg.to_dict()["model"], "enc_hidden": 24,
-                                                  "dec_hidden": 48}})
+    wide = from_dict(
+        {**cfg.to_dict(), "model": {**cfg.to_dict()["model"], "enc_hidden": 24, "dec_hidden": 48}}
+    )
     for legacy in (False, True):
         a = _save(tmp_path / "a.pt", toy_vocabs, legacy=legacy, run_id="r1")
-        c = _save(tmp_path / "c.pt", toy_vocabs, seed=1, legacy=legacy, run_id="r2",
-                  cfg=wide, enc_hidden=24, dec_hidden=48)
+        c = _save(
+            tmp_path / "c.pt",
+            toy_vocabs,
+            seed=1,
+            legacy=legacy,
+            run_id="r2",
+            cfg=wide,
+            enc_hidden=24,
+            dec_hidden=48,
+        )
         with pytest.raises(CheckpointError) as e:
             average_checkpoints([c, a])
         assert f"model.enc_hidden: 24 ({c}) vs 16 ({a})" in str(e.value)
         assert f"model.dec_hidden: 48 ({c}) vs 32 ({a})" in str(e.value)
     reversed_cfg = dataclasses.replace(
-        cfg, data=dataclasses.replace(cfg.data, src_lang="en", tgt_lang="de"))
+        cfg, data=dataclasses.replace(cfg.data, src_lang="en", tgt_lang="de")
+    )
     a = _save(tmp_path / "a.pt", toy_vocabs, run_id="r1")
     r = _save(tmp_path / "r.pt", toy_vocabs, seed=1, run_id="r1", cfg=reversed_cfg)
     with pytest.raises(CheckpointError, match=rf"data.src_lang: 'en' \({r}\) vs 'de' \({a}\)"):
@@ -130,13 +153,15 @@ def test_the_same_checkpoint_twice_is_refused(tmp_path, toy_vocabs):
     with pytest.raises(CheckpointError, match=f"link.pt: given twice \\(also as {a}\\)"):
         average_checkpoints([a, tmp_path / "link.pt"])
     shutil.copy(a, tmp_path / "copy.pt")
-    with pytest.raises(CheckpointError, match=rf"copy.pt: the same checkpoint as {a} "
-                       r"\(identical contents\)"):
+    with pytest.raises(
+        CheckpointError,
+        match=rf"copy.pt: the same checkpoint as {a} "
+        r"\(identical contents\)",
+    ):
         average_checkpoints([a, b, tmp_path / "copy.pt"])
 
 
-def test_duplicates_are_refused_before_any_payload_is_loaded(tmp_path, toy_vocabs,
-                                                             monkeypatch):
+def test_duplicates_are_refused_before_any_payload_is_loaded(tmp_path, toy_vocabs, monkeypatch):
     a = _save(tmp_path / "a.pt", toy_vocabs, run_id="r1")
     b = _save(tmp_path / "b.pt", toy_vocabs, seed=1, run_id="r1")
     shutil.copy(a, tmp_path / "copy.pt")
@@ -167,12 +192,18 @@ def test_an_output_that_is_an_input_or_a_runs_checkpoint_is_refused(tmp_path, to
             check_output([a, b], run / name)
     check_output([a, b], run / "averaged.pt")
     before = b.read_bytes()
-    r = subprocess.run([sys.executable, "-m", "nmt", "average", str(a), str(b), "-o", str(b)],
-                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "nmt", "average", str(a), str(b), "-o", str(b)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert [x for x in r.stderr.splitlines() if x.startswith("error:")] == [
         f"error: --output {b}: is the input {b}; the average would replace it: write it to "
-        "another file"]
+        "another file"
+    ]
     assert b.read_bytes() == before
 
 
@@ -203,8 +234,11 @@ def test_average_names_the_mismatching_tensor_and_is_order_independent(tmp_path,
     shape = tuple(bad["model"][key].shape)
     bad["model"][key] = torch.zeros(shape[0] + 1, *shape[1:])
     torch.save(bad, tmp_path / "bad.pt")
-    with pytest.raises(CheckpointError, match=rf"bad.pt: .*tensor '{key}' has shape "
-                       rf"\({shape[0] + 1}, .*\) here but \({shape[0]}, .*\) there"):
+    with pytest.raises(
+        CheckpointError,
+        match=rf"bad.pt: .*tensor '{key}' has shape "
+        rf"\({shape[0] + 1}, .*\) here but \({shape[0]}, .*\) there",
+    ):
         average_checkpoints([paths[0], tmp_path / "bad.pt", paths[1]])
 
 
@@ -217,8 +251,11 @@ def test_an_average_with_one_of_its_own_inputs_is_refused(tmp_path, toy_vocabs):
         _save(p, toy_vocabs, seed=i, run_id="r" * 32)
     avg = tmp_path / "averaged.pt"
     save_atomic(average_checkpoints([a, b]), avg)
-    with pytest.raises(CheckpointError, match=rf"{avg} is an average that already includes "
-                       rf"{b}; averaging them together would count {b} twice"):
+    with pytest.raises(
+        CheckpointError,
+        match=rf"{avg} is an average that already includes "
+        rf"{b}; averaging them together would count {b} twice",
+    ):
         average_checkpoints([avg, b])
     copy = tmp_path / "renamed.pt"
     shutil.copyfile(a, copy)

@@ -13,8 +13,10 @@ from nmt.evaluation.bootstrap import (
 )
 from nmt.evaluation.metrics import score
 
-WORDS = ("a man woman dog child runs sings plays in the snow park street with red ball "
-         "green big small near water jumps over").split()
+WORDS = (
+    "a man woman dog child runs sings plays in the snow park street with red ball "
+    "green big small near water jumps over"
+).split()
 
 
 def corpus(n: int, seed: int = 0) -> list[str]:
@@ -25,8 +27,9 @@ def corpus(n: int, seed: int = 0) -> list[str]:
 def degrade(refs: list[str], rate: float, seed: int = 1) -> list[str]:
     """Replace each word with a random one with probability ``rate``."""
     rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) if rng.random() < rate else w for w in r.split())
-            for r in refs]
+    return [
+        " ".join(rng.choice(WORDS) if rng.random() < rate else w for w in r.split()) for r in refs
+    ]
 
 
 def test_bucket_indices_count_source_words():
@@ -61,11 +64,13 @@ def test_results_are_deterministic_for_a_seed():
     refs = corpus(100)
     hyps = degrade(refs, 0.3)
     assert bootstrap_ci(hyps, refs, n_samples=200) == bootstrap_ci(hyps, refs, n_samples=200)
-    assert bootstrap_ci(hyps, refs, n_samples=200, seed=1) != bootstrap_ci(hyps, refs,
-                                                                            n_samples=200)
+    assert bootstrap_ci(hyps, refs, n_samples=200, seed=1) != bootstrap_ci(
+        hyps, refs, n_samples=200
+    )
     base = degrade(refs, 0.4, seed=2)
-    assert (paired_bootstrap(base, hyps, refs, n_samples=200)
-            == paired_bootstrap(base, hyps, refs, n_samples=200))
+    assert paired_bootstrap(base, hyps, refs, n_samples=200) == paired_bootstrap(
+        base, hyps, refs, n_samples=200
+    )
 
 
 def test_paired_bootstrap_same_system_ties_and_better_system_wins():
@@ -110,7 +115,8 @@ def test_study_table_flags_small_buckets_and_formats_markdown():
     assert small and all(r.bleu is not None for r in small)  # flagged, still computed
     idx = bucket_indices(sources, buckets)[0]
     assert rows[1].bleu.score == pytest.approx(
-        bootstrap_ci([systems["additive"][i] for i in idx], [refs[i] for i in idx]).score)
+        bootstrap_ci([systems["additive"][i] for i in idx], [refs[i] for i in idx]).score
+    )
     assert rows[1].vs_baseline.delta > 0 and rows[1].vs_baseline.p_value < 0.05
 
     text = format_markdown(rows)
@@ -134,8 +140,9 @@ def test_length_ratio_and_brevity_penalty_per_bucket_agree_with_sacrebleu():
     long = [r + " the the" for r in refs]
     sources = refs
     buckets = ((1, 8), (9, None))
-    rows = study_table({"short": short, "long": long}, refs, sources, buckets,
-                       baseline="short", n_samples=20)
+    rows = study_table(
+        {"short": short, "long": long}, refs, sources, buckets, baseline="short", n_samples=20
+    )
     for (lo, _hi), idx in zip(buckets, bucket_indices(sources, buckets), strict=True):
         for name, hyps in (("short", short), ("long", long)):
             row = next(r for r in rows if r.system == name and r.min_len == lo)
@@ -164,10 +171,12 @@ def test_bucket_drop_is_the_difference_of_the_two_bucket_scores():
     hyps = [r if len(r.split()) <= 9 else " ".join(r.split()[::2]) for r in refs]
     d = bucket_drop(hyps, refs, sources, (1, 9), (10, None), n_samples=200)
     idx_short, idx_long = bucket_indices(sources, ((1, 9), (10, None)))
-    short = score([hyps[i] for i in idx_short], [refs[i] for i in idx_short],
-                  [sources[i] for i in idx_short]).bleu
-    long = score([hyps[i] for i in idx_long], [refs[i] for i in idx_long],
-                 [sources[i] for i in idx_long]).bleu
+    short = score(
+        [hyps[i] for i in idx_short], [refs[i] for i in idx_short], [sources[i] for i in idx_short]
+    ).bleu
+    long = score(
+        [hyps[i] for i in idx_long], [refs[i] for i in idx_long], [sources[i] for i in idx_long]
+    ).bleu
     assert d.delta == pytest.approx(short - long) and d.delta > 30
     assert d.low <= d.delta <= d.high and d.p_value == 0.0 and d.n_samples == 200
     flat = bucket_drop(refs, refs, sources, (1, 9), (10, None), n_samples=50)
@@ -204,8 +213,9 @@ def test_bootstrap_matches_the_nmt35_reference(case):
 def test_over_long_share_counts_hypotheses_longer_than_one_and_a_half_references():
     refs = corpus(40, seed=9)
     looping = [r + " " + r if i % 4 == 0 else r for i, r in enumerate(refs)]  # 10 of 40 loop
-    rows = study_table({"ok": refs, "loop": looping}, refs, refs, ((1, None),), baseline="ok",
-                       n_samples=10)
+    rows = study_table(
+        {"ok": refs, "loop": looping}, refs, refs, ((1, None),), baseline="ok", n_samples=10
+    )
     share = {r.system: r.over_long for r in rows}
     assert share == {"ok": 0.0, "loop": pytest.approx(10 / 40)}
     assert "| 25% |" in format_markdown(rows)

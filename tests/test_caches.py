@@ -27,9 +27,20 @@ SOURCES = [s for s, _ in TOY_PAIRS]
 
 def _run(tmp_path: Path, toy_vocabs, seed: int = 0) -> PlannedRun:
     """A run directory holding a tiny model's best.pt (weights from ``seed``)."""
-    cfg = from_dict({"name": "c", "model": {"emb_dim": 16, "enc_hidden": 16, "dec_hidden": 32,
-                                            "attn_dim": 16, "output_dim": 16, "dropout": 0.0},
-                     "train": {"out_dir": str(tmp_path / "run")}})
+    cfg = from_dict(
+        {
+            "name": "c",
+            "model": {
+                "emb_dim": 16,
+                "enc_hidden": 16,
+                "dec_hidden": 32,
+                "attn_dim": 16,
+                "output_dim": 16,
+                "dropout": 0.0,
+            },
+            "train": {"out_dir": str(tmp_path / "run")},
+        }
+    )
     src, tgt = toy_vocabs
     model = tiny_model(src, tgt)
     torch.manual_seed(seed)
@@ -51,8 +62,9 @@ def _decode(run: PlannedRun, ts: EvalSet, decoding=None) -> tuple[list[str], lis
     models, digests = load_models([run])
     loaded = models[run.label]
     logs: list[str] = []
-    hyps = decode(run, loaded, ts, decoding or greedy_decoding(run.cfg), logs.append,
-                  digests[run.label])
+    hyps = decode(
+        run, loaded, ts, decoding or greedy_decoding(run.cfg), logs.append, digests[run.label]
+    )
     return hyps, logs
 
 
@@ -87,7 +99,8 @@ def test_study_translations_are_reused_only_for_the_same_content(tmp_path, toy_v
 
 
 def test_study_translations_of_a_replaced_checkpoint_with_its_old_time_are_made_again(
-        tmp_path, toy_vocabs):
+    tmp_path, toy_vocabs
+):
     run = _run(tmp_path, toy_vocabs, seed=0)
     ts = EvalSet("t", SOURCES, SOURCES, "")
     models, _ = load_models([run])
@@ -113,8 +126,9 @@ def test_served_test_bleu_is_shown_only_beside_the_weights_it_scored(tmp_path, t
     best = run.out_dir / "best.pt"
     (tmp_path / "src.txt").write_text("".join(s + "\n" for s, _ in TOY_PAIRS))
     (tmp_path / "ref.txt").write_text("".join(t + "\n" for _, t in TOY_PAIRS))
-    records = evaluate_checkpoints([best], src=tmp_path / "src.txt", ref=tmp_path / "ref.txt",
-                                   beam_size=1, device="cpu").json
+    records = evaluate_checkpoints(
+        [best], src=tmp_path / "src.txt", ref=tmp_path / "ref.txt", beam_size=1, device="cpu"
+    ).json
     digest = file_sha256(best)
     assert records[0]["checkpoint_sha256"] == digest
     (run.out_dir / "eval.json").write_text(json.dumps(records))
@@ -139,8 +153,10 @@ def test_served_study_example_ids_need_the_lines_the_study_decoded():
     from nmt.serve.testsets import TestSet as ServedSet
 
     lines = ["ein hund .", "zwei katzen spielen im park ."]
-    record = {"buckets": [{"min_len": 1, "max_len": None, "system": "a", "n": 2}],
-              "sources_sha256": lines_sha256(lines)}
+    record = {
+        "buckets": [{"min_len": 1, "max_len": None, "system": "a", "n": 2}],
+        "sources_sha256": lines_sha256(lines),
+    }
     same = _test_set("t", record, ServedSet("t", lines, lines, ""))
     assert same["buckets"][0]["example_ids"] == [0, 1] and same["notes"] == []
     swapped = _test_set("t", record, ServedSet("t", lines[::-1], lines, ""))
@@ -174,8 +190,7 @@ def test_a_checkpoints_digest_is_of_the_bytes_loaded(tmp_path, toy_vocabs, monke
     models, digests = load_models([run])
     monkeypatch.setattr(checkpoint.torch, "load", real_load)
     assert digests[run.label] == original != file_sha256(best)
-    assert all(torch.equal(v, expected[k])
-               for k, v in models[run.label].model.state_dict().items())
+    assert all(torch.equal(v, expected[k]) for k, v in models[run.label].model.state_dict().items())
     best.unlink()
     with pytest.raises(CheckpointError, match="best.pt: checkpoint not found"):
         load_models([run])

@@ -19,8 +19,10 @@ from conftest import TOY_PAIRS, tiny_model
 
 def _fake_step(seconds: dict, clock: list):
     """A step that advances a fake clock by the time given for its dtype."""
+
     def step(dtype):
         clock[0] += seconds[dtype]
+
     return step
 
 
@@ -95,20 +97,38 @@ def test_measuring_leaves_the_random_state_and_the_gradients_alone(toy_vocabs):
 @pytest.mark.slow
 @pytest.mark.parametrize("bf16_faster", [False, True])
 def test_trainer_auto_follows_the_measurement_on_a_native_bf16_cpu(
-        tmp_path, toy_vocabs, monkeypatch, bf16_faster):
-    monkeypatch.setattr(nmt.training.loop, "autocast_dtype",
-                        lambda p, _dev, *_a: torch.bfloat16 if p != "fp32" else None)
+    tmp_path, toy_vocabs, monkeypatch, bf16_faster
+):
+    monkeypatch.setattr(
+        nmt.training.loop,
+        "autocast_dtype",
+        lambda p, _dev, *_a: torch.bfloat16 if p != "fp32" else None,
+    )
     monkeypatch.setenv(calibrate.CACHE_ENV, str(tmp_path / "cache"))
     seen = []
-    monkeypatch.setattr(calibrate, "measure",
-                        lambda steps: seen.append(len(steps)) or (1.0, 0.5 if bf16_faster else 1.1))
+    monkeypatch.setattr(
+        calibrate,
+        "measure",
+        lambda steps: seen.append(len(steps)) or (1.0, 0.5 if bf16_faster else 1.1),
+    )
     src_v, tgt_v = toy_vocabs
     examples = encode_pairs([Pair(s, t, "toy") for s, t in TOY_PAIRS], src_v, tgt_v)
     messages: list[str] = []
-    cfg = Config(train=TrainConfig(out_dir=str(tmp_path / "run"), device="cpu", precision="auto",
-                                   batch_size=2))
-    tr = Trainer(cfg, tiny_model(src_v, tgt_v), src_v, tgt_v, train_set=examples,
-                 valid_examples=[], validate=lambda _m: {}, log=messages.append)
+    cfg = Config(
+        train=TrainConfig(
+            out_dir=str(tmp_path / "run"), device="cpu", precision="auto", batch_size=2
+        )
+    )
+    tr = Trainer(
+        cfg,
+        tiny_model(src_v, tgt_v),
+        src_v,
+        tgt_v,
+        train_set=examples,
+        valid_examples=[],
+        validate=lambda _m: {},
+        log=messages.append,
+    )
     assert tr.amp_dtype is (torch.bfloat16 if bf16_faster else None)
     line = next(m for m in messages if m.startswith("training precision:"))
     assert line.startswith(f"training precision: {'bf16' if bf16_faster else 'fp32'} (")
@@ -128,6 +148,14 @@ def test_explicit_precisions_are_never_measured(tmp_path, toy_vocabs, monkeypatc
     for p in ("fp32", "bf16"):
         messages: list[str] = []
         cfg = Config(train=TrainConfig(out_dir=str(tmp_path), device="cpu", precision=p))
-        Trainer(cfg, tiny_model(src_v, tgt_v), src_v, tgt_v, train_set=examples,
-                valid_examples=[], validate=lambda _m: {}, log=messages.append)
+        Trainer(
+            cfg,
+            tiny_model(src_v, tgt_v),
+            src_v,
+            tgt_v,
+            train_set=examples,
+            valid_examples=[],
+            validate=lambda _m: {},
+            log=messages.append,
+        )
         assert f"training precision: {p} (train.precision={p})" in messages

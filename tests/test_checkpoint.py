@@ -20,8 +20,17 @@ from conftest import tiny_model
 
 
 def _cfg():
-    return from_dict({"model": {"emb_dim": 16, "enc_hidden": 16, "dec_hidden": 32,
-                                "attn_dim": 16, "output_dim": 16}})
+    return from_dict(
+        {
+            "model": {
+                "emb_dim": 16,
+                "enc_hidden": 16,
+                "dec_hidden": 32,
+                "attn_dim": 16,
+                "output_dim": 16,
+            }
+        }
+    )
 
 
 def test_roundtrip_rebuilds_model_and_vocabs(tmp_path, toy_vocabs):
@@ -63,8 +72,14 @@ def test_foreign_and_old_files_are_rejected(tmp_path):
 
 def test_failed_write_keeps_previous_file(tmp_path, monkeypatch):
     path = tmp_path / "last.pt"
-    base = {"format": "nmt-checkpoint", "version": 1, "config": {}, "src_spm": b"s",
-            "tgt_spm": b"t", "model": {}}
+    base = {
+        "format": "nmt-checkpoint",
+        "version": 1,
+        "config": {},
+        "src_spm": b"s",
+        "tgt_spm": b"t",
+        "model": {},
+    }
     save_atomic({**base, "n": 1}, path)
 
     def disk_full(*args, **kwargs):
@@ -76,8 +91,6 @@ def test_failed_write_keeps_previous_file(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert read_payload(path)["n"] == 1
     assert not list(tmp_path.glob(".*.tmp"))
-
-
 
 
 def test_write_atomic_replaces_whole_or_not_at_all(tmp_path):

@@ -10,15 +10,30 @@ import pytest
 from conftest import torchrun
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = ["data.train_limit=200", "data.valid_limit=40", "subwords.vocab_size=300",
-        "model.emb_dim=32", "model.enc_hidden=32", "model.dec_hidden=64", "model.attn_dim=32",
-        "model.output_dim=32", "train.max_epochs=2", "train.batch_size=32",
-        "train.progress=false"]
+TINY = [
+    "data.train_limit=200",
+    "data.valid_limit=40",
+    "subwords.vocab_size=300",
+    "model.emb_dim=32",
+    "model.enc_hidden=32",
+    "model.dec_hidden=64",
+    "model.attn_dim=32",
+    "model.output_dim=32",
+    "train.max_epochs=2",
+    "train.batch_size=32",
+    "train.progress=false",
+]
 
 
 def nmt(*args, input=None, timeout=600):
-    return subprocess.run([sys.executable, "-m", "nmt", *map(str, args)], capture_output=True,
-                          text=True, input=input, cwd=REPO, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "nmt", *map(str, args)],
+        capture_output=True,
+        text=True,
+        input=input,
+        cwd=REPO,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +45,15 @@ def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
     runs = {}
     for attention in ["additive", "none"]:
-        r = nmt("train", "configs/multi30k_deen_additive.yaml", *TINY, f"data.path={MULTI30K}",
-                f"model.attention={attention}", f"name=tiny_{attention}",
-                f"train.out_dir={out}/{{name}}")
+        r = nmt(
+            "train",
+            "configs/multi30k_deen_additive.yaml",
+            *TINY,
+            f"data.path={MULTI30K}",
+            f"model.attention={attention}",
+            f"name=tiny_{attention}",
+            f"train.out_dir={out}/{{name}}",
+        )
         assert r.returncode == 0, r.stderr
         runs[attention] = out / f"tiny_{attention}"
     return runs
@@ -51,8 +72,17 @@ def test_train_writes_checkpoints_config_and_log(trained):
 @pytest.mark.slow
 def test_evaluate_side_by_side_with_json(trained, tmp_path):
     out = tmp_path / "scores.json"
-    r = nmt("evaluate", trained["additive"] / "best.pt", trained["none"] / "best.pt",
-            "--split", "val", "--buckets", "1-10,11-", "--json", out)
+    r = nmt(
+        "evaluate",
+        trained["additive"] / "best.pt",
+        trained["none"] / "best.pt",
+        "--split",
+        "val",
+        "--buckets",
+        "1-10,11-",
+        "--json",
+        out,
+    )
     assert r.returncode == 0, r.stderr
     additive, none = trained["additive"] / "best.pt", trained["none"] / "best.pt"
     assert f"{additive}" in r.stdout and f"{none}" in r.stdout  # the columns, as typed
@@ -60,8 +90,9 @@ def test_evaluate_side_by_side_with_json(trained, tmp_path):
     assert f"decoding of {additive}: beam search, beam 5" in r.stdout
     data = json.loads(out.read_text())
     assert len(data) == 2
-    assert {"bleu", "chrf", "signature", "buckets", "bleu_papers", "papers_signature"} <= \
-        data[0].keys()
+    assert {"bleu", "chrf", "signature", "buckets", "bleu_papers", "papers_signature"} <= data[
+        0
+    ].keys()
     assert sum(b["n"] for b in data[0]["buckets"]) == 1014
     assert [(b["min_len"], b["max_len"]) for b in data[0]["buckets"]] == [(1, 10), (11, None)]
 
@@ -87,8 +118,13 @@ def test_evaluate_on_given_files_and_errors(trained, tmp_path):
 
 @pytest.mark.slow
 def test_translate_filter_keeps_one_line_per_input(trained, tmp_path):
-    lines = ["Ein Mann fährt Fahrrad.", "", "   ", "Zwei Hunde 🐕 spielen \x07 im Schnee.",
-             "Hund " * 600]
+    lines = [
+        "Ein Mann fährt Fahrrad.",
+        "",
+        "   ",
+        "Zwei Hunde 🐕 spielen \x07 im Schnee.",
+        "Hund " * 600,
+    ]
     r = nmt("translate", trained["additive"] / "best.pt", input="\n".join(lines) + "\n")
     assert r.returncode == 0, r.stderr
     out = r.stdout.split("\n")
@@ -97,67 +133,124 @@ def test_translate_filter_keeps_one_line_per_input(trained, tmp_path):
     assert "1 input line cut to the first 400 pieces (line 5," in r.stderr
     src = tmp_path / "in.txt"
     src.write_text("Ein Mann.\nEine Frau.\n")
-    r = nmt("translate", trained["additive"] / "best.pt", "--input", src, "--output",
-            tmp_path / "out.txt", "--attention")
+    r = nmt(
+        "translate",
+        trained["additive"] / "best.pt",
+        "--input",
+        src,
+        "--output",
+        tmp_path / "out.txt",
+        "--attention",
+    )
     assert r.returncode == 0, r.stderr
     assert len((tmp_path / "out.txt").read_text().splitlines()) == 2
     assert "<-" in r.stderr  # the most-attended source piece per target piece
     # a missing input or an output folder that does not exist: one line naming the option
     ck = trained["additive"] / "best.pt"
     for args, message in (
-            (("--input", tmp_path / "nofile.de"),
-             f"--input {tmp_path / 'nofile.de'}: no such file"),
-            (("--input", tmp_path), f"--input {tmp_path}: is a directory"),
-            (("--input", src, "--output", tmp_path / "nodir" / "out.en"),
-             f"folder {tmp_path / 'nodir'} does not exist")):
+        (("--input", tmp_path / "nofile.de"), f"--input {tmp_path / 'nofile.de'}: no such file"),
+        (("--input", tmp_path), f"--input {tmp_path}: is a directory"),
+        (
+            ("--input", src, "--output", tmp_path / "nodir" / "out.en"),
+            f"folder {tmp_path / 'nodir'} does not exist",
+        ),
+    ):
         r = nmt("translate", ck, *args)
         assert r.returncode != 0 and message in r.stderr, r.stderr
         assert "Traceback" not in r.stderr
     # an output that is the input or the checkpoint is refused, and both are left intact
     before = ck.read_bytes()
-    for args, what in ((("--input", src, "--output", tmp_path / "." / "in.txt"), "--input"),
-                       (("--input", src, "--output", ck), "checkpoint")):
+    for args, what in (
+        (("--input", src, "--output", tmp_path / "." / "in.txt"), "--input"),
+        (("--input", src, "--output", ck), "checkpoint"),
+    ):
         r = nmt("translate", ck, *args)
         assert r.returncode == 2 and f"is the same file as the {what}" in r.stderr, r.stderr
     assert src.read_text() == "Ein Mann.\nEine Frau.\n" and ck.read_bytes() == before
     # a reader that stops early (`| head -1`) ends the filter quietly, as SIGPIPE would
     many = tmp_path / "many.de"
     many.write_text("Ein Hund rennt.\n" * 3000)
-    r = subprocess.run(["bash", "-c", f'"{sys.executable}" -m nmt translate "{ck}" -i "{many}" '
-                        '| head -1; exit "${PIPESTATUS[0]}"'], capture_output=True, text=True,
-                       cwd=REPO, timeout=600)
+    r = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f'"{sys.executable}" -m nmt translate "{ck}" -i "{many}" '
+            '| head -1; exit "${PIPESTATUS[0]}"',
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
     assert r.returncode == 141 and len(r.stdout.splitlines()) == 1 and r.stderr == "", r.stderr
 
 
 @pytest.mark.slow
 def test_translate_plot_and_beam_options(trained, tmp_path):
     png = tmp_path / "river.png"
-    r = nmt("translate", trained["additive"] / "best.pt", "--plot", png, "--beam", "3",
-            input="Das Ufer des Flusses war steil.\n")
+    r = nmt(
+        "translate",
+        trained["additive"] / "best.pt",
+        "--plot",
+        png,
+        "--beam",
+        "3",
+        input="Das Ufer des Flusses war steil.\n",
+    )
     assert r.returncode == 0, r.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    r = nmt("translate", trained["additive"] / "best.pt", "--plot", tmp_path / "m.png",
-            input="Ein Hund.\nEine Katze.\n")
+    r = nmt(
+        "translate",
+        trained["additive"] / "best.pt",
+        "--plot",
+        tmp_path / "m.png",
+        input="Ein Hund.\nEine Katze.\n",
+    )
     assert r.returncode == 0 and (tmp_path / "m_1.png").exists() and (tmp_path / "m_2.png").exists()
     # the suffix names the format; `-i -` and `-o -` are stdin and stdout
-    r = nmt("translate", trained["additive"] / "best.pt", "--plot", tmp_path / "river.pdf",
-            "-i", "-", "-o", "-", input="Ein Hund.\n")
+    r = nmt(
+        "translate",
+        trained["additive"] / "best.pt",
+        "--plot",
+        tmp_path / "river.pdf",
+        "-i",
+        "-",
+        "-o",
+        "-",
+        input="Ein Hund.\n",
+    )
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 1, r.stderr
     assert (tmp_path / "river.pdf").read_bytes()[:5] == b"%PDF-"
-    r = nmt("translate", trained["additive"] / "best.pt", "--plot", tmp_path / "x.xyz",
-            input="Ein Hund.\n")
+    r = nmt(
+        "translate",
+        trained["additive"] / "best.pt",
+        "--plot",
+        tmp_path / "x.xyz",
+        input="Ein Hund.\n",
+    )
     assert r.returncode == 2
     assert f"--plot {tmp_path / 'x.xyz'}: cannot write a .xyz image" in r.stderr
     # pgf needs LaTeX: refused before translating, not a traceback after it
-    r = nmt("translate", trained["additive"] / "best.pt", "--plot", tmp_path / "x.pgf",
-            input="Ein Hund.\n")
+    r = nmt(
+        "translate",
+        trained["additive"] / "best.pt",
+        "--plot",
+        tmp_path / "x.pgf",
+        input="Ein Hund.\n",
+    )
     assert r.returncode == 2 and "cannot write a .pgf image" in r.stderr
     # a heatmap must not replace the input, the checkpoint or the translations
     src = tmp_path / "one.png"
     src.write_text("Ein Hund.\n")
     for extra, what in ((["-i", src], "--input"), (["-o", tmp_path / "o.png"], "--output")):
-        r = nmt("translate", trained["additive"] / "best.pt", *extra, "--plot", extra[1],
-                input="Ein Hund.\n")
+        r = nmt(
+            "translate",
+            trained["additive"] / "best.pt",
+            *extra,
+            "--plot",
+            extra[1],
+            input="Ein Hund.\n",
+        )
         assert r.returncode == 2 and f"is the same file as the {what}" in r.stderr, r.stderr
     assert src.read_text() == "Ein Hund.\n"
     r = nmt("translate", trained["none"] / "best.pt", "--plot", png, input="Ein Hund.\n")
@@ -165,16 +258,24 @@ def test_translate_plot_and_beam_options(trained, tmp_path):
     for where, message in ((tmp_path / "nodir" / "x.png", "folder"), (tmp_path, "is a directory")):
         r = nmt("translate", trained["additive"] / "best.pt", "--plot", where, input="Ein Hund.\n")
         assert r.returncode == 2 and f"--plot {where}: " in r.stderr and message in r.stderr
-    r = nmt("translate", trained["additive"] / "best.pt", "--beam", "4", "--nbest", "3",
-            input="Ein Hund.\n\nEine Katze.\n")
+    r = nmt(
+        "translate",
+        trained["additive"] / "best.pt",
+        "--beam",
+        "4",
+        "--nbest",
+        "3",
+        input="Ein Hund.\n\nEine Katze.\n",
+    )
     assert r.returncode == 0, r.stderr
     rows = [line.split(" ||| ") for line in r.stdout.splitlines()]
     assert [row[0] for row in rows] == ["0", "0", "0", "1", "2", "2", "2"]
     scores = [float(row[2]) for row in rows if row[0] == "0"]
     if "reached the length limit" not in r.stderr:  # else cut ones follow the complete
         assert scores == sorted(scores, reverse=True)
-    r = nmt("translate", trained["additive"] / "best.pt", "--beam", "2", "--nbest", "3",
-            input="x\n")
+    r = nmt(
+        "translate", trained["additive"] / "best.pt", "--beam", "2", "--nbest", "3", input="x\n"
+    )
     assert r.returncode == 2 and "--nbest 3 needs --beam" in r.stderr
     r = nmt("translate", trained["additive"] / "best.pt", "--length-penalty", "huge", input="x\n")
     assert r.returncode == 2 and "--length-penalty" in r.stderr
@@ -194,10 +295,22 @@ def test_torchrun_two_processes_train_with_ddp(tmp_path):
     if not (MULTI30K / "train.de.gz").exists():
         pytest.skip(f"Multi30k not found at {MULTI30K}")
     r = subprocess.run(
-        [*torchrun(2), "-m", "nmt",
-         "train", "configs/multi30k_deen_additive.yaml", *TINY, f"data.path={MULTI30K}",
-         "name=ddp", f"train.out_dir={tmp_path}/{{name}}"],
-        capture_output=True, text=True, cwd=REPO, timeout=600)
+        [
+            *torchrun(2),
+            "-m",
+            "nmt",
+            "train",
+            "configs/multi30k_deen_additive.yaml",
+            *TINY,
+            f"data.path={MULTI30K}",
+            "name=ddp",
+            f"train.out_dir={tmp_path}/{{name}}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("best val BLEU") == 1  # only rank 0 reports
     records = (tmp_path / "ddp" / "valid_log.jsonl").read_text().splitlines()
@@ -207,20 +320,45 @@ def test_torchrun_two_processes_train_with_ddp(tmp_path):
     assert "ranks agree: identical weights, learning rate and step on 2 ranks" in r.stderr
     # evaluate under torchrun: one report, printed once
     r = subprocess.run(
-        [*torchrun(2), "-m", "nmt",
-         "evaluate", str(tmp_path / "ddp" / "best.pt"), "--data-path", str(MULTI30K)],
-        capture_output=True, text=True, cwd=REPO, timeout=600)
+        [
+            *torchrun(2),
+            "-m",
+            "nmt",
+            "evaluate",
+            str(tmp_path / "ddp" / "best.pt"),
+            "--data-path",
+            str(MULTI30K),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("BLEU signature") == 1
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("extra", [
-    ["train.lr_schedule=plateau", "train.lr_patience=1", "train.max_epochs=4",
-     "train.patience=2", "train.valid_every_steps=2"],
-    ["train.lr_schedule=warmup_decay", "train.warmup_steps=3", "train.valid_every_steps=2",
-     "train.max_minutes=0.05", "train.max_epochs=50", "train.patience=null"],
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        [
+            "train.lr_schedule=plateau",
+            "train.lr_patience=1",
+            "train.max_epochs=4",
+            "train.patience=2",
+            "train.valid_every_steps=2",
+        ],
+        [
+            "train.lr_schedule=warmup_decay",
+            "train.warmup_steps=3",
+            "train.valid_every_steps=2",
+            "train.max_minutes=0.05",
+            "train.max_epochs=50",
+            "train.patience=null",
+        ],
+    ],
+)
 def test_torchrun_ranks_agree_for_every_schedule_and_budget(tmp_path, extra):
     """Decisions taken from validation or the clock (LR steps, early stopping, best
     checkpoint, time budget) are rank 0's, shared; the run ends with a weight check."""
@@ -229,10 +367,23 @@ def test_torchrun_ranks_agree_for_every_schedule_and_budget(tmp_path, extra):
     if not (MULTI30K / "train.de.gz").exists():
         pytest.skip(f"Multi30k not found at {MULTI30K}")
     r = subprocess.run(
-        [*torchrun(2), "-m", "nmt",
-         "train", "configs/multi30k_deen_additive.yaml", *TINY, f"data.path={MULTI30K}",
-         "name=ddp", f"train.out_dir={tmp_path}/{{name}}", *extra],
-        capture_output=True, text=True, cwd=REPO, timeout=600)
+        [
+            *torchrun(2),
+            "-m",
+            "nmt",
+            "train",
+            "configs/multi30k_deen_additive.yaml",
+            *TINY,
+            f"data.path={MULTI30K}",
+            "name=ddp",
+            f"train.out_dir={tmp_path}/{{name}}",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     assert "ranks agree: identical weights, learning rate and step on 2 ranks" in r.stderr
     assert r.stdout.count("best val BLEU") == 1
@@ -245,9 +396,20 @@ def test_translate_is_interactive_on_a_terminal(trained):
     import select
 
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "nmt", "translate",
-                             str(trained["additive"] / "best.pt"), "--attention"],
-                            stdin=slave, stdout=slave, stderr=slave, cwd=REPO)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nmt",
+            "translate",
+            str(trained["additive"] / "best.pt"),
+            "--attention",
+        ],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        cwd=REPO,
+    )
     os.close(slave)
 
     def read_until(marker: bytes, timeout: float = 120.0) -> bytes:
@@ -281,9 +443,11 @@ def test_stored_corpus_names_a_missing_data_directory(tmp_path, monkeypatch):
     assert stored_corpus(DataConfig(path="x"), corpus).path == corpus
     with pytest.raises(DataError, match="--data-path '/no/such/dir' is not a directory"):
         stored_corpus(DataConfig(path="corpus"), "/no/such/dir")
-    with pytest.raises(DataError, match="'../shared/data/multi30k' stored in the checkpoint "
-                                        r"\(the corpus it was trained on\) is not a directory"
-                                        ) as e:
+    with pytest.raises(
+        DataError,
+        match="'../shared/data/multi30k' stored in the checkpoint "
+        r"\(the corpus it was trained on\) is not a directory",
+    ) as e:
         stored_corpus(DataConfig())
     # both places looked in, and what to pass instead: not "run from where you trained"
     assert f"from here ({tmp_path})" in str(e.value)
@@ -327,8 +491,20 @@ def test_help_shows_flags_without_a_value():
 @pytest.mark.slow
 def test_select_chooses_alpha_on_val_and_scores_test(trained, tmp_path):
     out = tmp_path / "select.json"
-    r = nmt("select", trained["additive"], "--beam", "2", "--alphas", "0.6,1.4", "--average", "0",
-            "--test-splits", "test_2016_flickr", "--json", out)
+    r = nmt(
+        "select",
+        trained["additive"],
+        "--beam",
+        "2",
+        "--alphas",
+        "0.6,1.4",
+        "--average",
+        "0",
+        "--test-splits",
+        "test_2016_flickr",
+        "--json",
+        out,
+    )
     assert r.returncode == 0, r.stderr
     summary = json.loads(out.read_text())
     beam_rows = [row for row in summary["val_selection"] if row["beam"] == 2]
@@ -344,8 +520,14 @@ def test_select_chooses_alpha_on_val_and_scores_test(trained, tmp_path):
 
 @pytest.mark.slow
 def test_select_refuses_choosing_on_a_test_split_and_a_missing_run(trained, tmp_path):
-    r = nmt("select", trained["additive"], "--valid-split", "test_2016_flickr",
-            "--test-splits", "test_2016_flickr")
+    r = nmt(
+        "select",
+        trained["additive"],
+        "--valid-split",
+        "test_2016_flickr",
+        "--test-splits",
+        "test_2016_flickr",
+    )
     assert r.returncode == 2 and "also a test split" in r.stderr
     r = nmt("select", tmp_path / "nothing")
     assert r.returncode == 2 and "best.pt not found" in r.stderr

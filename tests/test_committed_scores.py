@@ -83,8 +83,9 @@ def pointer(obj: Any, path: str) -> Any:
     return obj
 
 
-def reference(corpus: Path, split: str, src: str, tgt: str,
-              join_ks: list[int] | None = None) -> tuple[list[str], list[str]]:
+def reference(
+    corpus: Path, split: str, src: str, tgt: str, join_ks: list[int] | None = None
+) -> tuple[list[str], list[str]]:
     """(sources, references) of ``split``, joined ``join_ks`` captions at a time if given."""
     pairs = read_dir_split(corpus, split, src, tgt)
     sources, refs = [p.src for p in pairs], [p.tgt for p in pairs]
@@ -99,8 +100,11 @@ def in_bucket(sources: list[str], bucket: str | None) -> list[int]:
     if bucket is None:
         return list(range(len(sources)))
     lo, _, hi = bucket.partition("-")
-    return [i for i, s in enumerate(sources)
-            if len(s.split()) >= int(lo) and (not hi or len(s.split()) <= int(hi))]
+    return [
+        i
+        for i, s in enumerate(sources)
+        if len(s.split()) >= int(lo) and (not hi or len(s.split()) <= int(hi))
+    ]
 
 
 def rescore(metric: str, hyps: list[str], refs: list[str], tgt_lang: str) -> tuple[float, str]:
@@ -126,23 +130,27 @@ def check_file(entry: dict[str, Any], repo: Path, corpus: Path) -> tuple[int, li
     """(numbers compared, mismatches) for one ``files`` entry of the manifest."""
     path = repo / entry["hypotheses"]
     hyps = read_lines(path)
-    sources, refs = reference(corpus, entry["split"], entry["src_lang"], entry["tgt_lang"],
-                              entry.get("join_ks"))
+    sources, refs = reference(
+        corpus, entry["split"], entry["src_lang"], entry["tgt_lang"], entry.get("join_ks")
+    )
     if len(hyps) != len(refs):
         return 0, [f"{path}: {len(hyps)} lines, the reference {len(refs)}"]
     scores = json.loads((repo / entry["scores"]).read_text(encoding="utf-8"))
     bad = []
     for check in entry["checks"]:
         idx = in_bucket(sources, check.get("bucket"))
-        got, sig = rescore(check["metric"], [hyps[i] for i in idx], [refs[i] for i in idx],
-                           entry["tgt_lang"])
+        got, sig = rescore(
+            check["metric"], [hyps[i] for i in idx], [refs[i] for i in idx], entry["tgt_lang"]
+        )
         want = float(pointer(scores, check["value"]))
         where = f"{path} -> {entry['scores']}:{check['value']}"
         if not same(got, want):
             bad.append(f"{where}: re-scored {got:.4f}, the JSON says {want:.4f}")
         if pointer(scores, check["signature"]) != sig:
-            bad.append(f"{where}: signature {pointer(scores, check['signature'])!r}, "
-                       f"re-scored with {sig!r}")
+            bad.append(
+                f"{where}: signature {pointer(scores, check['signature'])!r}, "
+                f"re-scored with {sig!r}"
+            )
     return len(entry["checks"]), bad
 
 
@@ -152,9 +160,12 @@ class _Stats:
 
     def __init__(self, hyps: list[str], refs: list[str], metrics: tuple[str, ...]):
         self.metrics = {m: {"bleu": BLEU, "chrf": CHRF}[m]() for m in metrics}
-        self.rows = {name: np.asarray(m._extract_corpus_statistics(hyps, [refs]),
-                                      dtype=np.int64).reshape(len(hyps), -1)
-                     for name, m in self.metrics.items()}
+        self.rows = {
+            name: np.asarray(m._extract_corpus_statistics(hyps, [refs]), dtype=np.int64).reshape(
+                len(hyps), -1
+            )
+            for name, m in self.metrics.items()
+        }
 
     def score(self, name: str, idx: list[int]) -> float:
         summed = [int(x) for x in self.rows[name][idx].sum(0)]
@@ -211,46 +222,64 @@ class _StudyModel:
         reported nowhere, and chrF is the slow part) of ``ts_name``, and the drops."""
         ts, d = self.report["test_sets"][ts_name], self.cfg.data
         split = ts_name.removesuffix("_joined")
-        sources, refs = reference(self.corpus, split, d.src_lang, d.tgt_lang,
-                                  list(self.study.join_ks) if ts_name != split else None)
+        sources, refs = reference(
+            self.corpus,
+            split,
+            d.src_lang,
+            d.tgt_lang,
+            list(self.study.join_ks) if ts_name != split else None,
+        )
         if ts["sources_sha256"] != lines_sha256(sources):
             self.bad.append(f"{self.scores_name}: {ts_name} was scored on other source lines")
             return
         if (ts["signature"], ts["chrf_signature"]) != (signature(BLEU()), signature(CHRF())):
-            self.bad.append(f"{self.scores_name}: {ts_name}'s signatures {ts['signature']!r}, "
-                            f"{ts['chrf_signature']!r} are not this sacreBLEU's")
+            self.bad.append(
+                f"{self.scores_name}: {ts_name}'s signatures {ts['signature']!r}, "
+                f"{ts['chrf_signature']!r} are not this sacreBLEU's"
+            )
         alpha = self.report["alpha_choice"][self.label]["alpha"]
         beam = f"{ts_name}.beam{self.study.beam_size}_a{alpha:g}.txt"
         for name, rows, drops, metrics in (
-                (beam, [*ts["overall"], *ts["buckets"]], ts["drops"], ("bleu", "chrf")),
-                (f"{ts_name}.txt", ts["greedy"]["buckets"], ts["greedy"]["drops"], ("bleu",))):
+            (beam, [*ts["overall"], *ts["buckets"]], ts["drops"], ("bleu", "chrf")),
+            (f"{ts_name}.txt", ts["greedy"]["buckets"], ts["greedy"]["drops"], ("bleu",)),
+        ):
             hyps = self.hyps(name, sources, refs)
             if hyps is None:
                 continue
             stats = _stats(self.hyps_dir / name, hyps, refs, metrics)
             where = f"{self.hyps_dir / name} -> {ts_name}"
             # sacreBLEU's public path, against the summed statistics the buckets use
-            self.compare(BLEU().corpus_score(hyps, [refs]).score,
-                         stats.score("bleu", list(range(len(hyps)))), f"{where} summed")
+            self.compare(
+                BLEU().corpus_score(hyps, [refs]).score,
+                stats.score("bleu", list(range(len(hyps)))),
+                f"{where} summed",
+            )
             for row in _study_rows(rows, self.label):
                 bucket = f"{row['min_len']}-{row['max_len'] or ''}"
                 idx = in_bucket(sources, bucket)
                 if len(idx) != row["n"]:
                     self.bad.append(f"{where} {bucket}: {len(idx)} lines, the JSON {row['n']}")
                 for metric in metrics:
-                    self.compare(stats.score(metric, idx), row[metric]["score"],
-                                 f"{where} {bucket} {metric}")
+                    self.compare(
+                        stats.score(metric, idx), row[metric]["score"], f"{where} {bucket} {metric}"
+                    )
             for drop in (x for x in drops if x["system"] == self.label):
                 for bucket, value in zip(drop["buckets"], drop["bleu"], strict=True):
-                    self.compare(stats.score("bleu", in_bucket(sources, bucket)),
-                                 value["score"], f"{where} drop {bucket}")
+                    self.compare(
+                        stats.score("bleu", in_bucket(sources, bucket)),
+                        value["score"],
+                        f"{where} drop {bucket}",
+                    )
 
     def val_scores(self) -> None:
         """The val score of each alpha: the mean BLEU on val and on val joined
         ``data.valid_join_ks`` at a time (nmt/commands/study_decode.py, choose_alpha)."""
         d = self.cfg.data
-        val = [p for p in read_dir_split(self.corpus, d.valid_split, d.src_lang, d.tgt_lang)
-               if p.src and p.tgt]
+        val = [
+            p
+            for p in read_dir_split(self.corpus, d.valid_split, d.src_lang, d.tgt_lang)
+            if p.src and p.tgt
+        ]
         sets = [("val", [p.src for p in val], [p.tgt for p in val])]
         if d.valid_join_ks:
             j = long_sentence_set(sets[0][1], sets[0][2], d.valid_join_ks)
@@ -265,8 +294,9 @@ class _StudyModel:
                 self.compare(sum(bleus) / len(bleus), want, f"{self.hyps_dir} val, alpha {a}")
 
 
-def check_study_model(entry: dict[str, Any], label: str, repo: Path,
-                      corpus: Path) -> tuple[int, list[str]]:
+def check_study_model(
+    entry: dict[str, Any], label: str, repo: Path, corpus: Path
+) -> tuple[int, list[str]]:
     """(numbers compared, mismatches) for one model ``label`` of a ``study_archives`` entry:
     every test set, beam and greedy, whole set and buckets, the drops, and the val scores
     its alpha was chosen by."""
@@ -295,8 +325,9 @@ def _committed_hypothesis_files() -> set[Path]:
         for p in (REPO / top).rglob("*"):
             if (REPO / "results" / "blind") in p.parents:
                 continue
-            if p.is_file() and ((p.parent.name == "hyps" and not p.name.endswith(".key.json"))
-                                or p.suffix == ".gz"):
+            if p.is_file() and (
+                (p.parent.name == "hyps" and not p.name.endswith(".key.json")) or p.suffix == ".gz"
+            ):
                 found.add(p)
     return found
 
@@ -369,17 +400,32 @@ def test_check_file_finds_a_wrong_number_and_a_wrong_signature(tmp_path):
     (tmp_path / "hyps.en.gz").write_bytes(gzip.compress("".join(h + "\n" for h in hyp).encode()))
     bleu, chrf = BLEU(), CHRF()
     short = BLEU().corpus_score(hyp[:1] + hyp[2:], [ref[:1] + ref[2:]]).score
-    scores = {"test": {"bleu": bleu.corpus_score(hyp, [ref]).score,
-                       "sig": str(bleu.get_signature()),
-                       "chrf": chrf.corpus_score(hyp, [ref]).score,
-                       "chrf_sig": str(chrf.get_signature()),
-                       "buckets": [{"lo": 1, "bleu": short}]}}
-    entry = {"hypotheses": "hyps.en.gz", "split": "test_x", "src_lang": "de", "tgt_lang": "en",
-             "scores": "scores.json",
-             "checks": [{"metric": "bleu", "value": "test/bleu", "signature": "test/sig"},
-                        {"metric": "chrf", "value": "test/chrf", "signature": "test/chrf_sig"},
-                        {"metric": "bleu", "bucket": "1-5", "value": "test/buckets/lo=1/bleu",
-                         "signature": "test/sig"}]}
+    scores = {
+        "test": {
+            "bleu": bleu.corpus_score(hyp, [ref]).score,
+            "sig": str(bleu.get_signature()),
+            "chrf": chrf.corpus_score(hyp, [ref]).score,
+            "chrf_sig": str(chrf.get_signature()),
+            "buckets": [{"lo": 1, "bleu": short}],
+        }
+    }
+    entry = {
+        "hypotheses": "hyps.en.gz",
+        "split": "test_x",
+        "src_lang": "de",
+        "tgt_lang": "en",
+        "scores": "scores.json",
+        "checks": [
+            {"metric": "bleu", "value": "test/bleu", "signature": "test/sig"},
+            {"metric": "chrf", "value": "test/chrf", "signature": "test/chrf_sig"},
+            {
+                "metric": "bleu",
+                "bucket": "1-5",
+                "value": "test/buckets/lo=1/bleu",
+                "signature": "test/sig",
+            },
+        ],
+    }
 
     def run(s: dict) -> list[str]:
         (tmp_path / "scores.json").write_text(json.dumps(s))

@@ -1,4 +1,5 @@
 """Config loading, dotted overrides and validation errors that name the key."""
+
 import re
 
 import pytest
@@ -17,32 +18,42 @@ def test_defaults_and_roundtrip():
 def test_overrides_are_typed(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("name: x\nmodel:\n  attention: additive\n")
-    cfg = load_config(path, ["model.attention=general", "train.max_minutes=1.5",
-                             "data.test_splits=[a, b]", "train.patience=null"])
+    cfg = load_config(
+        path,
+        [
+            "model.attention=general",
+            "train.max_minutes=1.5",
+            "data.test_splits=[a, b]",
+            "train.patience=null",
+        ],
+    )
     assert cfg.model.attention == "general"
     assert cfg.train.max_minutes == 1.5
     assert cfg.data.test_splits == ("a", "b")
     assert cfg.train.patience is None
 
 
-@pytest.mark.parametrize("raw,message", [
-    ({"model": {"atention": "dot"}}, "model.atention: unknown key"),
-    ({"model": {"attention": "cosine"}}, "model.attention: 'cosine' is not one of"),
-    ({"model": {"emb_dim": "big"}}, "model.emb_dim: expected an integer"),
-    ({"model": {"emb_dim": -3}}, "model.emb_dim: must be positive"),
-    ({"train": {"batch_size": 0}}, "train.batch_size: must be positive"),
-    ({"model": {"dropout": 1.5}}, "model.dropout"),
-    ({"model": {"attention": "dot", "dec_hidden": 100}}, "model.attention: 'dot'"),
-    ({"data": {"src_lang": "en", "tgt_lang": "en"}}, "data.tgt_lang"),
-    ({"train": {"progress": "yes"}}, "train.progress: expected true or false"),
-    ({"train": 3}, "train: expected a mapping"),
-    ({"search": {"beam_size": 0}}, "search.beam_size: must be positive"),
-    ({"model": {"tie_embeddings": True, "output_dim": 100}}, "model.tie_embeddings: needs"),
-    ({"name": "../etc"}, "name: '../etc' must be"),
-    ({"data": {"train_join_ks": [1]}}, "data.train_join_ks: every k must be at least 2"),
-    ({"data": {"valid_join_ks": [1]}}, "data.valid_join_ks: every k must be at least 2"),
-    ({"data": {"train_join_per_k": 0}}, "data.train_join_per_k: must be positive"),
-])
+@pytest.mark.parametrize(
+    "raw,message",
+    [
+        ({"model": {"atention": "dot"}}, "model.atention: unknown key"),
+        ({"model": {"attention": "cosine"}}, "model.attention: 'cosine' is not one of"),
+        ({"model": {"emb_dim": "big"}}, "model.emb_dim: expected an integer"),
+        ({"model": {"emb_dim": -3}}, "model.emb_dim: must be positive"),
+        ({"train": {"batch_size": 0}}, "train.batch_size: must be positive"),
+        ({"model": {"dropout": 1.5}}, "model.dropout"),
+        ({"model": {"attention": "dot", "dec_hidden": 100}}, "model.attention: 'dot'"),
+        ({"data": {"src_lang": "en", "tgt_lang": "en"}}, "data.tgt_lang"),
+        ({"train": {"progress": "yes"}}, "train.progress: expected true or false"),
+        ({"train": 3}, "train: expected a mapping"),
+        ({"search": {"beam_size": 0}}, "search.beam_size: must be positive"),
+        ({"model": {"tie_embeddings": True, "output_dim": 100}}, "model.tie_embeddings: needs"),
+        ({"name": "../etc"}, "name: '../etc' must be"),
+        ({"data": {"train_join_ks": [1]}}, "data.train_join_ks: every k must be at least 2"),
+        ({"data": {"valid_join_ks": [1]}}, "data.valid_join_ks: every k must be at least 2"),
+        ({"data": {"train_join_per_k": 0}}, "data.train_join_per_k: must be positive"),
+    ],
+)
 def test_invalid_values_name_the_dotted_key(raw, message):
     with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("(", r"\(")):
         from_dict(raw)
@@ -87,8 +98,12 @@ def test_a_key_given_twice_or_non_utf8_text_is_an_error_naming_file_and_line(tmp
     would be dropped without a word; and a Latin-1 file named no file at all."""
     path = tmp_path / "dup.yaml"
     path.write_text("name: a\ntrain:\n  lr: 0.5\nmodel:\n  emb_dim: 8\ntrain:\n  seed: 3\n")
-    with pytest.raises(ConfigError, match=re.escape(
-            "dup.yaml:6:1: invalid YAML: the key 'train' is given twice (first at line 2)")):
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(
+            "dup.yaml:6:1: invalid YAML: the key 'train' is given twice (first at line 2)"
+        ),
+    ):
         load_config(path)
     path.write_text("name: a\ntrain: {lr: 0.1, seed: 2, lr: 0.2}\n")
     with pytest.raises(ConfigError, match=r"dup\.yaml:2:\d+: .*'lr' is given twice"):
@@ -142,24 +157,41 @@ def test_errors_name_the_override_and_the_yaml_line(tmp_path):
 
     path = tmp_path / "c.yaml"
     path.write_text("model:\n  emb_dim: 16\n")
-    with pytest.raises(ConfigError, match=re.escape(
-            "c.yaml with override 'model.emb_dim=-3': model.emb_dim: must be positive")):
+    with pytest.raises(
+        ConfigError,
+        match=re.escape("c.yaml with override 'model.emb_dim=-3': model.emb_dim: must be positive"),
+    ):
         load_config(path, ["model.emb_dim=-3"])
     # a misspelt section in an override is the override's fault, not the file's
-    with pytest.raises(ConfigError, match=re.escape(
-            "c.yaml with override 'trian.max_epochs=3': trian: unknown key")):
+    with pytest.raises(
+        ConfigError,
+        match=re.escape("c.yaml with override 'trian.max_epochs=3': trian: unknown key"),
+    ):
         load_config(path, ["train.max_epochs=2", "trian.max_epochs=3"])
     # a clash of two keys blames both overrides, in the order given; of a key given twice, the
     # last setting, which is the one in force
-    with pytest.raises(ConfigError, match=re.escape(
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(
             "c.yaml with overrides 'model.attention=dot', 'model.enc_hidden=128': "
             "model.attention: 'dot' scores s.h_i and needs model.dec_hidden == 2 * "
-            "model.enc_hidden, got 512 and 2 * 128")):
-        load_config(path, ["model.enc_hidden=64", "model.attention=dot", "model.enc_hidden=128",
-                           "model.emb_dim=32"])
+            "model.enc_hidden, got 512 and 2 * 128"
+        ),
+    ):
+        load_config(
+            path,
+            [
+                "model.enc_hidden=64",
+                "model.attention=dot",
+                "model.enc_hidden=128",
+                "model.emb_dim=32",
+            ],
+        )
     # the known keys listed after an unknown one are not blamed ('name' is one of them)
-    with pytest.raises(ConfigError, match=re.escape(
-            "c.yaml with override 'modelattention=dot': modelattention: unknown key")):
+    with pytest.raises(
+        ConfigError,
+        match=re.escape("c.yaml with override 'modelattention=dot': modelattention: unknown key"),
+    ):
         load_config(path, ["modelattention=dot", "name=probe1", "train.seed=3"])
     path.write_text("model:\n  emb_dim: [1\n  x: 2\n")
     with pytest.raises(ConfigError, match=r"c\.yaml:3:\d+: invalid YAML: ") as e:
@@ -175,12 +207,15 @@ def test_an_empty_config_file_is_refused_not_trained_on_defaults(tmp_path):
             load_config(empty)
 
 
-@pytest.mark.parametrize("override, key", [
-    ("model.attention=dot", "model.attention"),
-    ("model.attention = dot", "model.attention"),
-    ("model={attention: dot, emb_dim: 8}", "model.attention"),
-    ("name=mine", "name"),
-])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("model.attention=dot", "model.attention"),
+        ("model.attention = dot", "model.attention"),
+        ("model={attention: dot, emb_dim: 8}", "model.attention"),
+        ("name=mine", "name"),
+    ],
+)
 def test_a_study_override_of_a_key_the_study_sets_is_refused(tmp_path, override, key):
     """The study sets model.attention and name per model: such an override was ignored."""
     from nmt.config.load import load_study_config
@@ -189,15 +224,21 @@ def test_a_study_override_of_a_key_the_study_sets_is_refused(tmp_path, override,
     path.write_text(f"overrides: ['train.seed=3', '{override}']\n")
     with pytest.raises(ConfigError) as e:
         load_study_config(path)
-    assert str(e.value).startswith(f"{path}: overrides: {override!r} sets {key}, which the "
-                                   "study sets for each model itself, so it would be ignored; ")
+    assert str(e.value).startswith(
+        f"{path}: overrides: {override!r} sets {key}, which the "
+        "study sets for each model itself, so it would be ignored; "
+    )
     assert "\n" not in str(e.value)
     path.write_text("overrides: ['train.seed=3', 'model.emb_dim=8', 'data.max_train_words=30']\n")
     load_study_config(path)  # keys the study leaves alone
     path.write_text("attentions: [none, additive]\n")  # the same on the command line
-    with pytest.raises(ConfigError, match=re.escape(
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(
             "with override 'overrides=[model.attention=dot]': overrides: 'model.attention=dot' "
-            "sets model.attention")):
+            "sets model.attention"
+        ),
+    ):
         load_study_config(path, ["overrides=[model.attention=dot]"])
 
 
@@ -205,9 +246,11 @@ def test_a_study_override_of_a_key_the_study_sets_is_refused(tmp_path, override,
 def test_the_run_name_check_says_exactly_what_it_accepts(name):
     with pytest.raises(ConfigError) as e:
         from_dict({"name": name})
-    assert str(e.value) == (f"name: {name!r} must be ASCII letters (A-Z, a-z), digits (0-9), "
-                            "'.', '_' or '-', beginning with a letter or digit (it names the "
-                            "run directory)")
+    assert str(e.value) == (
+        f"name: {name!r} must be ASCII letters (A-Z, a-z), digits (0-9), "
+        "'.', '_' or '-', beginning with a letter or digit (it names the "
+        "run directory)"
+    )
     from_dict({"name": "Run_1.a-b"})
 
 
@@ -230,8 +273,13 @@ def test_overrides_that_the_config_never_reads_are_warned_about(tmp_path):
 
     path = tmp_path / "c.yaml"
     path.write_text("model:\n  attention: additive\n")
-    given = ["model.heads=4", "model.local_window=5", "subwords.nbest_size=8",
-             "model.word_dropout_target=true", "train.seed=2"]
+    given = [
+        "model.heads=4",
+        "model.local_window=5",
+        "subwords.nbest_size=8",
+        "model.word_dropout_target=true",
+        "train.seed=2",
+    ]
     warnings = ignored_overrides(load_config(path, given), given)
     assert warnings == [
         "warning: override 'model.heads=4' has no effect with model.attention=additive "
@@ -244,8 +292,14 @@ def test_overrides_that_the_config_never_reads_are_warned_about(tmp_path):
         "model.word_dropout=0",
     ]
     # the same keys where they act: nothing to say
-    acting = ["model.attention=multihead", "model.heads=4", "subwords.sampling_alpha=0.1",
-              "subwords.nbest_size=8", "model.word_dropout=0.1", "model.word_dropout_target=true"]
+    acting = [
+        "model.attention=multihead",
+        "model.heads=4",
+        "subwords.sampling_alpha=0.1",
+        "subwords.nbest_size=8",
+        "model.word_dropout=0.1",
+        "model.word_dropout_target=true",
+    ]
     assert ignored_overrides(load_config(path, acting), acting) == []
     local = ["model.attention=local_p", "model.local_window=5", "model.local_score=dot"]
     assert ignored_overrides(load_config(path, local), local) == []

@@ -17,8 +17,10 @@ def test_reads_plain_and_gzip_with_bom_and_crlf(tmp_path):
     write_split(tmp_path, "train", "de", ["\ufeffHallo Welt\r", "Guten Tag\r"], gz=True)
     write_split(tmp_path, "train", "en", ["Hello world", "Good day"])
     pairs = read_dir_split(tmp_path, "train", "de", "en")
-    assert [(p.src, p.tgt) for p in pairs] == [("Hallo Welt", "Hello world"),
-                                               ("Guten Tag", "Good day")]
+    assert [(p.src, p.tgt) for p in pairs] == [
+        ("Hallo Welt", "Hello world"),
+        ("Guten Tag", "Good day"),
+    ]
     assert pairs[1].origin.endswith("train.de.gz:2")
 
 
@@ -73,8 +75,10 @@ def test_tsv_reader_and_bad_line(tmp_path):
     good = tmp_path / "train.tsv"
     good.write_text("Hallo\tHello\nTschüss\tBye\n", encoding="utf-8")
     cfg = DataConfig(source="tsv", path=str(tmp_path / "{split}.tsv"), src_lang="de", tgt_lang="en")
-    assert [(p.src, p.tgt) for p in read_split(cfg, "train")] == [("Hallo", "Hello"),
-                                                                  ("Tschüss", "Bye")]
+    assert [(p.src, p.tgt) for p in read_split(cfg, "train")] == [
+        ("Hallo", "Hello"),
+        ("Tschüss", "Bye"),
+    ]
     (tmp_path / "bad.tsv").write_text("a\tb\nno tab here\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"bad\.tsv:2: expected 2 tab-separated fields"):
         read_tsv_split(tmp_path / "bad.tsv")
@@ -88,8 +92,12 @@ def test_limit_and_auto_source(tmp_path):
 
 
 def test_length_filter_applies_to_training_only():
-    pairs = [Pair("a b c", "x y z", ""), Pair("", "x", ""), Pair("a " * 100, "x", ""),
-             Pair("a", "y " * 10_000, "")]
+    pairs = [
+        Pair("a b c", "x y z", ""),
+        Pair("", "x", ""),
+        Pair("a " * 100, "x", ""),
+        Pair("a", "y " * 10_000, ""),
+    ]
     kept, stats = filter_training_pairs(pairs, max_words=50)
     assert [p.src for p in kept] == ["a b c"]
     assert (stats.kept, stats.empty, stats.too_long) == (1, 1, 2)
@@ -122,10 +130,15 @@ def test_hub_offline_fails_at_once_with_local_files_hint(tmp_path):
         "except DataError as e:\n"
         "    print('DataError:', e)\n"
     )
-    env = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path),
-           "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=env, timeout=120)
+    env = {
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HOME": str(tmp_path),
+        "PATH": "/usr/bin:/bin",
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
     assert "DataError:" in out.stdout, out.stderr
     assert "data.source=dir" in out.stdout
 
@@ -213,14 +226,20 @@ def test_training_pairs_with_per_k_and_cap_from_a_config(tmp_path):
     src = [" ".join(["w"] * (3 + i % 5)) for i in range(40)]
     write_split(tmp_path, "train", "de", src)
     write_split(tmp_path, "train", "en", [f"t{i}" for i in range(40)])
-    d = DataConfig(source="dir", path=str(tmp_path), train_join_ks=(2, 4), train_join_per_k=5,
-                   max_train_words=20)
+    d = DataConfig(
+        source="dir",
+        path=str(tmp_path),
+        train_join_ks=(2, 4),
+        train_join_per_k=5,
+        max_train_words=20,
+    )
     raw, kept, stats = training_pairs(d)
     assert len(raw) == 40 and stats.kept + stats.too_long == 40 + 5 + 5
     assert all(len(p.src.split()) <= 20 for p in kept)
 
 
 # --- readers never guess (issue 12 kind 5) -------------------------------------------------
+
 
 def test_plain_and_gzip_copies_of_a_split_are_ambiguous(tmp_path):
     write_split(tmp_path, "train", "de", ["a"])
@@ -249,9 +268,13 @@ def test_every_malformed_tsv_line_and_bad_utf8_line_is_named(tmp_path):
 def test_records_with_missing_values_or_two_layouts_are_reported_with_their_index():
     from nmt.data.corpus import pairs_from_records
 
-    rows = [{"de": "Hallo", "en": "Hello"}, {"de": None, "en": "x"}, {"de": "y", "en": 3},
-            {"translation": {"de": "a", "en": "b"}, "de": "c", "en": "d"},
-            {"translation": {"de": "a", "en": "b"}}]
+    rows = [
+        {"de": "Hallo", "en": "Hello"},
+        {"de": None, "en": "x"},
+        {"de": "y", "en": 3},
+        {"translation": {"de": "a", "en": "b"}, "de": "c", "en": "d"},
+        {"translation": {"de": "a", "en": "b"}},
+    ]
     with pytest.raises(DataError) as e:
         pairs_from_records(rows, "de", "en", "ds[train]")
     msg = str(e.value)
@@ -260,16 +283,22 @@ def test_records_with_missing_values_or_two_layouts_are_reported_with_their_inde
     assert "ds[train][2]: 'en' is int" in msg
     assert "ds[train][3]: both a 'translation' column" in msg
     good = pairs_from_records([rows[0], rows[4]], "de", "en", "ds[train]")
-    assert [(p.src, p.tgt, p.origin) for p in good] == [("Hallo", "Hello", "ds[train][0]"),
-                                                       ("a", "b", "ds[train][1]")]
+    assert [(p.src, p.tgt, p.origin) for p in good] == [
+        ("Hallo", "Hello", "ds[train][0]"),
+        ("a", "b", "ds[train][1]"),
+    ]
     many = [{"de": None, "en": "x"}] * 25
     with pytest.raises(DataError, match=r"^25 malformed records: .*\[9\]: .*; and 15 more$"):
         pairs_from_records(many, "de", "en", "ds")
 
 
 def test_skipped_training_pairs_are_reported_with_their_lines():
-    pairs = [Pair("a b", "c", "f:1"), Pair("", "x", "f:2"), Pair("a " * 9, "c", "f:3"),
-             Pair("a " * 9, "c", "f:1 (+1 joined)")]
+    pairs = [
+        Pair("a b", "c", "f:1"),
+        Pair("", "x", "f:2"),
+        Pair("a " * 9, "c", "f:3"),
+        Pair("a " * 9, "c", "f:1 (+1 joined)"),
+    ]
     kept, stats = filter_training_pairs(pairs, max_words=5)
     assert [p.origin for p in kept] == ["f:1"]
     assert stats.skipped == ("f:2 (empty side)", "f:3 (over 5 words)")

@@ -26,6 +26,7 @@ WORKER = textwrap.dedent("""
     assert not dist.is_initialized()
 """)
 
+
 def test_ranks_tear_down_in_turn_and_rank_0_leaves_last(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -33,14 +34,27 @@ def test_ranks_tear_down_in_turn_and_rank_0_leaves_last(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     mark = str(tmp_path / "rank1_down")
-    procs = [subprocess.Popen([sys.executable, str(script), mark], cwd=REPO, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              env={"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                                   "WORLD_SIZE": "2", "RANK": str(r), "PYTHONPATH": str(REPO),
-                                   "PATH": "/usr/bin:/bin"})
-             for r in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), mark],
+            cwd=REPO,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                "WORLD_SIZE": "2",
+                "RANK": str(r),
+                "PYTHONPATH": str(REPO),
+                "PATH": "/usr/bin:/bin",
+            },
+        )
+        for r in (0, 1)
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     for p, (_out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
-    assert outs[0][0].strip().endswith("rank 1 down: True"), \
+    assert outs[0][0].strip().endswith("rank 1 down: True"), (
         f"rank 0 left before rank 1 had torn down: {outs[0][0]}"
+    )

@@ -18,8 +18,9 @@ def _grads(model, src, src_len, tgt, defer: bool, monkeypatch, bf16: bool = Fals
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         loss = model(src, src_len, tgt[:, :-1], tgt[:, 1:])
     loss.backward()
-    return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters()
-                         if p.grad is not None}
+    return loss.item(), {
+        n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None
+    }
 
 
 def _inputs(toy_vocabs, B=4, S=6, T=7):
@@ -28,7 +29,7 @@ def _inputs(toy_vocabs, B=4, S=6, T=7):
     src = torch.randint(4, len(src_v), (B, S))
     src_len = torch.tensor([S, S - 1, 3, S][:B])
     src[2, 3:] = 0
-    src[1, S - 1:] = 0
+    src[1, S - 1 :] = 0
     tgt = torch.randint(4, len(tgt_v), (B, T + 1))
     tgt[2, 4:] = 0  # a shorter target: padding rows in the loss
     return src, src_len, tgt
@@ -36,10 +37,15 @@ def _inputs(toy_vocabs, B=4, S=6, T=7):
 
 @pytest.mark.parametrize("attention", ATTENTIONS)
 @pytest.mark.parametrize("order", ["luong", "bahdanau"])
-def test_deferred_gradients_equal_autograds_for_every_decoder(toy_vocabs, monkeypatch,
-                                                             attention, order):
-    model = tiny_model(*toy_vocabs, attention=attention, step_order=order,
-                       dec_layers=2 if attention == "additive" else 1).train()
+def test_deferred_gradients_equal_autograds_for_every_decoder(
+    toy_vocabs, monkeypatch, attention, order
+):
+    model = tiny_model(
+        *toy_vocabs,
+        attention=attention,
+        step_order=order,
+        dec_layers=2 if attention == "additive" else 1,
+    ).train()
     src, src_len, tgt = _inputs(toy_vocabs)
     loss0, now = _grads(model, src, src_len, tgt, False, monkeypatch)
     loss1, deferred = _grads(model, src, src_len, tgt, True, monkeypatch)

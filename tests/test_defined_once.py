@@ -43,20 +43,30 @@ def _string_collections(source: str):
         if not isinstance(node, (ast.Tuple, ast.List, ast.Set)):  # Literal["a", "b"] holds a Tuple
             continue
         elts = node.elts
-        if len(elts) >= 2 and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
-                                  for e in elts):
+        if len(elts) >= 2 and all(
+            isinstance(e, ast.Constant) and isinstance(e.value, str) for e in elts
+        ):
             yield node.lineno, frozenset(e.value for e in elts)  # type: ignore[attr-defined]
 
 
 def _python_files() -> list[Path]:
-    return [p for d in ("nmt", "tests", "scripts") for p in sorted((REPO / d).rglob("*.py"))
-            if p != SCHEMA]
+    return [
+        p
+        for d in ("nmt", "tests", "scripts")
+        for p in sorted((REPO / d).rglob("*.py"))
+        if p != SCHEMA
+    ]
 
 
 def test_schema_declares_the_enumerations():
     enums = _enumerations()
-    for names in (schema.ATTENTION_TYPES, schema.LOCAL_KINDS, schema.PRECISIONS,
-                  schema.LENGTH_PENALTIES, schema.SCORE_KINDS):
+    for names in (
+        schema.ATTENTION_TYPES,
+        schema.LOCAL_KINDS,
+        schema.PRECISIONS,
+        schema.LENGTH_PENALTIES,
+        schema.SCORE_KINDS,
+    ):
         assert frozenset(names) in enums
     assert set(schema.LOCAL_KINDS) | set(schema.SCORE_KINDS) < set(schema.ATTENTION_TYPES)
 
@@ -64,16 +74,23 @@ def test_schema_declares_the_enumerations():
 def test_finder_sees_a_second_list():
     source = 'KINDS = ["local_p", "local_m"]\nx: Literal["gnmt", "none", "average"]\n'
     assert [names for _, names in _string_collections(source)] == [
-        frozenset(schema.LOCAL_KINDS), frozenset(schema.LENGTH_PENALTIES)]
+        frozenset(schema.LOCAL_KINDS),
+        frozenset(schema.LENGTH_PENALTIES),
+    ]
 
 
 def test_no_enumeration_is_spelt_out_twice():
     enums = _enumerations()
-    again = [f"{p.relative_to(REPO)}:{line} {sorted(names)}" for p in _python_files()
-             for line, names in _string_collections(p.read_text(encoding="utf-8"))
-             if names in enums]
-    assert not again, ("enumerations of nmt/config/schema.py written again (use its "
-                       "get_args names): " + "; ".join(again))
+    again = [
+        f"{p.relative_to(REPO)}:{line} {sorted(names)}"
+        for p in _python_files()
+        for line, names in _string_collections(p.read_text(encoding="utf-8"))
+        if names in enums
+    ]
+    assert not again, (
+        "enumerations of nmt/config/schema.py written again (use its "
+        "get_args names): " + "; ".join(again)
+    )
 
 
 def test_search_defaults_are_not_numbers_written_again():
@@ -83,19 +100,26 @@ def test_search_defaults_are_not_numbers_written_again():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 args = node.args
                 named = args.posonlyargs + args.args
-                with_default = named[len(named) - len(args.defaults):]
+                with_default = named[len(named) - len(args.defaults) :]
                 pairs: list[tuple[str, ast.expr]] = [
-                    (a.arg, d) for a, d in zip(with_default, args.defaults, strict=True)]
-                pairs += [(a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults,
-                                                     strict=True) if d]
+                    (a.arg, d) for a, d in zip(with_default, args.defaults, strict=True)
+                ]
+                pairs += [
+                    (a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d
+                ]
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
                 # dataclass fields
                 pairs = [(node.target.id, node.value)] if node.value else []
             else:
                 continue
             for name, default in pairs:
-                if (name in SEARCH_PARAMETERS and path != SCHEMA
-                        and isinstance(default, ast.Constant) and default.value is not None):
+                if (
+                    name in SEARCH_PARAMETERS
+                    and path != SCHEMA
+                    and isinstance(default, ast.Constant)
+                    and default.value is not None
+                ):
                     written.append(f"{path.relative_to(REPO)}:{default.lineno} {name}")
-    assert not written, "search defaults written again (take them from SearchConfig): " \
-        + "; ".join(written)
+    assert not written, "search defaults written again (take them from SearchConfig): " + "; ".join(
+        written
+    )

@@ -17,8 +17,10 @@ ARCHITECTURE = DOCS / "architecture.md"
 
 # [text](target) and ![alt](target), with an optional "title"; text may hold `code`
 # and one level of nested brackets. <target> (angle brackets) allows spaces.
-_LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]"  # [text] or ![alt]
-                   r"\(\s*(<[^>]*>|[^)\s]+)(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*\)")  # (target "title")
+_LINK = re.compile(
+    r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]"  # [text] or ![alt]
+    r"\(\s*(<[^>]*>|[^)\s]+)(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*\)"
+)  # (target "title")
 _FENCE = re.compile(r"^[ \t]*(```+|~~~+)")
 _CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)", re.S)
 _SKIP = ("http://", "https://", "mailto:")
@@ -35,8 +37,12 @@ def _without_fenced_blocks(text: str) -> str:
         m = _FENCE.match(line)
         if fence is None and m:
             fence = m.group(1)
-        elif fence is not None and m and m.group(1).startswith(fence) \
-                and not line.strip().lstrip(fence[0]):
+        elif (
+            fence is not None
+            and m
+            and m.group(1).startswith(fence)
+            and not line.strip().lstrip(fence[0])
+        ):
             fence = None
         elif fence is None:
             kept.append(line)
@@ -93,13 +99,29 @@ def _docs_pages() -> list[Path]:
 
 
 def test_link_parser_finds_links_and_images_and_skips_code():
-    text = ("See [a](docs/a.md#x), ![img](pics/p.png \"t\") and [`code`](b.md).\n"
-            "`[not](a link)` and\n```bash\n[nor](this.md)\n```\n[ext](https://x.org) <x>\n"
-            "a stray ` backtick\n\n[after](c.md) [top](#anchor) [sp](<my file.md>)\n")
-    assert _targets(text) == ["docs/a.md#x", "pics/p.png", "b.md", "https://x.org", "c.md",
-                              "#anchor", "my file.md"]
-    assert [_relative_file(t) for t in _targets(text)] == ["docs/a.md", "pics/p.png", "b.md",
-                                                          None, "c.md", None, "my file.md"]
+    text = (
+        'See [a](docs/a.md#x), ![img](pics/p.png "t") and [`code`](b.md).\n'
+        "`[not](a link)` and\n```bash\n[nor](this.md)\n```\n[ext](https://x.org) <x>\n"
+        "a stray ` backtick\n\n[after](c.md) [top](#anchor) [sp](<my file.md>)\n"
+    )
+    assert _targets(text) == [
+        "docs/a.md#x",
+        "pics/p.png",
+        "b.md",
+        "https://x.org",
+        "c.md",
+        "#anchor",
+        "my file.md",
+    ]
+    assert [_relative_file(t) for t in _targets(text)] == [
+        "docs/a.md",
+        "pics/p.png",
+        "b.md",
+        None,
+        "c.md",
+        None,
+        "my file.md",
+    ]
 
 
 def test_every_relative_link_in_readme_and_docs_resolves():
@@ -119,28 +141,37 @@ def test_word_count_skips_markup():
 
 def test_readme_is_at_most_1800_words():
     n = _words(README.read_text(encoding="utf-8"))
-    assert n <= README_MAX_WORDS, (f"README.md has {n} words, more than {README_MAX_WORDS}; "
-                                   "move the detail to docs/*.md")
+    assert n <= README_MAX_WORDS, (
+        f"README.md has {n} words, more than {README_MAX_WORDS}; move the detail to docs/*.md"
+    )
 
 
 def test_readme_lines_are_at_most_120_characters():
-    long = [f"line {i}: {len(line)}" for i, line in
-            enumerate(README.read_text(encoding="utf-8").splitlines(), 1)
-            if len(line) > README_MAX_LINE]
+    long = [
+        f"line {i}: {len(line)}"
+        for i, line in enumerate(README.read_text(encoding="utf-8").splitlines(), 1)
+        if len(line) > README_MAX_LINE
+    ]
     assert not long, f"README.md lines over {README_MAX_LINE} characters: {', '.join(long)}"
 
 
 def test_architecture_lists_every_module():
     """docs/architecture.md's module table names each module of nmt/ once, and no other."""
-    listed = re.findall(r"^\| `(nmt/[\w/]+\.py)` \|", ARCHITECTURE.read_text(encoding="utf-8"),
-                        re.M)
-    modules = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "nmt").rglob("*.py")
-                     # a subpackage's __init__.py is its heading row, not a module row
-                     if p.name != "__init__.py" or p.parent == REPO / "nmt")
+    listed = re.findall(
+        r"^\| `(nmt/[\w/]+\.py)` \|", ARCHITECTURE.read_text(encoding="utf-8"), re.M
+    )
+    modules = sorted(
+        p.relative_to(REPO).as_posix()
+        for p in (REPO / "nmt").rglob("*.py")
+        # a subpackage's __init__.py is its heading row, not a module row
+        if p.name != "__init__.py" or p.parent == REPO / "nmt"
+    )
     assert sorted(listed) == sorted(set(listed)), "docs/architecture.md names a module twice"
     missing, gone = sorted(set(modules) - set(listed)), sorted(set(listed) - set(modules))
-    assert not missing and not gone, (f"docs/architecture.md's module table lacks {missing} "
-                                      f"and names modules that do not exist: {gone}")
+    assert not missing and not gone, (
+        f"docs/architecture.md's module table lacks {missing} "
+        f"and names modules that do not exist: {gone}"
+    )
 
 
 def test_docs_index_links_every_docs_page():
@@ -153,6 +184,9 @@ def test_docs_index_links_every_docs_page():
 
 def test_readme_links_the_docs_index_and_every_docs_page():
     linked = _linked_files(README)
-    missing = [p.relative_to(REPO).as_posix() for p in [DOCS / "README.md"] + _docs_pages()
-               if p.resolve() not in linked]
+    missing = [
+        p.relative_to(REPO).as_posix()
+        for p in [DOCS / "README.md"] + _docs_pages()
+        if p.resolve() not in linked
+    ]
     assert not missing, f"README.md does not link: {', '.join(missing)}"

@@ -28,8 +28,9 @@ class _Read(nn.Module):
         self.att, self.t = att, t
 
     def forward(self, query, memory, mask):
-        context, weights, _heads = self.att.read(query, self.att.precompute(memory), memory,
-                                                 mask, self.t)
+        context, weights, _heads = self.att.read(
+            query, self.att.precompute(memory), memory, mask, self.t
+        )
         return context, weights
 
 
@@ -60,8 +61,17 @@ def test_nmt41_every_attention_runs_in_float64_and_passes_gradcheck(kind):
 
 @pytest.mark.parametrize("kind", [*KINDS, "none"])
 def test_nmt41_a_float64_model_keeps_float64_through_decoder_and_loss(kind):
-    cfg = ModelConfig(emb_dim=4, enc_hidden=3, dec_hidden=6, attn_dim=4, output_dim=4,
-                      dropout=0.0, attention=kind, heads=2, local_window=1)
+    cfg = ModelConfig(
+        emb_dim=4,
+        enc_hidden=3,
+        dec_hidden=6,
+        attn_dim=4,
+        output_dim=4,
+        dropout=0.0,
+        attention=kind,
+        heads=2,
+        local_window=1,
+    )
     torch.manual_seed(0)
     model = build_model(cfg, 9, 9).double().eval()
     src, lens = torch.tensor([[4, 5, 6, 3], [7, 3, 0, 0]]), torch.tensor([4, 2])
@@ -71,14 +81,17 @@ def test_nmt41_a_float64_model_keeps_float64_through_decoder_and_loss(kind):
     logits, attn = model.logits(src, lens, tgt_in)
     assert logits.dtype == torch.float64 and (attn is None or attn.dtype == torch.float64)
     # the whole model's gradient (the fixed-vector model's too: its decoder has parameters)
-    names = ["generator.weight", *[n for n, _ in model.decoder.named_parameters(prefix="decoder")
-                                   if "attention" in n][:4]]
+    names = [
+        "generator.weight",
+        *[n for n, _ in model.decoder.named_parameters(prefix="decoder") if "attention" in n][:4],
+    ]
     base = dict(model.named_parameters())
     params = [base[n].detach().clone().requires_grad_() for n in names]
 
     def f(*ps):
-        return functional_call(model, dict(zip(names, ps, strict=True)),
-                               (src, lens, tgt_in, tgt_out))
+        return functional_call(
+            model, dict(zip(names, ps, strict=True)), (src, lens, tgt_in, tgt_out)
+        )
 
     assert gradcheck(f, tuple(params), eps=1e-6, atol=1e-6, fast_mode=True)
 
@@ -95,8 +108,15 @@ def test_the_loss_keeps_float64_and_equals_cross_entropy():
 
 
 def test_search_in_float64_scores_with_float64_log_probabilities():
-    cfg = ModelConfig(emb_dim=8, enc_hidden=4, dec_hidden=8, attn_dim=8, output_dim=8,
-                      dropout=0.0, attention="additive")
+    cfg = ModelConfig(
+        emb_dim=8,
+        enc_hidden=4,
+        dec_hidden=8,
+        attn_dim=8,
+        output_dim=8,
+        dropout=0.0,
+        attention="additive",
+    )
     torch.manual_seed(0)
     model = build_model(cfg, 12, 12).double().eval()
     src, lens = torch.tensor([[4, 5, 6, 3]]), torch.tensor([4])
@@ -113,8 +133,12 @@ def test_search_in_float64_scores_with_float64_log_probabilities():
 
 def test_only_half_precision_scores_are_upcast():
     mask = torch.tensor([[True, True, False]])
-    for dtype, want in [(torch.float32, torch.float32), (torch.float64, torch.float64),
-                        (torch.bfloat16, torch.float32), (torch.float16, torch.float32)]:
+    for dtype, want in [
+        (torch.float32, torch.float32),
+        (torch.float64, torch.float64),
+        (torch.bfloat16, torch.float32),
+        (torch.float16, torch.float32),
+    ]:
         w = masked_softmax(torch.tensor([[1.0, 2.0, 3.0]], dtype=dtype), mask)
         assert w.dtype == want and w[0, 2] == 0
 
@@ -126,9 +150,20 @@ def test_case_nmt41_script_imports_and_runs_in_float64():
     from nmt.model import build_model
 
     for kind in ("additive", "dot", "general", "scaled_dot", "none"):
-        cfg = ModelConfig(emb_dim=8, enc_hidden=4, dec_hidden=8, attn_dim=8, output_dim=8,
-                          dropout=0.0, attention=kind)
+        cfg = ModelConfig(
+            emb_dim=8,
+            enc_hidden=4,
+            dec_hidden=8,
+            attn_dim=8,
+            output_dim=8,
+            dropout=0.0,
+            attention=kind,
+        )
         model = build_model(cfg, 20, 20).double().eval()
-        out = model(torch.tensor([[3, 4, 5, 2]]), torch.tensor([4]),
-                    torch.tensor([[1, 6, 7]]), torch.tensor([[6, 7, 2]]))
+        out = model(
+            torch.tensor([[3, 4, 5, 2]]),
+            torch.tensor([4]),
+            torch.tensor([[1, 6, 7]]),
+            torch.tensor([[6, 7, 2]]),
+        )
         assert out.dtype == torch.float64, kind

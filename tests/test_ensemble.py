@@ -35,10 +35,12 @@ from conftest import TOY_PAIRS
 SOURCES = ["ein mann läuft .", "zwei hunde spielen im schnee .", "eine katze"]
 SMALL = dict(emb_dim=16, enc_hidden=16, dec_hidden=32, attn_dim=16, output_dim=16, dropout=0.0)
 # members that differ in seed, attention, step order and size
-MEMBERS = [dict(seed=1, attention="additive"),
-           dict(seed=2, attention="dot", step_order="luong"),
-           dict(seed=3, attention="none", emb_dim=8, output_dim=24),
-           dict(seed=4, attention="multihead", heads=2, dec_hidden=48)]
+MEMBERS = [
+    dict(seed=1, attention="additive"),
+    dict(seed=2, attention="dot", step_order="luong"),
+    dict(seed=3, attention="none", emb_dim=8, output_dim=24),
+    dict(seed=4, attention="multihead", heads=2, dec_hidden=48),
+]
 
 
 def _model(vocabs, seed, **overrides):
@@ -74,8 +76,7 @@ def _forced_members(models, src, src_len, tokens):
                 logps.append(logp[0])
                 attns.append(None if attn is None else attn[0])
                 prev = torch.tensor([tok])
-            out.append((torch.stack(logps),
-                        None if attns[0] is None else torch.stack(attns)))
+            out.append((torch.stack(logps), None if attns[0] is None else torch.stack(attns)))
     return out
 
 
@@ -105,8 +106,11 @@ def test_an_ensemble_of_one_model_is_that_model(toy_vocabs, beam):
     if beam == 1:
         _same(greedy(Ensemble([model]), src, src_len), greedy(model, src, src_len))
     else:
-        for a, b in zip(beam_search(Ensemble([model]), src, src_len, beam, n_best=beam),
-                        beam_search(model, src, src_len, beam, n_best=beam), strict=True):
+        for a, b in zip(
+            beam_search(Ensemble([model]), src, src_len, beam, n_best=beam),
+            beam_search(model, src, src_len, beam, n_best=beam),
+            strict=True,
+        ):
             _same(a, b)
 
 
@@ -118,8 +122,11 @@ def test_an_ensemble_of_two_copies_is_the_single_model(toy_vocabs, beam):
     if beam == 1:
         _same(greedy(twice, src, src_len), greedy(model, src, src_len), exact=False)
     else:
-        for a, b in zip(beam_search(twice, src, src_len, beam, n_best=2),
-                        beam_search(model, src, src_len, beam, n_best=2), strict=True):
+        for a, b in zip(
+            beam_search(twice, src, src_len, beam, n_best=2),
+            beam_search(model, src, src_len, beam, n_best=2),
+            strict=True,
+        ):
             _same(a, b, exact=False)
 
 
@@ -131,7 +138,7 @@ def test_each_step_is_the_mean_of_the_members_distributions(toy_vocabs, pair):
     tokens = toy_vocabs[1].encode("a child eats an apple .") + [EOS]
     per_member = _forced_members(models, src, src_len, tokens)
     expected = _mean_logp(per_member)
-    (got, attn), = _forced_members([ens], src, src_len, tokens)
+    ((got, attn),) = _forced_members([ens], src, src_len, tokens)
     torch.testing.assert_close(got.double(), expected, atol=1e-5, rtol=1e-5)
     assert torch.allclose(got.exp().sum(-1), torch.ones(len(tokens)), atol=1e-5)  # a distribution
     with_attention = [a for _, a in per_member if a is not None]
@@ -167,7 +174,8 @@ def test_greedy_and_beam_score_by_the_averaged_distribution(toy_vocabs, pair):
             seq = h.tokens + [EOS]  # a cut hypothesis is scored with its forced EOS too
             exp = _mean_logp(_forced_members(models, src, src_len, seq))
             assert h.log_prob == pytest.approx(
-                float(exp[torch.arange(len(seq)), torch.tensor(seq)].sum()), abs=1e-4)
+                float(exp[torch.arange(len(seq)), torch.tensor(seq)].sum()), abs=1e-4
+            )
 
 
 def test_beam_one_of_an_ensemble_is_its_greedy_search(toy_vocabs):
@@ -190,8 +198,9 @@ def checkpoints(toy_vocabs, tmp_path):
     """Two checkpoints of different seed, attention and size, and one of another target
     vocabulary."""
     a = _save(tmp_path / "a.pt", toy_vocabs, 1, "run_a")
-    b = _save(tmp_path / "b.pt", toy_vocabs, 2, "run_b", attention="dot", step_order="luong",
-              emb_dim=8)
+    b = _save(
+        tmp_path / "b.pt", toy_vocabs, 2, "run_b", attention="dot", step_order="luong", emb_dim=8
+    )
     other = train_vocab([t.upper() for _, t in TOY_PAIRS] * 5, vocab_size=44, model_type="bpe")
     c = _save(tmp_path / "c.pt", (toy_vocabs[0], other), 3, "run_c")
     return a, b, c
@@ -202,8 +211,9 @@ def test_checkpoints_of_another_vocabulary_are_refused_naming_both(checkpoints, 
     with pytest.raises(CheckpointError) as e:
         load_ensemble([a, b, c])
     msg = str(e.value)
-    assert "\n" not in msg and msg.startswith(f"{c}: cannot be ensembled with {a}: another "
-                                                "target vocabulary (44 SentencePiece pieces")
+    assert "\n" not in msg and msg.startswith(
+        f"{c}: cannot be ensembled with {a}: another target vocabulary (44 SentencePiece pieces"
+    )
     src = tmp_path / "in.de"
     src.write_text("ein mann .\n", encoding="utf-8")
     r = CliRunner().invoke(app, ["translate", str(a), str(c), "--input", str(src)])
@@ -221,24 +231,41 @@ def test_the_translator_decodes_checkpoints_as_their_ensemble(checkpoints, toy_v
     one = Translator.from_checkpoints([a], decoding=dec)
     assert not isinstance(one.model, Ensemble)
     assert isinstance(load_models([a]), Loaded) and load_models([a, b]).describe() == (
-        "ensemble of 2 (additive, dot)")  # what nmt translate loads
+        "ensemble of 2 (additive, dot)"
+    )  # what nmt translate loads
 
 
 def test_translate_parses_several_checkpoints_as_one_ensemble(checkpoints, tmp_path):
     a, b, _ = checkpoints
     src, out = tmp_path / "in.de", tmp_path / "out.en"
     src.write_text("\n".join(SOURCES) + "\n", encoding="utf-8")
-    r = CliRunner().invoke(app, ["translate", str(a), str(b), "--input", str(src), "--output",
-                                 str(out), "--beam", "2", "--attention"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "translate",
+            str(a),
+            str(b),
+            "--input",
+            str(src),
+            "--output",
+            str(out),
+            "--beam",
+            "2",
+            "--attention",
+        ],
+    )
     assert r.exit_code == 0, r.output
     ens = load_ensemble([a, b])
-    expected = Translator(ens.model, ens.src_vocab, ens.tgt_vocab,
-                          Decoding(beam_size=2)).translate(SOURCES)
+    expected = Translator(ens.model, ens.src_vocab, ens.tgt_vocab, Decoding(beam_size=2)).translate(
+        SOURCES
+    )
     assert out.read_text(encoding="utf-8").splitlines() == [
-        " ".join(t.text.split()) for t in expected]
+        " ".join(t.text.split()) for t in expected
+    ]
     assert "<-" in r.output  # the members' mean attention, shown per target piece
-    r = CliRunner().invoke(app, ["translate", str(a), str(b), "--input", str(src), "--output",
-                                 str(b)])
+    r = CliRunner().invoke(
+        app, ["translate", str(a), str(b), "--input", str(src), "--output", str(b)]
+    )
     assert r.exit_code == 2 and "is the same file as the checkpoint" in r.output
 
 
@@ -248,8 +275,9 @@ def test_evaluate_ensemble_adds_one_system(checkpoints, tmp_path):
     src.write_text("\n".join(s for s, _ in TOY_PAIRS) + "\n", encoding="utf-8")
     ref.write_text("\n".join(t for _, t in TOY_PAIRS) + "\n", encoding="utf-8")
     files = ["--src", str(src), "--ref", str(ref), "--beam", "1"]
-    r = CliRunner().invoke(app, ["evaluate", "--ensemble", str(a), str(b), *files,
-                                 "--json", str(js)])
+    r = CliRunner().invoke(
+        app, ["evaluate", "--ensemble", str(a), str(b), *files, "--json", str(js)]
+    )
     assert r.exit_code == 0, r.output
     header = r.output.split("BLEU ")[0]
     # each column as its checkpoint was typed (not the run's name inside), then the ensemble
@@ -273,6 +301,7 @@ def test_evaluate_ensemble_adds_one_system(checkpoints, tmp_path):
 
 def test_mean_of_probabilities_not_of_log_probabilities():
     """The rule itself, on numbers: p = (0.9, 0.1) and (0.1, 0.9) average to (0.5, 0.5)."""
+
     class Fixed(torch.nn.Module):
         def __init__(self, p):
             super().__init__()
@@ -299,23 +328,30 @@ class _Rows:
         return self
 
 
-def test_checkpoints_of_one_run_ensemble_but_one_file_twice_is_refused(checkpoints, toy_vocabs,
-                                                                        tmp_path):
+def test_checkpoints_of_one_run_ensemble_but_one_file_twice_is_refused(
+    checkpoints, toy_vocabs, tmp_path
+):
     """The same file twice, by path (however spelled) or by content, would count one model
     twice; refused as ``nmt average`` refuses it."""
     a, b, _ = checkpoints
     later = _save(tmp_path / "a_last.pt", toy_vocabs, 5, "run_a")  # same run, other weights
     dec = Decoding(beam_size=2)
     assert len(Translator.from_checkpoints([a, later], decoding=dec).translate(SOURCES)) == 3
-    with pytest.raises(CheckpointError, match=rf"^{a}: given twice; each checkpoint can be "
-                       "ensembled once$"):
+    with pytest.raises(
+        CheckpointError,
+        match=rf"^{a}: given twice; each checkpoint can be "
+        "ensembled once$",
+    ):
         load_ensemble([a, b, a])
     os.symlink(a, tmp_path / "link.pt")
     with pytest.raises(CheckpointError, match=f"link.pt: given twice \\(also as {a}\\)"):
         Translator.from_checkpoints([a, tmp_path / "link.pt"], decoding=dec)
     shutil.copy(a, tmp_path / "copy.pt")
-    with pytest.raises(CheckpointError, match=rf"copy.pt: the same checkpoint as {a} "
-                       r"\(identical contents\); each checkpoint can be ensembled once"):
+    with pytest.raises(
+        CheckpointError,
+        match=rf"copy.pt: the same checkpoint as {a} "
+        r"\(identical contents\); each checkpoint can be ensembled once",
+    ):
         load_ensemble([a, b, tmp_path / "copy.pt"])
     r = CliRunner().invoke(app, ["translate", str(a), str(a), "--input", str(a)])
     assert r.exit_code == 2 and "given twice" in r.stderr
@@ -329,9 +365,14 @@ def test_an_ensemble_of_loaded_members_is_the_loaded_ensemble(checkpoints, tmp_p
     ens, direct = ensemble_of([a, b], loaded[:2]), load_ensemble([a, b])
     assert ens.members[0] is loaded[0] and ens.describe() == direct.describe()
     dec = Decoding(beam_size=2)
-    assert ([t.text for t in Translator(ens.model, ens.src_vocab, ens.tgt_vocab, dec)
-             .translate(SOURCES)] == [t.text for t in Translator(
-                 direct.model, direct.src_vocab, direct.tgt_vocab, dec).translate(SOURCES)])
+    assert [
+        t.text for t in Translator(ens.model, ens.src_vocab, ens.tgt_vocab, dec).translate(SOURCES)
+    ] == [
+        t.text
+        for t in Translator(direct.model, direct.src_vocab, direct.tgt_vocab, dec).translate(
+            SOURCES
+        )
+    ]
     with pytest.raises(CheckpointError, match=f"^{c}: cannot be ensembled with {a}"):
         ensemble_of([a, c], [loaded[0], loaded[2]])
     with pytest.raises(CheckpointError, match="identical contents"):
@@ -344,8 +385,9 @@ def test_an_ensemble_of_fixed_vector_models_has_no_heatmap(toy_vocabs, tmp_path)
     n2 = _save(tmp_path / "n2.pt", toy_vocabs, 2, "n2", attention="none")
     src = tmp_path / "in.de"
     src.write_text("ein mann .\n", encoding="utf-8")
-    r = CliRunner().invoke(app, ["translate", str(n1), str(n2), "--input", str(src), "--plot",
-                                 str(tmp_path / "h.png")])
+    r = CliRunner().invoke(
+        app, ["translate", str(n1), str(n2), "--input", str(src), "--plot", str(tmp_path / "h.png")]
+    )
     assert r.exit_code == 2 and "--plot: the fixed-vector model" in r.stderr
 
 
@@ -360,10 +402,10 @@ def test_evaluate_ensemble_reads_each_checkpoint_once(checkpoints, tmp_path, mon
     ref.write_text("a man .\n", encoding="utf-8")
     reads = []
     real = scoring.load_checkpoint
-    monkeypatch.setattr(scoring, "load_checkpoint",
-                        lambda p, *a, **k: reads.append(p) or real(p, *a, **k))
+    monkeypatch.setattr(
+        scoring, "load_checkpoint", lambda p, *a, **k: reads.append(p) or real(p, *a, **k)
+    )
     monkeypatch.setattr(ensemble, "load_checkpoint", lambda *a, **k: pytest.fail("read again"))
     report = evaluate.evaluate_checkpoints([a, b], src=src, ref=ref, beam_size=1, ensemble=True)
     assert reads == [a, b] and [r["name"] for r in report.json][-1] == "ensemble of 2"
-    assert [r["checkpoint_sha256"] for r in report.json] == [file_sha256(a), file_sha256(b),
-                                                             None]
+    assert [r["checkpoint_sha256"] for r in report.json] == [file_sha256(a), file_sha256(b), None]

@@ -12,12 +12,20 @@ TGT = ["▁x", "▁y", "</s>"]  # words: x, y
 
 
 def test_each_head_and_the_head_mean_against_a_hand_made_reference():
-    w = torch.tensor([[[0.9, 0.05, 0.05, 0.0],  # head 1: x -> a, y -> bc (the reference)
-                       [0.05, 0.9, 0.05, 0.0],
-                       [0.0, 0.0, 0.0, 1.0]],
-                      [[0.2, 0.2, 0.6, 0.0],  # head 2: x -> bc, y -> a (both wrong)
-                       [0.6, 0.2, 0.2, 0.0],
-                       [0.0, 0.0, 0.0, 1.0]]])  # (h, T, S)
+    w = torch.tensor(
+        [
+            [
+                [0.9, 0.05, 0.05, 0.0],  # head 1: x -> a, y -> bc (the reference)
+                [0.05, 0.9, 0.05, 0.0],
+                [0.0, 0.0, 0.0, 1.0],
+            ],
+            [
+                [0.2, 0.2, 0.6, 0.0],  # head 2: x -> bc, y -> a (both wrong)
+                [0.6, 0.2, 0.2, 0.0],
+                [0.0, 0.0, 0.0, 1.0],
+            ],
+        ]
+    )  # (h, T, S)
     # mean: x: a 0.55, bc 0.45 -> a; y: a 0.325, bc 0.675 -> bc: the reference again
     ref = [parse_pharaoh("0-0 1-1")]
     m = model_alignment("toy", {0: (w, SRC, TGT)}, ref, n_samples=20)
@@ -43,8 +51,10 @@ def test_forced_weights_are_read_on_the_reference_for_every_head(toy_vocabs):
         assert w.shape == (2, len(tp), len(sp)) and sp[-1] == tp[-1] == "</s>"
         assert tp[:-1] == [tgt_vocab.id_to_piece(x) for x in tgt_vocab.encode(refs[i])]
         assert torch.allclose(w.sum(-1), torch.ones(2, len(tp)), atol=1e-5)
-    diagonal = [frozenset((j, j) for j in range(min(len(s.split()), len(r.split()))))
-                for s, r in zip(sources, refs, strict=True)]
+    diagonal = [
+        frozenset((j, j) for j in range(min(len(s.split()), len(r.split()))))
+        for s, r in zip(sources, refs, strict=True)
+    ]
     m = model_alignment("toy", got, diagonal, n_samples=20)
     assert m.sentences == len(got) and m.skipped == len(sources) - len(got)
     assert all(0.0 <= r.aer <= 1.0 and r.aer_low <= r.aer <= r.aer_high for r in m.rows)

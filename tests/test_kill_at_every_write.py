@@ -88,17 +88,45 @@ for line in sys.stdin:
 
 def _config(tmp: Path) -> Path:
     path = tmp / "toy.yaml"
-    path.write_text(json.dumps({
-        "name": "k", "data": {"source": "dir", "path": str(TOY16), "train_split": "train",
-                              "valid_split": "dev", "test_splits": ["dev"]},
-        "subwords": {"vocab_size": 64, "model_type": "unigram"},
-        "model": {"emb_dim": 8, "enc_hidden": 8, "dec_hidden": 16, "attn_dim": 8,
-                  "output_dim": 8, "dropout": 0.3, "attention": "additive"},
-        "train": {"batch_size": 4, "max_epochs": 1, "max_steps": 2, "valid_every_steps": 1,
-                  "keep_checkpoints": 1, "threads": 1, "device": "cpu", "precision": "fp32",
-                  "progress": False, "seed": 1, "patience": None,
-                  "out_dir": str(tmp / "runs" / "{name}")},
-        "search": {"beam_size": 2, "valid_beam_size": 1, "precision": "fp32"}}))
+    path.write_text(
+        json.dumps(
+            {
+                "name": "k",
+                "data": {
+                    "source": "dir",
+                    "path": str(TOY16),
+                    "train_split": "train",
+                    "valid_split": "dev",
+                    "test_splits": ["dev"],
+                },
+                "subwords": {"vocab_size": 64, "model_type": "unigram"},
+                "model": {
+                    "emb_dim": 8,
+                    "enc_hidden": 8,
+                    "dec_hidden": 16,
+                    "attn_dim": 8,
+                    "output_dim": 8,
+                    "dropout": 0.3,
+                    "attention": "additive",
+                },
+                "train": {
+                    "batch_size": 4,
+                    "max_epochs": 1,
+                    "max_steps": 2,
+                    "valid_every_steps": 1,
+                    "keep_checkpoints": 1,
+                    "threads": 1,
+                    "device": "cpu",
+                    "precision": "fp32",
+                    "progress": False,
+                    "seed": 1,
+                    "patience": None,
+                    "out_dir": str(tmp / "runs" / "{name}"),
+                },
+                "search": {"beam_size": 2, "valid_beam_size": 1, "precision": "fp32"},
+            }
+        )
+    )
     return path
 
 
@@ -107,17 +135,25 @@ class _Trainer:
 
     def __init__(self, config: Path):
         self.config, self.err = config, config.parent / "stderr.txt"
-        env = dict(os.environ, OMP_NUM_THREADS="1",
-                   NMT_RUN_DIR=str(config.parent / "runs" / "k"))
+        env = dict(os.environ, OMP_NUM_THREADS="1", NMT_RUN_DIR=str(config.parent / "runs" / "k"))
         warm = ["train", str(config), "name=warm"]  # another run directory: runs/warm
-        self.proc = subprocess.Popen([sys.executable, "-c", SERVER, json.dumps(warm)],
-                                     cwd=REPO, env=env, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", SERVER, json.dumps(warm)],
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
 
     def __call__(self, kill_at: str, *extra: str) -> tuple[int, str]:
         """(exit code, -9 when killed; stderr) of ``nmt train CONFIG [extra]``."""
-        req = {"args": ["train", str(self.config), *extra], "kill_at": kill_at,
-               "err": str(self.err)}
+        req = {
+            "args": ["train", str(self.config), *extra],
+            "kill_at": kill_at,
+            "err": str(self.err),
+        }
         assert self.proc.stdin and self.proc.stdout
         self.proc.stdin.write(json.dumps(req) + "\n")
         self.proc.stdin.flush()
@@ -125,8 +161,10 @@ class _Trainer:
         line = self.proc.stdout.readline() if ready else ""
         if not line:
             self.close()
-            pytest.fail(f"nmt train {' '.join(extra)} (kill at {kill_at!r}): no answer in "
-                        f"{RUN_TIMEOUT_S} s or the server died (rc {self.proc.returncode})")
+            pytest.fail(
+                f"nmt train {' '.join(extra)} (kill at {kill_at!r}): no answer in "
+                f"{RUN_TIMEOUT_S} s or the server died (rc {self.proc.returncode})"
+            )
         return json.loads(line)["rc"], self.err.read_text()
 
     def close(self) -> None:
@@ -143,8 +181,10 @@ def trainer(tmp_path):
 
 
 def _records(out: Path) -> list[dict]:
-    return [{k: v for k, v in json.loads(line).items() if k not in ("elapsed_s", "run_id")}
-            for line in (out / "valid_log.jsonl").read_text().splitlines()]
+    return [
+        {k: v for k, v in json.loads(line).items() if k not in ("elapsed_s", "run_id")}
+        for line in (out / "valid_log.jsonl").read_text().splitlines()
+    ]
 
 
 def _weights(path: Path) -> dict[str, torch.Tensor]:
@@ -161,8 +201,9 @@ def test_a_kill_at_every_write_resumes_exactly_and_leaves_nothing(trainer, tmp_p
     out = tmp_path / "runs" / "k"
     rc, said = trainer("")
     assert rc == 0, said[-2000:]
-    points = [x.removeprefix("write point: ") for x in said.splitlines()
-              if x.startswith("write point: ")]
+    points = [
+        x.removeprefix("write point: ") for x in said.splitlines() if x.startswith("write point: ")
+    ]
     names = {p.split()[0] for p in points}
     assert {"config.yaml", "valid_log.jsonl", "best.pt", "last.pt", "summary.json"} <= names
     assert len(set(points)) == len(points), points  # each names one moment of the run

@@ -10,8 +10,20 @@ REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "nmt"
 
 # Data flows down this list: a module may import its own subpackage and the ones above it.
-LAYERS = ["config", "ops", "evaluation", "data", "model", "training", "inference", "analysis",
-          "study", "commands", "serve", "cli"]
+LAYERS = [
+    "config",
+    "ops",
+    "evaluation",
+    "data",
+    "model",
+    "training",
+    "inference",
+    "analysis",
+    "study",
+    "commands",
+    "serve",
+    "cli",
+]
 MAX_LINES = 400
 
 
@@ -76,7 +88,7 @@ def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == "open":
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         path.pop()
@@ -122,8 +134,9 @@ def test_evaluation_does_not_need_torch():
         if module.startswith("nmt.evaluation") or module == "nmt.data.longsets":
             tree = ast.parse(path.read_text(encoding="utf-8"))
             names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-            names |= {n.module for n in ast.walk(tree)
-                      if isinstance(n, ast.ImportFrom) and n.module}
+            names |= {
+                n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+            }
             assert "torch" not in {n.split(".")[0] for n in names}, module
 
 
@@ -133,13 +146,23 @@ def test_search_knows_nothing_about_model_internals():
 
 
 def test_import_parser_sees_every_form():
-    source = ("import nmt.data.vocab\nfrom nmt.data.batches import collate\n"
-              "from nmt.inference import search\nfrom ..model.seq2seq import build_model\n"
-              "from . import loop\nimport os, nmt\n"
-              "def f():\n    from nmt.evaluation.metrics import score\n")
+    source = (
+        "import nmt.data.vocab\nfrom nmt.data.batches import collate\n"
+        "from nmt.inference import search\nfrom ..model.seq2seq import build_model\n"
+        "from . import loop\nimport os, nmt\n"
+        "def f():\n    from nmt.evaluation.metrics import score\n"
+    )
     assert _nmt_imports(source, "nmt.training.schedule") == {
-        "nmt.data.vocab", "nmt.data.batches", "nmt.inference", "nmt.inference.search",
-        "nmt.model.seq2seq", "nmt.training", "nmt.training.loop", "nmt", "nmt.evaluation.metrics"}
+        "nmt.data.vocab",
+        "nmt.data.batches",
+        "nmt.inference",
+        "nmt.inference.search",
+        "nmt.model.seq2seq",
+        "nmt.training",
+        "nmt.training.loop",
+        "nmt",
+        "nmt.evaluation.metrics",
+    }
 
 
 def test_cycle_finder_finds_a_circle_and_only_a_circle():
@@ -153,14 +176,20 @@ def test_no_import_circle_in_nmt():
 
 
 def test_every_module_has_a_docstring():
-    missing = [m for m, p in MODULES.items()
-               if not (ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or "").strip()]
+    missing = [
+        m
+        for m, p in MODULES.items()
+        if not (ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or "").strip()
+    ]
     assert not missing, f"modules without a docstring: {missing}"
 
 
 def test_every_module_is_small():
-    big = {m: n for m, p in MODULES.items()
-           if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    big = {
+        m: n
+        for m, p in MODULES.items()
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
     assert not big, f"modules over {MAX_LINES} lines: {big}"
 
 
@@ -176,16 +205,25 @@ def test_commands_holds_one_module_per_verb():
 
 
 def test_no_commands_module_imports_another():
-    found = {f"{m} imports {o}" for m, imported in _graph().items()
-             if m.startswith("nmt.commands.") for o in imported if o.startswith("nmt.commands")}
+    found = {
+        f"{m} imports {o}"
+        for m, imported in _graph().items()
+        if m.startswith("nmt.commands.")
+        for o in imported
+        if o.startswith("nmt.commands")
+    }
     assert not found, "verbs importing other commands modules: " + "; ".join(sorted(found))
 
 
 def test_commands_stays_composition_sized():
-    lines = sum(len(p.read_text(encoding="utf-8").splitlines())
-                for m, p in MODULES.items() if m.startswith("nmt.commands"))
-    assert lines < COMMANDS_MAX_LINES, (f"nmt/commands/ has {lines} lines: move library "
-                                        "logic to the layer it belongs to")
+    lines = sum(
+        len(p.read_text(encoding="utf-8").splitlines())
+        for m, p in MODULES.items()
+        if m.startswith("nmt.commands")
+    )
+    assert lines < COMMANDS_MAX_LINES, (
+        f"nmt/commands/ has {lines} lines: move library logic to the layer it belongs to"
+    )
 
 
 def test_the_study_is_its_own_subpackage():

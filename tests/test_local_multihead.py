@@ -34,8 +34,7 @@ def _memory(B=3, S=12, M=8, D=8, lengths=(12, 9, 3)):
 @pytest.mark.parametrize("score", ["general", "additive", "dot"])
 def test_local_weights_are_exactly_zero_outside_the_window_and_on_padding(kind, score):
     query, memory, mask = _memory()
-    att = LocalAttention(kind, build_scorer(score, 8, 8, 6), query_dim=8, window=2,
-                         predictor_dim=6)
+    att = LocalAttention(kind, build_scorer(score, 8, 8, 6), query_dim=8, window=2, predictor_dim=6)
     for t in (0, 4, 20):
         _, w, _ = att.read(query, att.precompute(memory), memory, mask, t)
         p = att.centre(query, mask, t)
@@ -73,7 +72,7 @@ def test_local_p_applies_the_gaussian_as_the_paper_defines():
     s = torch.arange(12).float()
     window = mask & ((s[None, :] - p[:, None]).abs() <= D)
     align = masked_softmax(torch.bmm(keys, query.unsqueeze(2)).squeeze(2), window)
-    gauss = torch.exp(-(s[None, :] - p[:, None]) ** 2 / (2 * (D / 2) ** 2))
+    gauss = torch.exp(-((s[None, :] - p[:, None]) ** 2) / (2 * (D / 2) ** 2))
     assert torch.allclose(w, align * gauss, atol=1e-6)
     assert (w.sum(-1) <= 1 + 1e-6).all() and (w.sum(-1) < 1).any()
     # the Gaussian is differentiable in p_t: the position predictor learns
@@ -85,8 +84,9 @@ def test_multihead_with_one_head_is_single_head_scaled_dot_product_attention():
     query, memory, mask = _memory(D=6)
     mha = MultiHeadAttention(8, 1, query_dim=6)
     context, weights = mha.read_heads(query, mha.precompute(memory), mask)
-    out, ref_w = scaled_dot_product_attention(mha.W_q(query).unsqueeze(1), mha.W_k(memory),
-                                              mha.W_v(memory), mask.unsqueeze(1))
+    out, ref_w = scaled_dot_product_attention(
+        mha.W_q(query).unsqueeze(1), mha.W_k(memory), mha.W_v(memory), mask.unsqueeze(1)
+    )
     assert weights.shape == (3, 1, 12)
     assert torch.allclose(weights[:, 0], ref_w[:, 0], atol=1e-6)
     assert torch.allclose(context, mha.W_o(out[:, 0]), atol=1e-6)
@@ -101,8 +101,9 @@ def test_multihead_split_and_merge_equal_heads_computed_one_by_one():
     blocks = []
     for i in range(h):
         cols = slice(i * d // h, (i + 1) * d // h)
-        out, w = scaled_dot_product_attention(q[:, None, cols], k[..., cols], v[..., cols],
-                                              mask.unsqueeze(1))
+        out, w = scaled_dot_product_attention(
+            q[:, None, cols], k[..., cols], v[..., cols], mask.unsqueeze(1)
+        )
         assert torch.allclose(weights[:, i], w[:, 0], atol=1e-6)
         blocks.append(out[:, 0])
     assert torch.allclose(context, mha.W_o(torch.cat(blocks, -1)), atol=1e-6)
@@ -173,8 +174,9 @@ def test_config_checks_heads_window_and_local_score():
     with pytest.raises(ConfigError, match="model.local_window"):
         load_config(base, ["model.attention=local_p", "model.local_window=0"])
     with pytest.raises(ConfigError, match="model.local_score"):
-        load_config(base, ["model.attention=local_m", "model.local_score=dot",
-                           "model.dec_hidden=256"])
+        load_config(
+            base, ["model.attention=local_m", "model.local_score=dot", "model.dec_hidden=256"]
+        )
     with pytest.raises(ConfigError, match="model.local_score"):
         load_config(base, ["model.attention=local_m", "model.local_score=cosine"])
     cfg = load_config(base, ["model.attention=local_p", "model.local_score=additive"])
@@ -186,9 +188,11 @@ def test_config_checks_heads_window_and_local_score():
 
 def test_study_plans_local_multihead_and_head_count_runs(tmp_path):
     study = tmp_path / "s.yaml"
-    study.write_text("base_config: configs/multi30k_deen_additive.yaml\n"
-                     "run_prefix: t\nattentions: [none, local_p, multihead]\n"
-                     f"overrides: ['train.out_dir={tmp_path}/{{name}}']\nhead_counts: [1]\n")
+    study.write_text(
+        "base_config: configs/multi30k_deen_additive.yaml\n"
+        "run_prefix: t\nattentions: [none, local_p, multihead]\n"
+        f"overrides: ['train.out_dir={tmp_path}/{{name}}']\nhead_counts: [1]\n"
+    )
     from nmt.study.plan import plan
 
     runs = plan(load_study_config(study))
@@ -252,28 +256,60 @@ def test_nmt_heads_end_to_end_and_its_errors(tmp_path):
     from test_cli import TINY
 
     def nmt(*args):
-        return subprocess.run([sys.executable, "-m", "nmt", *map(str, args)],
-                              capture_output=True, text=True, cwd=REPO, timeout=600)
+        return subprocess.run(
+            [sys.executable, "-m", "nmt", *map(str, args)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=600,
+        )
 
     runs = {}
-    for name, extra in [("mh", ["model.attention=multihead", "model.heads=2"]),
-                        ("lp", ["model.attention=local_p"]), ("fixed", ["model.attention=none"])]:
-        r = nmt("train", "configs/multi30k_deen_additive.yaml", *TINY, "train.max_epochs=1",
-                f"data.path={MULTI30K}", *extra, f"name={name}",
-                f"train.out_dir={tmp_path}/{{name}}")
+    for name, extra in [
+        ("mh", ["model.attention=multihead", "model.heads=2"]),
+        ("lp", ["model.attention=local_p"]),
+        ("fixed", ["model.attention=none"]),
+    ]:
+        r = nmt(
+            "train",
+            "configs/multi30k_deen_additive.yaml",
+            *TINY,
+            "train.max_epochs=1",
+            f"data.path={MULTI30K}",
+            *extra,
+            f"name={name}",
+            f"train.out_dir={tmp_path}/{{name}}",
+        )
         assert r.returncode == 0, r.stderr
         runs[name] = tmp_path / name / "best.pt"
     out = tmp_path / "heads"
     # a reference alignment of the split (the diagonal), as scripts/align_multi30k.py names it
     import gzip
-    with gzip.open(MULTI30K / "test_2016_flickr.de.gz", "rt") as f, \
-            gzip.open(MULTI30K / "test_2016_flickr.en.gz", "rt") as g:
-        diag = [" ".join(f"{i}-{i}" for i in range(min(len(s.split()), len(t.split()))))
-                for s, t in zip(f, g, strict=True)]
+
+    with (
+        gzip.open(MULTI30K / "test_2016_flickr.de.gz", "rt") as f,
+        gzip.open(MULTI30K / "test_2016_flickr.en.gz", "rt") as g,
+    ):
+        diag = [
+            " ".join(f"{i}-{i}" for i in range(min(len(s.split()), len(t.split()))))
+            for s, t in zip(f, g, strict=True)
+        ]
     (tmp_path / "align").mkdir()
     (tmp_path / "align" / "test_2016_flickr.de-en.gdfa").write_text("\n".join(diag) + "\n")
-    r = nmt("heads", runs["mh"], "--compare", runs["lp"], "--max-sentences", 30, "--maps", 1,
-            "--out", out, "--alignments", tmp_path / "align")
+    r = nmt(
+        "heads",
+        runs["mh"],
+        "--compare",
+        runs["lp"],
+        "--max-sentences",
+        30,
+        "--maps",
+        1,
+        "--out",
+        out,
+        "--alignments",
+        tmp_path / "align",
+    )
     assert r.returncode == 0, r.stderr
     md = (out / "heads.md").read_text()
     assert "## Agreement with reference word alignments" in md
@@ -289,12 +325,25 @@ def test_nmt_heads_end_to_end_and_its_errors(tmp_path):
     assert r.returncode == 0 and not list(out.glob("heads_[0-9]*.png"))  # no stale maps
     assert (out / "heads_mine.png").exists()  # and nothing else removed
     assert "joined 2 at a time, 5 sentences" in (out / "heads.md").read_text()
-    r = nmt("heads", runs["mh"], "--max-sentences", 5, "--maps", 0, "--join", 2, "--out", out,
-            "--alignments", tmp_path / "align")
+    r = nmt(
+        "heads",
+        runs["mh"],
+        "--max-sentences",
+        5,
+        "--maps",
+        0,
+        "--join",
+        2,
+        "--out",
+        out,
+        "--alignments",
+        tmp_path / "align",
+    )
     assert r.returncode == 0 and "| mh (2 heads) | 2 |" in (out / "heads.md").read_text()
     (tmp_path / "align" / "test_2016_flickr.de-en.gdfa").write_text("0-0\n")
-    r = nmt("heads", runs["mh"], "--max-sentences", 5, "--out", out, "--alignments",
-            tmp_path / "align")
+    r = nmt(
+        "heads", runs["mh"], "--max-sentences", 5, "--out", out, "--alignments", tmp_path / "align"
+    )
     assert r.returncode == 2 and "1 lines for a test set of 1000 pairs" in r.stderr
     r = nmt("heads", runs["mh"], "--compare", runs["fixed"], "--out", out)
     assert r.returncode == 2 and "fixed-vector" in r.stderr and "fixed/best.pt" in r.stderr

@@ -19,7 +19,7 @@ def test_lengths_add_up_and_k1_is_the_original_set():
     for k in (1, 2, 3):
         s = join_consecutive(SRC, REF, k)
         for j, line in enumerate(s.sources):
-            block = SRC[s.start[j]:s.start[j] + k]
+            block = SRC[s.start[j] : s.start[j] + k]
             assert len(line.split()) == sum(len(x.split()) for x in block)
         assert len(s) == len(SRC) // k
     assert join_consecutive(SRC, REF, 1).references == REF

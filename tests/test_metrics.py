@@ -16,13 +16,20 @@ def test_parse_buckets():
 
 def test_perfect_hypotheses_score_100_and_buckets_count_source_words():
     sources = ["ein kurzer satz", " ".join(["wort"] * 15), " ".join(["wort"] * 40)]
-    refs = ["a short sentence here", "a somewhat longer sentence with more words in it",
-            "the longest sentence of all of them, with many many words"]
+    refs = [
+        "a short sentence here",
+        "a somewhat longer sentence with more words in it",
+        "the longest sentence of all of them, with many many words",
+    ]
     s = score(refs, refs, sources)
     assert s.bleu == pytest.approx(100.0)
     assert s.chrf == pytest.approx(100.0)
-    assert [(b.min_len, b.max_len, b.n) for b in s.buckets] == [(1, 10, 1), (11, 20, 1),
-                                                                  (21, 30, 0), (31, None, 1)]
+    assert [(b.min_len, b.max_len, b.n) for b in s.buckets] == [
+        (1, 10, 1),
+        (11, 20, 1),
+        (21, 30, 0),
+        (31, None, 1),
+    ]
     assert s.buckets[2].bleu is None
     assert all(b.bleu == pytest.approx(100.0) for b in s.buckets if b.n)
     assert s.signature.startswith("nrefs:1|case:mixed|eff:no|tok:13a")
@@ -44,8 +51,9 @@ def test_wrong_hypotheses_score_lower_and_counts_must_match():
 
 def test_table_has_one_column_per_system():
     refs = ["a b c d e", "f g h i j"]
-    table = format_table(["good", "bad"], [score(refs, refs, ["x", "y"]),
-                                           score(["z", "z"], refs, ["x", "y"])])
+    table = format_table(
+        ["good", "bad"], [score(refs, refs, ["x", "y"]), score(["z", "z"], refs, ["x", "y"])]
+    )
     header = table.splitlines()[0]
     assert "good" in header and "bad" in header
     assert "BLEU 1-10 (n=2)" in table and "signature" in table
@@ -63,9 +71,14 @@ def test_papers_bleu_is_lowercased_moses_tokenized_bleu():
     refs = ["A man isn't running , he's walking .", "two dogs play in the snow."]
     value, signature = papers_bleu(hyps, refs, "en")
     # tokenizer.perl -l en: "isn't" -> "isn 't", "he's" -> "he 's", punctuation split off
-    by_hand = BLEU(tokenize="none").corpus_score(
-        ["a man isn 't running , he 's strolling .", "two dogs play in the snow ."],
-        [["a man isn 't running , he 's walking .", "two dogs play in the snow ."]]).score
+    by_hand = (
+        BLEU(tokenize="none")
+        .corpus_score(
+            ["a man isn 't running , he 's strolling .", "two dogs play in the snow ."],
+            [["a man isn 't running , he 's walking .", "two dogs play in the snow ."]],
+        )
+        .score
+    )
     assert value == pytest.approx(by_hand, abs=1e-9)
     s = score(hyps, refs, ["x", "y"], tgt_lang="en")
     assert s.bleu_papers == pytest.approx(by_hand, abs=1e-9) and s.bleu < value

@@ -46,23 +46,35 @@ def test_sentence_alone_equals_sentence_in_padded_batch(toy_vocabs, attention):
         batched, _ = model.logits(batch.src, batch.src_len, batch.tgt_in)
         shortest = int(batch.src_len.argmin())
         n, m = int(batch.src_len[shortest]), int((batch.tgt_in[shortest] != 0).sum())
-        alone, _ = model.logits(batch.src[shortest:shortest + 1, :n],
-                                batch.src_len[shortest:shortest + 1],
-                                batch.tgt_in[shortest:shortest + 1, :m])
+        alone, _ = model.logits(
+            batch.src[shortest : shortest + 1, :n],
+            batch.src_len[shortest : shortest + 1],
+            batch.tgt_in[shortest : shortest + 1, :m],
+        )
     assert n < batch.src.size(1)  # the sentence really was padded in the batch
     assert torch.allclose(alone[0], batched[shortest, :m], atol=1e-5)
     hyp_batch = greedy(model, batch.src, batch.src_len)[shortest]
-    hyp_alone = greedy(model, batch.src[shortest:shortest + 1, :n],
-                       batch.src_len[shortest:shortest + 1])[0]
+    hyp_alone = greedy(
+        model, batch.src[shortest : shortest + 1, :n], batch.src_len[shortest : shortest + 1]
+    )[0]
     assert hyp_batch.tokens == hyp_alone.tokens
 
 
-@pytest.mark.parametrize("attention,order", [("additive", "bahdanau"), ("dot", "luong"),
-                                             ("none", "bahdanau")])
+@pytest.mark.parametrize(
+    "attention,order", [("additive", "bahdanau"), ("dot", "luong"), ("none", "bahdanau")]
+)
 def test_model_overfits_a_handful_of_pairs(toy_vocabs, attention, order):
     src_vocab, tgt_vocab = toy_vocabs
-    model = tiny_model(src_vocab, tgt_vocab, attention=attention, step_order=order,
-                       emb_dim=32, enc_hidden=32, dec_hidden=64, output_dim=32)
+    model = tiny_model(
+        src_vocab,
+        tgt_vocab,
+        attention=attention,
+        step_order=order,
+        emb_dim=32,
+        enc_hidden=32,
+        dec_hidden=64,
+        output_dim=32,
+    )
     batch = _batch(src_vocab, tgt_vocab)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     model.train()
@@ -131,8 +143,9 @@ def test_loss_on_real_rows_has_the_gradients_of_the_loss_on_every_row(toy_vocabs
     fast = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     model.zero_grad()
     logits, _ = model.logits(batch.src, batch.src_len, batch.tgt_in)
-    torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(),
-                                      ignore_index=0, reduction="sum").backward()
+    torch.nn.functional.cross_entropy(
+        logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0, reduction="sum"
+    ).backward()
     for name, p in model.named_parameters():
         if p.grad is not None:
             torch.testing.assert_close(fast[name], p.grad, rtol=1e-4, atol=1e-6, msg=name)
@@ -149,8 +162,9 @@ def test_reference_config_has_joey_nmts_parameter_count_without_the_two_biases()
     model = build_model(cfg.model, 8000, 8000)
     assert model.generator.bias is None and model.decoder.scorer.U.bias is None
     assert count_parameters(model) == 12_262_912
-    with_biases = build_model(dataclasses.replace(cfg.model, output_bias=True,
-                                                  attention_bias=True), 8000, 8000)
+    with_biases = build_model(
+        dataclasses.replace(cfg.model, output_bias=True, attention_bias=True), 8000, 8000
+    )
     assert count_parameters(with_biases) == 12_262_912 + 8000 + 512
 
 
@@ -192,8 +206,6 @@ def test_default_flip_rows_follows_the_cpu_flags(monkeypatch):
         monkeypatch.setattr(sm, "cpu_model_and_flags", lambda f=flags: ("cpu", f))
         assert sm.default_flip_rows() == expected
     sm.default_flip_rows.cache_clear()
-
-
 
 
 def test_step_returns_the_per_head_weights_only_when_asked(toy_vocabs):

@@ -36,18 +36,38 @@ def _train(root: Path, name: str, src: str = "de", tgt: str = "en") -> Path:
     from nmt.commands.train import run_training
 
     data = _corpus(root / name, src, tgt)
-    cfg = from_dict({
-        "name": name,
-        "data": {"source": "dir", "path": str(data), "src_lang": src, "tgt_lang": tgt,
-                 "test_splits": ["test_2016_flickr"]},
-        "subwords": {"vocab_size": 40, "model_type": "bpe"},
-        "model": {"emb_dim": 16, "enc_hidden": 16, "dec_hidden": 32, "attn_dim": 16,
-                  "output_dim": 16, "dropout": 0.0},
-        "train": {"batch_size": 6, "max_epochs": 2, "threads": 1, "device": "cpu",
-                  "progress": False, "seed": 1, "out_dir": str(root / "runs" / name),
-                  "precision": "fp32"},  # auto would measure the CPU first (seconds)
-        "search": {"beam_size": 2, "precision": "fp32"},
-    })
+    cfg = from_dict(
+        {
+            "name": name,
+            "data": {
+                "source": "dir",
+                "path": str(data),
+                "src_lang": src,
+                "tgt_lang": tgt,
+                "test_splits": ["test_2016_flickr"],
+            },
+            "subwords": {"vocab_size": 40, "model_type": "bpe"},
+            "model": {
+                "emb_dim": 16,
+                "enc_hidden": 16,
+                "dec_hidden": 32,
+                "attn_dim": 16,
+                "output_dim": 16,
+                "dropout": 0.0,
+            },
+            "train": {
+                "batch_size": 6,
+                "max_epochs": 2,
+                "threads": 1,
+                "device": "cpu",
+                "progress": False,
+                "seed": 1,
+                "out_dir": str(root / "runs" / name),
+                "precision": "fp32",
+            },  # auto would measure the CPU first (seconds)
+            "search": {"beam_size": 2, "precision": "fp32"},
+        }
+    )
     run_training(cfg, log=lambda m: None)
     return root / "runs" / name
 
@@ -75,10 +95,19 @@ def _translate(model: str, tmp: Path) -> list[str]:
 def test_export_writes_the_hub_layout_with_card_and_evidence(exported):
     run, out = exported
     names = {p.name for p in out.iterdir()}
-    assert {"model.safetensors", "config.yaml", "source.spm.model", "target.spm.model",
-            "manifest.json", "README.md", "results.json", "valid_log.jsonl",
-            "test_2016_flickr.hyp.en.gz", "test_2016_flickr_joined.hyp.en.gz",
-            "val.hyp.en.gz"} <= names
+    assert {
+        "model.safetensors",
+        "config.yaml",
+        "source.spm.model",
+        "target.spm.model",
+        "manifest.json",
+        "README.md",
+        "results.json",
+        "valid_log.jsonl",
+        "test_2016_flickr.hyp.en.gz",
+        "test_2016_flickr_joined.hyp.en.gz",
+        "val.hyp.en.gz",
+    } <= names
     manifest = read_manifest(out)
     assert manifest["dtype"] == "fp16" and set(manifest["files"]) == names - {MANIFEST}
     card = (out / "README.md").read_text(encoding="utf-8")
@@ -112,12 +141,18 @@ def test_round_trip_translates_as_the_checkpoint(exported, tmp_path):
     # fp16 storage is exact for the test: compare with the checkpoint's weights rounded
     ckpt, folder = load_checkpoint(run / "best.pt"), load_checkpoint(out)
     assert ckpt.cfg == folder.cfg and ckpt.src_vocab.model_bytes == folder.src_vocab.model_bytes
-    for (k, a), (k2, b) in zip(ckpt.model.state_dict().items(),
-                               folder.model.state_dict().items(), strict=True):
+    for (k, a), (k2, b) in zip(
+        ckpt.model.state_dict().items(), folder.model.state_dict().items(), strict=True
+    ):
         assert k == k2 and b.dtype == a.dtype and (a.half().float() == b).all()
     # the folder translates as the checkpoint with its weights rounded the same way
-    rounded = dict(ckpt.payload, model={k: v.half().float() if v.is_floating_point() else v
-                                        for k, v in ckpt.payload["model"].items()})
+    rounded = dict(
+        ckpt.payload,
+        model={
+            k: v.half().float() if v.is_floating_point() else v
+            for k, v in ckpt.payload["model"].items()
+        },
+    )
     save_atomic(rounded, tmp_path / "rounded.pt")
     assert _translate(str(out), tmp_path) == _translate(str(tmp_path / "rounded.pt"), tmp_path)
 
@@ -128,8 +163,10 @@ def test_fp32_export_is_bit_exact_and_translates_as_the_checkpoint(exported, tmp
     r = runner.invoke(app, ["export", str(run / "best.pt"), str(out), "--dtype", "fp32"])
     assert r.exit_code == 0, r.output
     a, b = load_checkpoint(run / "best.pt"), load_checkpoint(out)
-    assert all((x == y).all() for x, y in zip(a.model.state_dict().values(),
-                                              b.model.state_dict().values(), strict=True))
+    assert all(
+        (x == y).all()
+        for x, y in zip(a.model.state_dict().values(), b.model.state_dict().values(), strict=True)
+    )
     assert _translate(str(out), tmp_path) == _translate(str(run / "best.pt"), tmp_path)
     r = runner.invoke(app, ["export", str(run), str(out)])  # never over a folder
     assert r.exit_code == 2 and "not an empty directory" in r.output
@@ -214,8 +251,21 @@ def test_shipped_names_resolve_and_unknown_names_are_listed(exported, tmp_path, 
 def test_evaluate_joined_split_and_a_folder_of_another_pair(exported, tmp_path):
     run, out = exported
     js = tmp_path / "scores.json"
-    r = runner.invoke(app, ["evaluate", str(out), "--split", "test_2016_flickr_joined",
-                            "--buckets", "1-10,11-", "--precision", "fp32", "--json", str(js)])
+    r = runner.invoke(
+        app,
+        [
+            "evaluate",
+            str(out),
+            "--split",
+            "test_2016_flickr_joined",
+            "--buckets",
+            "1-10,11-",
+            "--precision",
+            "fp32",
+            "--json",
+            str(js),
+        ],
+    )
     assert r.exit_code == 0, r.output
     record = json.loads(js.read_text())[0]
     assert record["test_set"] == "test_2016_flickr_joined" and record["n_sentences"] == 13
@@ -223,8 +273,9 @@ def test_evaluate_joined_split_and_a_folder_of_another_pair(exported, tmp_path):
     assert record["bleu"] == pytest.approx(results["other"]["test_2016_flickr_joined"]["bleu"])
     # a de->en folder asked to score French files
     fr = _corpus(tmp_path / "fr", "fr", "en")
-    r = runner.invoke(app, ["evaluate", str(out), "--src", str(fr / "val.fr"),
-                            "--ref", str(fr / "val.en")])
+    r = runner.invoke(
+        app, ["evaluate", str(out), "--src", str(fr / "val.fr"), "--ref", str(fr / "val.en")]
+    )
     assert r.exit_code == 2 and "a fr file by its name" in r.output and "de->en" in r.output
 
 
@@ -237,8 +288,21 @@ def test_evaluate_columns_are_named_as_typed(exported, tmp_path, monkeypatch):
     monkeypatch.setattr(folder_module, "SHIPPED_DIR", models)
     monkeypatch.chdir(tmp_path)
     js = tmp_path / "scores.json"
-    r = runner.invoke(app, ["evaluate", str(out), "toy-deen", "toy-deen", "--buckets", "1-",
-                            "--precision", "fp32", "--json", str(js)])
+    r = runner.invoke(
+        app,
+        [
+            "evaluate",
+            str(out),
+            "toy-deen",
+            "toy-deen",
+            "--buckets",
+            "1-",
+            "--precision",
+            "fp32",
+            "--json",
+            str(js),
+        ],
+    )
     assert r.exit_code == 0, r.output
     header = next(line for line in r.output.splitlines() if line.startswith(" " * 24))
     assert header.split() == [str(out), "toy-deen", "toy-deen", "(2)"]

@@ -78,8 +78,9 @@ def test_padded_values_do_not_change_output_and_get_zero_weight():
 def test_causal_mask_zero_above_diagonal():
     m = causal_mask(4)
     assert m.dtype == torch.bool
-    assert torch.equal(m, torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0],
-                                        [1, 1, 1, 1]]).bool())
+    assert torch.equal(
+        m, torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]]).bool()
+    )
     x = torch.randn(2, 4, 8, generator=_gen(4))
     _, weights = scaled_dot_product_attention(x, x, x, m)
     upper = torch.triu(torch.ones(4, 4, dtype=torch.bool), diagonal=1)
@@ -103,11 +104,13 @@ def test_fully_masked_row_gives_zeros_not_nan():
 
 def test_mismatched_shapes_raise():
     with pytest.raises(ValueError, match="d_k"):
-        scaled_dot_product_attention(torch.randn(1, 2, 4), torch.randn(1, 3, 5),
-                                     torch.randn(1, 3, 4))
+        scaled_dot_product_attention(
+            torch.randn(1, 2, 4), torch.randn(1, 3, 5), torch.randn(1, 3, 4)
+        )
     with pytest.raises(ValueError, match="length"):
-        scaled_dot_product_attention(torch.randn(1, 2, 4), torch.randn(1, 3, 4),
-                                     torch.randn(1, 2, 4))
+        scaled_dot_product_attention(
+            torch.randn(1, 2, 4), torch.randn(1, 3, 4), torch.randn(1, 2, 4)
+        )
 
 
 @pytest.mark.parametrize("num_heads", [1, 4])

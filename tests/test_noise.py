@@ -24,9 +24,23 @@ from nmt.model.seq2seq import Seq2Seq
 
 from conftest import write_split
 
-WORDS = {"haus": "house", "hund": "dog", "katze": "cat", "mann": "man", "frau": "woman",
-         "kind": "child", "läuft": "runs", "springt": "jumps", "rot": "red", "blau": "blue",
-         "groß": "big", "klein": "small", "ein": "a", "der": "the", "schnee": "snow"}
+WORDS = {
+    "haus": "house",
+    "hund": "dog",
+    "katze": "cat",
+    "mann": "man",
+    "frau": "woman",
+    "kind": "child",
+    "läuft": "runs",
+    "springt": "jumps",
+    "rot": "red",
+    "blau": "blue",
+    "groß": "big",
+    "klein": "small",
+    "ein": "a",
+    "der": "the",
+    "schnee": "snow",
+}
 
 
 def _pairs(n: int, seed: int) -> list[Pair]:
@@ -48,53 +62,97 @@ def corpus(tmp_path_factory) -> Path:
 
 
 def _config(corpus: Path, out: Path, *overrides: str):
-    raw = {"name": "noise",
-           "data": {"source": "dir", "path": str(corpus), "src_lang": "de", "tgt_lang": "en",
-                    "test_splits": ["val"]},
-           "subwords": {"vocab_size": 48},
-           "model": {"emb_dim": 8, "enc_hidden": 8, "dec_hidden": 16, "attn_dim": 8,
-                     "output_dim": 8, "dropout": 0.3},
-           "train": {"batch_size": 16, "max_epochs": 2, "patience": None, "threads": 1,
-                     "device": "cpu", "precision": "fp32", "progress": False, "seed": 3,
-                     "out_dir": str(out)},
-           "search": {"precision": "fp32"}}
+    raw = {
+        "name": "noise",
+        "data": {
+            "source": "dir",
+            "path": str(corpus),
+            "src_lang": "de",
+            "tgt_lang": "en",
+            "test_splits": ["val"],
+        },
+        "subwords": {"vocab_size": 48},
+        "model": {
+            "emb_dim": 8,
+            "enc_hidden": 8,
+            "dec_hidden": 16,
+            "attn_dim": 8,
+            "output_dim": 8,
+            "dropout": 0.3,
+        },
+        "train": {
+            "batch_size": 16,
+            "max_epochs": 2,
+            "patience": None,
+            "threads": 1,
+            "device": "cpu",
+            "precision": "fp32",
+            "progress": False,
+            "seed": 3,
+            "out_dir": str(out),
+        },
+        "search": {"precision": "fp32"},
+    }
     return from_dict(apply_overrides(raw, list(overrides)))
 
 
 def _records(out: Path) -> list[tuple]:
-    return [(r["step"], r["train_loss"], r["val_loss"]) for r in
-            map(json.loads, (out / "valid_log.jsonl").read_text().splitlines())]
+    return [
+        (r["step"], r["train_loss"], r["val_loss"])
+        for r in map(json.loads, (out / "valid_log.jsonl").read_text().splitlines())
+    ]
 
 
-NOISY = ("subwords.sampling_alpha=0.1", "subwords.sample_target=true",
-         "model.word_dropout=0.2", "model.word_dropout_target=true")
+NOISY = (
+    "subwords.sampling_alpha=0.1",
+    "subwords.sample_target=true",
+    "model.word_dropout=0.2",
+    "model.word_dropout_target=true",
+)
 
 
 # ---------------------------------------------------------------- config
 
 
-@pytest.mark.parametrize("override,message", [
-    ("subwords.sampling_alpha=-0.1", "subwords.sampling_alpha: must be >= 0"),
-    ("subwords.nbest_size=0", "subwords.nbest_size: must be -1"),
-    ("subwords.nbest_size=1", "subwords.nbest_size: must be -1"),
-    ("subwords.nbest_size=513", "subwords.nbest_size: must be -1"),
-    ("model.word_dropout=1.0", "model.word_dropout: must be in [0, 1)"),
-    ("model.word_dropout=-0.1", "model.word_dropout: must be in [0, 1)"),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("subwords.sampling_alpha=-0.1", "subwords.sampling_alpha: must be >= 0"),
+        ("subwords.nbest_size=0", "subwords.nbest_size: must be -1"),
+        ("subwords.nbest_size=1", "subwords.nbest_size: must be -1"),
+        ("subwords.nbest_size=513", "subwords.nbest_size: must be -1"),
+        ("model.word_dropout=1.0", "model.word_dropout: must be in [0, 1)"),
+        ("model.word_dropout=-0.1", "model.word_dropout: must be in [0, 1)"),
+    ],
+)
 def test_impossible_noise_settings_name_the_key(override, message):
-    with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("[", r"\[")
-                       .replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(
+        ConfigError,
+        match=message.replace(".", r"\.")
+        .replace("[", r"\[")
+        .replace("(", r"\(")
+        .replace(")", r"\)"),
+    ):
         from_dict(apply_overrides({}, [override]))
 
 
-@pytest.mark.parametrize("overrides,message", [
-    (["subwords.model_type=bpe", "subwords.sampling_alpha=1.0"],
-     "subwords.sampling_alpha: with bpe it is BPE-dropout's probability"),
-    (["subwords.model_type=bpe", "subwords.sampling_alpha=0.1", "subwords.nbest_size=64"],
-     "subwords.nbest_size: bpe samples by BPE-dropout"),
-    (["data.store=arrow", "data.source=dir", "subwords.sampling_alpha=0.1"],
-     "subwords.sampling_alpha: subword sampling needs data.store memory"),
-])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (
+            ["subwords.model_type=bpe", "subwords.sampling_alpha=1.0"],
+            "subwords.sampling_alpha: with bpe it is BPE-dropout's probability",
+        ),
+        (
+            ["subwords.model_type=bpe", "subwords.sampling_alpha=0.1", "subwords.nbest_size=64"],
+            "subwords.nbest_size: bpe samples by BPE-dropout",
+        ),
+        (
+            ["data.store=arrow", "data.source=dir", "subwords.sampling_alpha=0.1"],
+            "subwords.sampling_alpha: subword sampling needs data.store memory",
+        ),
+    ],
+)
 def test_unsupported_sampling_combinations_are_refused_naming_the_option(overrides, message):
     with pytest.raises(ConfigError, match=message):
         from_dict(apply_overrides({}, overrides))
@@ -141,7 +199,8 @@ def test_sampling_varies_by_epoch_seed_keeps_the_text_and_leaves_encode_alone(mo
 
 @pytest.mark.slow
 def test_training_samples_each_epoch_and_validates_on_the_best_segmentation(
-        corpus, tmp_path, monkeypatch):
+    corpus, tmp_path, monkeypatch
+):
     seen: dict[int, dict[int, list[int]]] = {}
     validated: list[list] = []
     step, loss = nmt.training.loop.Trainer.train_step, nmt.training.validation.validation_loss
@@ -171,8 +230,10 @@ def test_training_samples_each_epoch_and_validates_on_the_best_segmentation(
 
 
 def _read_val(corpus: Path) -> tuple[list[str], list[str]]:
-    return ((corpus / "val.de").read_text().splitlines(),
-            (corpus / "val.en").read_text().splitlines())
+    return (
+        (corpus / "val.de").read_text().splitlines(),
+        (corpus / "val.en").read_text().splitlines(),
+    )
 
 
 # ---------------------------------------------------------------- word dropout
@@ -201,15 +262,18 @@ def test_word_dropout_replaces_the_expected_share_of_real_pieces_only():
     source_only = drop_words(batch, p, target=False, generator=torch.Generator().manual_seed(0))
     assert torch.equal(source_only.tgt_in, tgt_in) and torch.equal(source_only.src, out.src)
     again = drop_words(batch, p, target=True, generator=step_generator(3, 17))
-    assert torch.equal(again.src, drop_words(batch, p, target=True,
-                                             generator=step_generator(3, 17)).src)
-    assert not torch.equal(again.src, drop_words(batch, p, target=True,
-                                                 generator=step_generator(3, 18)).src)
+    assert torch.equal(
+        again.src, drop_words(batch, p, target=True, generator=step_generator(3, 17)).src
+    )
+    assert not torch.equal(
+        again.src, drop_words(batch, p, target=True, generator=step_generator(3, 18)).src
+    )
 
 
 @pytest.mark.slow
-def test_word_dropout_applies_to_training_steps_and_never_to_validation(corpus, tmp_path,
-                                                                         monkeypatch):
+def test_word_dropout_applies_to_training_steps_and_never_to_validation(
+    corpus, tmp_path, monkeypatch
+):
     calls: list[tuple[bool, torch.Tensor, torch.Tensor]] = []
     forward = Seq2Seq.forward
 
@@ -234,8 +298,7 @@ def test_word_dropout_applies_to_training_steps_and_never_to_validation(corpus, 
 
 
 @pytest.mark.slow
-def test_off_values_leave_training_bit_identical_and_draw_nothing(corpus, tmp_path,
-                                                                  monkeypatch):
+def test_off_values_leave_training_bit_identical_and_draw_nothing(corpus, tmp_path, monkeypatch):
     def never(*_a, **_k):
         raise AssertionError("noise code ran with the noise off")
 
@@ -243,10 +306,18 @@ def test_off_values_leave_training_bit_identical_and_draw_nothing(corpus, tmp_pa
     monkeypatch.setattr(nmt.training.loop, "step_generator", never)
     monkeypatch.setattr(nmt.data.vocab.Vocab, "sample_batch", never)
     run_training(_config(corpus, tmp_path / "default"), log=lambda _m: None)
-    run_training(_config(corpus, tmp_path / "off", "subwords.sampling_alpha=0",
-                         "subwords.nbest_size=-1", "subwords.sample_target=false",
-                         "model.word_dropout=0.0", "model.word_dropout_target=true"),
-                 log=lambda _m: None)
+    run_training(
+        _config(
+            corpus,
+            tmp_path / "off",
+            "subwords.sampling_alpha=0",
+            "subwords.nbest_size=-1",
+            "subwords.sample_target=false",
+            "model.word_dropout=0.0",
+            "model.word_dropout_target=true",
+        ),
+        log=lambda _m: None,
+    )
     default = _records(tmp_path / "default")
     assert len(default) == 2 and default == _records(tmp_path / "off")
     monkeypatch.undo()
@@ -263,8 +334,9 @@ def test_noisy_runs_are_seeded_and_resume_exactly(corpus, tmp_path):
     run_training(_config(corpus, tmp_path / "c", *NOISY, "train.seed=4"), log=lambda _m: None)
     assert _records(tmp_path / "c") != straight
     # stopped in the middle of epoch 2 (10 batches an epoch), then resumed
-    run_training(_config(corpus, tmp_path / "split", *NOISY, "train.max_steps=14"),
-                 log=lambda _m: None)
+    run_training(
+        _config(corpus, tmp_path / "split", *NOISY, "train.max_steps=14"), log=lambda _m: None
+    )
     run_training(_config(corpus, tmp_path / "split", *NOISY), resume=True, log=lambda _m: None)
     resumed = _records(tmp_path / "split")
     assert [r[0] for r in resumed] == [10, 14, 20]

@@ -24,23 +24,33 @@ def run(toy_vocabs, tmp_path):
     for split in ("val", "test"):
         write_split(data, split, "de", [s for s, _ in TOY_PAIRS])
         write_split(data, split, "en", [t for _, t in TOY_PAIRS])
-    cfg = from_dict({"name": "toy", "model": SIZES,
-                     "data": {"source": "dir", "path": str(data), "test_splits": ["test"]}})
-    save_atomic(make_payload(cfg, tiny_model(*toy_vocabs).eval(), *toy_vocabs),
-                tmp_path / "run" / "best.pt")
+    cfg = from_dict(
+        {
+            "name": "toy",
+            "model": SIZES,
+            "data": {"source": "dir", "path": str(data), "test_splits": ["test"]},
+        }
+    )
+    save_atomic(
+        make_payload(cfg, tiny_model(*toy_vocabs).eval(), *toy_vocabs), tmp_path / "run" / "best.pt"
+    )
     return tmp_path / "run"
 
 
 def test_evaluate_reports_the_papers_bleu_beside_sacrebleu(run, tmp_path):
     js = tmp_path / "scores.json"
-    r = CliRunner().invoke(app, ["evaluate", str(run / "best.pt"), "--beam", "1",
-                                 "--device", "cpu", "--json", str(js)])
+    r = CliRunner().invoke(
+        app, ["evaluate", str(run / "best.pt"), "--beam", "1", "--device", "cpu", "--json", str(js)]
+    )
     assert r.exit_code == 0, r.output
     rows = r.stdout.splitlines()
     names = [row.split("  ")[0] for row in rows]
     # the headline stays first; the papers' number comes after the lowercased one
-    assert names.index("BLEU") < names.index("BLEU lowercased") < names.index(
-        "BLEU papers (lc, Moses)")
+    assert (
+        names.index("BLEU")
+        < names.index("BLEU lowercased")
+        < names.index("BLEU papers (lc, Moses)")
+    )
     sig = next(row for row in rows if row.startswith("BLEU papers (lc, Moses) signature"))
     assert "case:lc|eff:no|tok:none|" in sig and sig.endswith("+moses-tok.en+lc")
     record = json.loads(js.read_text())[0]
@@ -50,15 +60,33 @@ def test_evaluate_reports_the_papers_bleu_beside_sacrebleu(run, tmp_path):
 
 def test_select_prints_the_papers_bleu_of_the_test_splits(run, tmp_path):
     js = tmp_path / "select.json"
-    r = CliRunner().invoke(app, ["select", str(run), "--beam", "2", "--alphas", "0.6",
-                                 "--average", "0", "--test-splits", "test", "--device", "cpu",
-                                 "--json", str(js)])
+    r = CliRunner().invoke(
+        app,
+        [
+            "select",
+            str(run),
+            "--beam",
+            "2",
+            "--alphas",
+            "0.6",
+            "--average",
+            "0",
+            "--test-splits",
+            "test",
+            "--device",
+            "cpu",
+            "--json",
+            str(js),
+        ],
+    )
     assert r.exit_code == 0, r.output
     test = json.loads(js.read_text())["test"]["test"]
     assert test["papers_signature"].endswith("+moses-tok.en+lc")
     line = next(row for row in r.stdout.splitlines() if "BLEU papers" in row)
-    assert line.startswith(f"test: BLEU papers (lc, Moses) greedy {test['greedy_bleu_papers']:.2f}"
-                           f", beam {test['beam_bleu_papers']:.2f} (lowercased, Moses-tokenized")
+    assert line.startswith(
+        f"test: BLEU papers (lc, Moses) greedy {test['greedy_bleu_papers']:.2f}"
+        f", beam {test['beam_bleu_papers']:.2f} (lowercased, Moses-tokenized"
+    )
     assert line.endswith(test["papers_signature"])
 
 
@@ -68,8 +96,9 @@ def test_references_are_moses_tokenized_once_per_list(monkeypatch):
     metrics._tokenized_references.cache_clear()
     calls = []
     real = metrics.moses_tokenize
-    monkeypatch.setattr(metrics, "moses_tokenize", lambda lines, lang: calls.append(len(lines))
-                        or real(lines, lang))
+    monkeypatch.setattr(
+        metrics, "moses_tokenize", lambda lines, lang: calls.append(len(lines)) or real(lines, lang)
+    )
     refs = ["A man, running.", "Two dogs."]
     first = metrics.papers_bleu(["a man , running .", "two dogs ."], refs, "en")
     again = metrics.papers_bleu(["a man runs .", "two dogs ."], refs, "en")

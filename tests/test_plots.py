@@ -16,13 +16,17 @@ def assert_small_png(path):
 
 def test_bleu_by_length_plot(tmp_path):
     curves = {
-        "none": [LengthPoint("1-10", 6.0, 400, 30.0, 28.0, 32.0),
-                 LengthPoint("11-20", 15.0, 300, 22.0, 20.0, 24.0),
-                 LengthPoint("21-30", 25.0, 12, 10.0, 5.0, 15.0, too_few=True),
-                 LengthPoint("31+", 35.0, 0, None)],
-        "additive": [LengthPoint("1-10", 6.0, 400, 33.0, 31.0, 35.0),
-                     LengthPoint("11-20", 15.0, 300, 31.0, 29.0, 33.0),
-                     LengthPoint("21-30", 25.0, 12, 29.0, None, None, too_few=True)],
+        "none": [
+            LengthPoint("1-10", 6.0, 400, 30.0, 28.0, 32.0),
+            LengthPoint("11-20", 15.0, 300, 22.0, 20.0, 24.0),
+            LengthPoint("21-30", 25.0, 12, 10.0, 5.0, 15.0, too_few=True),
+            LengthPoint("31+", 35.0, 0, None),
+        ],
+        "additive": [
+            LengthPoint("1-10", 6.0, 400, 33.0, 31.0, 35.0),
+            LengthPoint("11-20", 15.0, 300, 31.0, 29.0, 33.0),
+            LengthPoint("21-30", 25.0, 12, 29.0, None, None, too_few=True),
+        ],
     }
     path = plot_bleu_by_length(curves, tmp_path / "new" / "dir" / "bleu.png", "BLEU by length")
     assert_small_png(path)
@@ -30,8 +34,13 @@ def test_bleu_by_length_plot(tmp_path):
 
 def test_curves_from_study_rows(tmp_path):
     refs = ["a b c d", "e f g h i j k l m n o p", "a b c", "x y z w v"] * 5
-    rows = study_table({"none": refs, "dot": refs}, refs, refs, ((1, 4), (5, 10), (11, None),
-                                                                  (20, None)), n_samples=20)
+    rows = study_table(
+        {"none": refs, "dot": refs},
+        refs,
+        refs,
+        ((1, 4), (5, 10), (11, None), (20, None)),
+        n_samples=20,
+    )
     curves = curves_from_rows(rows)
     assert list(curves) == ["none", "dot"]
     assert [p.n for p in curves["dot"]] == [10, 5, 5, 0]

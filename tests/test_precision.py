@@ -64,10 +64,19 @@ def _train(tmp_path, toy_vocabs, prec: str, steps: int = 60) -> tuple[Trainer, l
     """Train a tiny model on the toy pairs for ``steps`` full-batch steps; the per-step
     summed losses."""
     src_v, tgt_v = toy_vocabs
-    cfg = Config(train=TrainConfig(out_dir=str(tmp_path / prec), device="cpu", precision=prec,
-                                   lr=0.01))
-    tr = Trainer(cfg, tiny_model(src_v, tgt_v), src_v, tgt_v, train_set=[], valid_examples=[],
-                 validate=lambda _m: {}, log=lambda _m: None)
+    cfg = Config(
+        train=TrainConfig(out_dir=str(tmp_path / prec), device="cpu", precision=prec, lr=0.01)
+    )
+    tr = Trainer(
+        cfg,
+        tiny_model(src_v, tgt_v),
+        src_v,
+        tgt_v,
+        train_set=[],
+        valid_examples=[],
+        validate=lambda _m: {},
+        log=lambda _m: None,
+    )
     examples = encode_pairs([Pair(s, t, "toy") for s, t in TOY_PAIRS], src_v, tgt_v)
     losses = []
     for _ in range(steps):
@@ -93,6 +102,7 @@ def test_bf16_loss_is_close_to_fp32(toy_vocabs):
     model = tiny_model(src_v, tgt_v).eval()
     examples = encode_pairs([Pair(s, t, "toy") for s, t in TOY_PAIRS], src_v, tgt_v)
     from nmt.data.batches import collate
+
     b = collate(examples)
     with torch.no_grad():
         full = model(b.src, b.src_len, b.tgt_in, b.tgt_out)
@@ -110,9 +120,14 @@ def test_train_refuses_fp16_on_cpu_before_any_work(tmp_path, key):
     if not (cases / "nmt_toy.yaml").exists() or torch.cuda.is_available():
         pytest.skip("needs shared/cases and a machine without CUDA")
     shutil.copy(cases / "nmt_toy.yaml", tmp_path / "toy.yaml")
-    r = subprocess.run([sys.executable, "-m", "nmt", "train", "toy.yaml", f"{key}=fp16"],
-                       capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                       env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    r = subprocess.run(
+        [sys.executable, "-m", "nmt", "train", "toy.yaml", f"{key}=fp16"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
+    )
     assert r.returncode == 2, r.stderr
     assert f"{key}: fp16 needs a CUDA device" in r.stderr
     assert not (tmp_path / "runs").exists()
@@ -121,13 +136,22 @@ def test_train_refuses_fp16_on_cpu_before_any_work(tmp_path, key):
 @pytest.mark.slow
 def test_bf16_without_native_support_is_warned_about(tmp_path, toy_vocabs, monkeypatch):
     import nmt.training.loop
+
     messages = []
     src_v, tgt_v = toy_vocabs
     for native in (False, True):
         monkeypatch.setattr(nmt.training.loop, "native_bf16", lambda _device, n=native: n)
         cfg = Config(train=TrainConfig(out_dir=str(tmp_path), device="cpu", precision="bf16"))
-        Trainer(cfg, tiny_model(src_v, tgt_v), src_v, tgt_v, train_set=[], valid_examples=[],
-                validate=lambda _m: {}, log=messages.append)
+        Trainer(
+            cfg,
+            tiny_model(src_v, tgt_v),
+            src_v,
+            tgt_v,
+            train_set=[],
+            valid_examples=[],
+            validate=lambda _m: {},
+            log=messages.append,
+        )
         warned = [m for m in messages if m.startswith("warning: train.precision=bf16")]
         assert len(warned) == 1  # once, for the emulated case only
 
@@ -142,10 +166,16 @@ class _CastCounter(torch.utils._python_dispatch.TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         # with autograd a cast reaches the dispatcher as _to_copy, under inference_mode as to
-        to = kwargs.get("dtype") if func is torch.ops.aten._to_copy.default else (
-            args[1] if func is torch.ops.aten.to.dtype else None)
-        if (to == torch.bfloat16 and args[0].dtype == torch.float32
-                and args[0].numel() >= self.min_numel):
+        to = (
+            kwargs.get("dtype")
+            if func is torch.ops.aten._to_copy.default
+            else (args[1] if func is torch.ops.aten.to.dtype else None)
+        )
+        if (
+            to == torch.bfloat16
+            and args[0].dtype == torch.float32
+            and args[0].numel() >= self.min_numel
+        ):
             self.casts += 1
         return func(*args, **kwargs)
 
@@ -179,8 +209,9 @@ def test_bf16_casts_weights_and_memory_once_per_batch_not_per_step(toy_vocabs, s
 
 
 @pytest.mark.parametrize("step_order", ["luong", "bahdanau"])
-def test_bf16_search_casts_weights_once_per_batch_and_scores_the_top_in_fp32(toy_vocabs,
-                                                                             step_order):
+def test_bf16_search_casts_weights_once_per_batch_and_scores_the_top_in_fp32(
+    toy_vocabs, step_order
+):
     """Under bf16 search the step weights (generator included) are cast in ``encode``,
     never at a step; the top EXACT_TOP log-probabilities of each row are fp32 numbers
     (no bf16 ties among them) within 0.05 nats of the fp32 step's."""
@@ -224,7 +255,8 @@ def test_search_precision_is_resolved_and_checked_naming_the_option():
     assert Decoding(precision="auto").on(CPU).precision == "fp32"  # search's auto on a CPU
     assert Decoding(beam_size=5, precision="bf16").describe().endswith(", bf16 matrix products")
     assert Decoding(beam_size=1, precision="fp32").on(CPU, "x").describe() == (
-        "greedy search, fp32 matrix products")
+        "greedy search, fp32 matrix products"
+    )
     with pytest.raises(PrecisionError, match="--precision: fp16 needs a CUDA device"):
         Decoding(precision="fp16").on(CPU, "--precision")
     with pytest.raises(PrecisionError, match="search.precision: unknown precision 'int8'"):
@@ -240,8 +272,7 @@ def test_bf16_search_keeps_beam_1_equal_to_greedy(toy_vocabs):
         model, batch = _trained(toy_vocabs, attention, order), _batch(*toy_vocabs)
         with autocast(CPU, torch.bfloat16):
             g = greedy(model, batch.src, batch.src_len)
-            out = beam_search(model, batch.src, batch.src_len, beam_size=1,
-                              length_penalty="none")
+            out = beam_search(model, batch.src, batch.src_len, beam_size=1, length_penalty="none")
         assert [h.tokens for h in g] == [b.tokens for (b,) in out]
         assert any(h.tokens for h in g)
 
@@ -258,8 +289,14 @@ def test_every_attention_searches_with_bf16_matrix_products(toy_vocabs, attentio
     model = tiny_model(src_v, tgt_v, attention=attention, step_order=order)
     lines = [p[0] for p in TOY_PAIRS]
     for beam in (1, 3):
-        out = translate_lines(model, src_v, tgt_v, lines, batch_size=4,
-                              decoding=Decoding(beam_size=beam, precision="bf16"))
+        out = translate_lines(
+            model,
+            src_v,
+            tgt_v,
+            lines,
+            batch_size=4,
+            decoding=Decoding(beam_size=beam, precision="bf16"),
+        )
         assert len(out) == len(lines)
         assert all(isinstance(t.score, float) and t.score <= 0 for t in out)
         assert (out[0].attention is None) == (attention == "none")

@@ -16,13 +16,18 @@ from nmt.training.state import TrainingError
 from conftest import TOY_PAIRS, tiny_model, write_split
 
 # any text without line breaks (those would make it several lines)
-LINE = st.text(st.characters(blacklist_categories=("Cs",),
-                             blacklist_characters="\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"),
-               max_size=60)
+LINE = st.text(
+    st.characters(
+        blacklist_categories=("Cs",),
+        blacklist_characters="\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029",
+    ),
+    max_size=60,
+)
 
 
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(lines=st.lists(LINE, min_size=1, max_size=8))
 def test_reader_keeps_one_pair_per_line_for_any_unicode(tmp_path_factory, lines):
     d = tmp_path_factory.mktemp("u")
@@ -34,8 +39,9 @@ def test_reader_keeps_one_pair_per_line_for_any_unicode(tmp_path_factory, lines)
         assert "\n" not in p.src and not any(ord(c) < 32 for c in p.src)
 
 
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(lines=st.lists(LINE, min_size=1, max_size=6))
 def test_translator_gives_one_single_line_output_per_input(toy_vocabs, lines):
     model = tiny_model(*toy_vocabs).eval()
@@ -48,10 +54,25 @@ def test_translator_gives_one_single_line_output_per_input(toy_vocabs, lines):
 
 
 def _toy_training(tmp_path, toy_vocabs, **train_overrides):
-    cfg = from_dict({"model": {"emb_dim": 16, "enc_hidden": 16, "dec_hidden": 32, "attn_dim": 16,
-                               "output_dim": 16},
-                     "train": {"out_dir": str(tmp_path / "run"), "max_epochs": 3, "batch_size": 2,
-                               "progress": False, "precision": "fp32", **train_overrides}})
+    cfg = from_dict(
+        {
+            "model": {
+                "emb_dim": 16,
+                "enc_hidden": 16,
+                "dec_hidden": 32,
+                "attn_dim": 16,
+                "output_dim": 16,
+            },
+            "train": {
+                "out_dir": str(tmp_path / "run"),
+                "max_epochs": 3,
+                "batch_size": 2,
+                "progress": False,
+                "precision": "fp32",
+                **train_overrides,
+            },
+        }
+    )
     examples = encode_pairs([Pair(s, t, "") for s, t in TOY_PAIRS], *toy_vocabs)
     model = tiny_model(*toy_vocabs)
     calls = {"n": 0}
@@ -64,8 +85,15 @@ def _toy_training(tmp_path, toy_vocabs, **train_overrides):
 
     model.forward = poisoned
     logs = []
-    state = train(cfg, model, *toy_vocabs, train_set=examples, valid_examples=examples[:2],
-                  validate=lambda m: {"bleu": 1.0}, log=logs.append)
+    state = train(
+        cfg,
+        model,
+        *toy_vocabs,
+        train_set=examples,
+        valid_examples=examples[:2],
+        validate=lambda m: {"bleu": 1.0},
+        log=logs.append,
+    )
     return state, logs
 
 

@@ -29,29 +29,59 @@ TOY16 = Path(__file__).resolve().parent / "fixtures" / "toy16"
 
 def _config(tmp: Path, corpus: Path = TOY16) -> Path:
     path = tmp / "toy.yaml"
-    path.write_text(json.dumps({
-        "name": "toy", "data": {"source": "dir", "path": str(corpus), "train_split": "train",
-                                "valid_split": "dev", "test_splits": ["dev"]},
-        "subwords": {"vocab_size": 64, "model_type": "unigram"},
-        "model": {"emb_dim": 8, "enc_hidden": 8, "dec_hidden": 16, "attn_dim": 8,
-                  "output_dim": 8, "dropout": 0.3, "attention": "additive"},
-        "train": {"batch_size": 4, "max_epochs": 2, "threads": 1, "device": "cpu",
-                  "precision": "fp32", "progress": False, "seed": 1, "patience": None,
-                  "out_dir": str(tmp / "runs" / "{name}")},
-        "search": {"beam_size": 2}}))
+    path.write_text(
+        json.dumps(
+            {
+                "name": "toy",
+                "data": {
+                    "source": "dir",
+                    "path": str(corpus),
+                    "train_split": "train",
+                    "valid_split": "dev",
+                    "test_splits": ["dev"],
+                },
+                "subwords": {"vocab_size": 64, "model_type": "unigram"},
+                "model": {
+                    "emb_dim": 8,
+                    "enc_hidden": 8,
+                    "dec_hidden": 16,
+                    "attn_dim": 8,
+                    "output_dim": 8,
+                    "dropout": 0.3,
+                    "attention": "additive",
+                },
+                "train": {
+                    "batch_size": 4,
+                    "max_epochs": 2,
+                    "threads": 1,
+                    "device": "cpu",
+                    "precision": "fp32",
+                    "progress": False,
+                    "seed": 1,
+                    "patience": None,
+                    "out_dir": str(tmp / "runs" / "{name}"),
+                },
+                "search": {"beam_size": 2},
+            }
+        )
+    )
     return path
 
 
 def _train(tmp: Path, *overrides: str, resume: bool = False, corpus: Path = TOY16) -> list[str]:
     logs: list[str] = []
-    run_training(load_config(_config(tmp, corpus), list(overrides)), resume=resume,
-                 log=logs.append)
+    run_training(load_config(_config(tmp, corpus), list(overrides)), resume=resume, log=logs.append)
     return logs
 
 
 def _cli(tmp: Path, *args: str, corpus: Path = TOY16) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nmt", "train", str(_config(tmp, corpus)),
-                           *args], cwd=REPO, capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "nmt", "train", str(_config(tmp, corpus)), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 @pytest.mark.parametrize("dev", [("", ""), ("\n\n", "\n\n"), ("ein mann .\n", "\n")])
@@ -101,8 +131,11 @@ def test_stale_temporary_files_are_removed_and_nothing_else(tmp_path):
     """NMT-20: a kill during a checkpoint write left .NAME.XXXXXXXX.tmp forever."""
     out = tmp_path / "run"
     (out / "data").mkdir(parents=True)
-    stale = [out / ".last.pt.k3j_9xq1.tmp", out / ".valid_log.jsonl.abcdefgh.tmp",
-             out / "data" / ".manifest.json.0a1b2c3d.tmp"]
+    stale = [
+        out / ".last.pt.k3j_9xq1.tmp",
+        out / ".valid_log.jsonl.abcdefgh.tmp",
+        out / "data" / ".manifest.json.0a1b2c3d.tmp",
+    ]
     kept = [out / "notes.tmp", out / ".hidden", out / "best.pt", out / ".x.pt.short.tmp"]
     for p in stale + kept:
         p.write_bytes(b"12345")
@@ -121,19 +154,25 @@ def test_select_refuses_a_checkpoint_of_another_run(tmp_path):
     a, b = tmp_path / "runs" / "a", tmp_path / "runs" / "b"
     ids = {n: read_payload(d / "best.pt")["run_id"] for n, d in (("a", a), ("b", b))}
     shutil.copyfile(b / "best.pt", a / "best.pt")
-    opts = SelectOptions(beam=2, alphas=(0.6,), average=2, valid_split="dev",
-                         test_splits=("dev2",), data_path=str(TOY16))
+    opts = SelectOptions(
+        beam=2,
+        alphas=(0.6,),
+        average=2,
+        valid_split="dev",
+        test_splits=("dev2",),
+        data_path=str(TOY16),
+    )
     with pytest.raises(CheckpointError) as e:
         select(a, opts, log=lambda _m: None)
     msg = str(e.value)
-    assert msg.startswith(f"{a / 'best.pt'} belongs to another training run (run id "
-                          f"{ids['b'][:8]}) than ")
+    assert msg.startswith(
+        f"{a / 'best.pt'} belongs to another training run (run id {ids['b'][:8]}) than "
+    )
     assert f"(run id {ids['a'][:8]})" in msg and "move it out of" in msg
     assert not (a / "averaged.pt").exists()  # refused before any work
     # --resume of that directory is refused the same way, before training
     with pytest.raises(CheckpointError, match="belongs to another training run"):
-        _train(tmp_path, "name=a", "train.keep_checkpoints=2", "train.max_epochs=3",
-               resume=True)
+        _train(tmp_path, "name=a", "train.keep_checkpoints=2", "train.max_epochs=3", resume=True)
 
 
 def test_a_record_of_another_run_in_the_log_is_named_with_its_line(tmp_path):
@@ -142,8 +181,11 @@ def test_a_record_of_another_run_in_the_log_is_named_with_its_line(tmp_path):
     lines = (out / "valid_log.jsonl").read_text().splitlines()
     record = json.loads(lines[0]) | {"run_id": "f" * 32}
     (out / "valid_log.jsonl").write_text("\n".join([*lines, json.dumps(record)]) + "\n")
-    with pytest.raises(CheckpointError, match=rf"valid_log.jsonl, record {len(lines) + 1} "
-                       r"belongs to another training run \(run id ffffffff\)"):
+    with pytest.raises(
+        CheckpointError,
+        match=rf"valid_log.jsonl, record {len(lines) + 1} "
+        r"belongs to another training run \(run id ffffffff\)",
+    ):
         _train(tmp_path, "train.max_epochs=2", resume=True)
 
 
@@ -169,7 +211,8 @@ def test_a_model_too_large_is_one_line_before_any_work(tmp_path):
 def test_max_tokens_below_every_pair_is_warned_about(tmp_path):
     """train.max_tokens=1 was silently ignored (every batch one pair)."""
     logs = _train(tmp_path, "train.max_tokens=1", "train.max_epochs=1")
-    assert any("train.max_tokens=1 is below the padded length of every training pair" in x
-               for x in logs), logs
+    assert any(
+        "train.max_tokens=1 is below the padded length of every training pair" in x for x in logs
+    ), logs
     logs = _train(tmp_path, "name=fine", "train.max_tokens=40", "train.max_epochs=1")
     assert not any("train.max_tokens" in x for x in logs), logs

@@ -28,24 +28,49 @@ KEYS = ("step", "epoch", "train_loss", "val_loss", "val_bleu", "val_chrf")
 
 def _toy_config(tmp: Path) -> Path:
     path = tmp / "toy.yaml"
-    path.write_text(json.dumps({
-        "name": "toy",
-        "data": {"source": "dir", "path": str(TOY16), "train_split": "train",
-                 "valid_split": "dev", "test_splits": ["dev"]},
-        "subwords": {"vocab_size": 64, "model_type": "unigram"},
-        "model": {"emb_dim": 16, "enc_hidden": 16, "dec_hidden": 32, "attn_dim": 16,
-                  "output_dim": 16, "dropout": 0.3, "attention": "additive"},
-        "train": {"batch_size": 4, "max_epochs": 2, "threads": 1, "device": "cpu",
-                  "precision": "fp32", "progress": False, "seed": 1, "lr": 0.01,
-                  "patience": None, "out_dir": str(tmp / "runs" / "{name}")},
-        "search": {"beam_size": 4}}))
+    path.write_text(
+        json.dumps(
+            {
+                "name": "toy",
+                "data": {
+                    "source": "dir",
+                    "path": str(TOY16),
+                    "train_split": "train",
+                    "valid_split": "dev",
+                    "test_splits": ["dev"],
+                },
+                "subwords": {"vocab_size": 64, "model_type": "unigram"},
+                "model": {
+                    "emb_dim": 16,
+                    "enc_hidden": 16,
+                    "dec_hidden": 32,
+                    "attn_dim": 16,
+                    "output_dim": 16,
+                    "dropout": 0.3,
+                    "attention": "additive",
+                },
+                "train": {
+                    "batch_size": 4,
+                    "max_epochs": 2,
+                    "threads": 1,
+                    "device": "cpu",
+                    "precision": "fp32",
+                    "progress": False,
+                    "seed": 1,
+                    "lr": 0.01,
+                    "patience": None,
+                    "out_dir": str(tmp / "runs" / "{name}"),
+                },
+                "search": {"beam_size": 4},
+            }
+        )
+    )
     return path
 
 
 def _train(tmp: Path, *overrides: str, resume: bool = False) -> list[str]:
     logs: list[str] = []
-    run_training(load_config(_toy_config(tmp), list(overrides)), resume=resume,
-                 log=logs.append)
+    run_training(load_config(_toy_config(tmp), list(overrides)), resume=resume, log=logs.append)
     return logs
 
 
@@ -61,18 +86,27 @@ def test_a_fresh_run_never_replaces_or_mixes_with_an_earlier_run(tmp_path):
     out = tmp_path / "runs" / "r2"
     (out / "last.pt").unlink()
     kept = {n: (out / n).read_bytes() for n in ("best.pt", "valid_log.jsonl", "summary.json")}
-    with pytest.raises(CheckpointError, match=r"runs/r2 holds files of an earlier run \(best.pt, "
-                       r"summary.json, valid_log.jsonl\); .*pass --resume .*or choose another "
-                       "name"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"runs/r2 holds files of an earlier run \(best.pt, "
+        r"summary.json, valid_log.jsonl\); .*pass --resume .*or choose another "
+        "name",
+    ):
         _train(tmp_path, "name=r2", "train.max_epochs=1")
     assert {n: (out / n).read_bytes() for n in kept} == kept
-    assert sorted(p.name for p in out.iterdir()) == ["best.pt", "config.yaml", "summary.json",
-                                                      "valid_log.jsonl"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "best.pt",
+        "config.yaml",
+        "summary.json",
+        "valid_log.jsonl",
+    ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("leftover", ["best.pt", "valid_log.jsonl", "summary.json",
-                                      "step_00000008.pt", "averaged.pt", "last.pt"])
+@pytest.mark.parametrize(
+    "leftover",
+    ["best.pt", "valid_log.jsonl", "summary.json", "step_00000008.pt", "averaged.pt", "last.pt"],
+)
 def test_any_file_of_a_run_keeps_a_fresh_run_out(tmp_path, leftover):
     out = tmp_path / "runs" / "toy"
     out.mkdir(parents=True)
@@ -97,13 +131,20 @@ def test_the_cli_refuses_in_one_line_naming_the_files(tmp_path):
     out = tmp_path / "runs" / "toy"
     out.mkdir(parents=True)
     (out / "best.pt").write_bytes(b"x")
-    r = subprocess.run([sys.executable, "-m", "nmt", "train", str(config)], cwd=REPO,
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "nmt", "train", str(config)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     errors = [x for x in r.stderr.splitlines() if x.startswith("error:")]
-    assert errors == [f"error: {out} holds files of an earlier run (best.pt); a fresh run would "
-                      "replace or mix with them: pass --resume to continue that run, or choose "
-                      "another name / train.out_dir"]
+    assert errors == [
+        f"error: {out} holds files of an earlier run (best.pt); a fresh run would "
+        "replace or mix with them: pass --resume to continue that run, or choose "
+        "another name / train.out_dir"
+    ]
 
 
 @pytest.mark.slow
@@ -115,8 +156,11 @@ def test_resume_without_last_pt_continues_best_pt_with_one_history(tmp_path):
     best_step = read_payload(out / "best.pt")["train_state"]["counters"]["step"]
     (out / "last.pt").unlink()
     logs = _train(tmp_path, "train.max_epochs=6", resume=True)
-    assert any(f"{out / 'last.pt'} is missing; resuming from {out / 'best.pt'}" in line
-               and f"(step {best_step})" in line for line in logs), logs
+    assert any(
+        f"{out / 'last.pt'} is missing; resuming from {out / 'best.pt'}" in line
+        and f"(step {best_step})" in line
+        for line in logs
+    ), logs
     # resume is exact: the log is the uninterrupted run's, each step once, in order
     assert _records(out / "valid_log.jsonl") == straight
     later = [r for r in straight if r[0] > best_step]
@@ -150,8 +194,10 @@ def test_resume_with_no_checkpoint_left_names_what_is_there(tmp_path):
     with pytest.raises(CheckpointError) as e:
         _train(tmp_path, resume=True)
     assert "drop --resume" not in str(e.value)  # that advice would be refused as well
-    assert (f"--resume: nothing to resume in {out}: no last.pt, best.pt or step_*.pt with "
-            "training state, only averaged.pt, valid_log.jsonl") in str(e.value)
+    assert (
+        f"--resume: nothing to resume in {out}: no last.pt, best.pt or step_*.pt with "
+        "training state, only averaged.pt, valid_log.jsonl"
+    ) in str(e.value)
     with pytest.raises(CheckpointError) as e:  # and a fresh run does not send it back
         _train(tmp_path)
     assert "--resume" not in str(e.value) and "choose another name" in str(e.value)
@@ -189,10 +235,17 @@ def test_a_run_keeps_its_run_id_across_resume(tmp_path):
 def test_study_plan_judges_a_run_directory_by_its_own_files(tmp_path):
     """NMT-37: the study's plan looked only at last.pt, and planned "train" over best.pt."""
     study_file = tmp_path / "study.yaml"
-    study_file.write_text(json.dumps({
-        "base_config": str(_toy_config(tmp_path)), "run_prefix": "st",
-        "attentions": ["additive"], "baseline": "additive",
-        "overrides": ["train.max_epochs=2", f"train.out_dir={tmp_path}/runs/{{name}}"]}))
+    study_file.write_text(
+        json.dumps(
+            {
+                "base_config": str(_toy_config(tmp_path)),
+                "run_prefix": "st",
+                "attentions": ["additive"],
+                "baseline": "additive",
+                "overrides": ["train.max_epochs=2", f"train.out_dir={tmp_path}/runs/{{name}}"],
+            }
+        )
+    )
     study = load_study_config(study_file)
     (run,) = plan(study)
     assert run.action == "train"
@@ -205,8 +258,11 @@ def test_study_plan_judges_a_run_directory_by_its_own_files(tmp_path):
     (out / "best.pt").unlink()  # records but no checkpoint: trained again from step 0
     assert plan(study)[0].action == "resume"
     (out / "averaged.pt").write_bytes(b"x")  # a checkpoint without training state
-    with pytest.raises(StudyError, match=rf"{out} holds files of an earlier run \(averaged.pt, "
-                       r"summary.json, valid_log.jsonl\) but no checkpoint to resume from"):
+    with pytest.raises(
+        StudyError,
+        match=rf"{out} holds files of an earlier run \(averaged.pt, "
+        r"summary.json, valid_log.jsonl\) but no checkpoint to resume from",
+    ):
         plan(study)
 
 

@@ -27,25 +27,33 @@ def _tree(tmp: Path, script: str) -> Path:
     return fake
 
 
-def _run(tmp: Path, *args: str, script: str = "quality.sh", **env: str
-         ) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(tmp / "scripts" / script), *args], cwd=tmp,
-                          capture_output=True, text=True, timeout=TIMEOUT_S,
-                          env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable,
-                               "PYTHONPATH": str(REPO), **env})
+def _run(
+    tmp: Path, *args: str, script: str = "quality.sh", **env: str
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(tmp / "scripts" / script), *args],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "PYTHONPATH": str(REPO), **env},
+    )
 
 
 def _log(run: Path, epochs: int) -> None:
     run.mkdir(parents=True)
-    (run / "valid_log.jsonl").write_text("".join(
-        json.dumps({"epoch": e, "epochs_done": float(e), "step": e, "val_bleu": 1.0}) + "\n"
-        for e in range(1, epochs + 1)))
+    (run / "valid_log.jsonl").write_text(
+        "".join(
+            json.dumps({"epoch": e, "epochs_done": float(e), "step": e, "val_bleu": 1.0}) + "\n"
+            for e in range(1, epochs + 1)
+        )
+    )
 
 
 def test_quality_keeps_finished_runs_resumes_interrupted_ones(tmp_path):
     fake = _tree(tmp_path, "quality.sh")
-    _log(tmp_path / "runs" / "quality_deen_s1", 2)             # finished
-    _log(tmp_path / "runs" / "quality_deen_s2", 1)             # interrupted
+    _log(tmp_path / "runs" / "quality_deen_s1", 2)  # finished
+    _log(tmp_path / "runs" / "quality_deen_s2", 1)  # interrupted
     (tmp_path / "runs" / "quality_deen_s2" / "last.pt").write_bytes(b"")
     r = _run(tmp_path, "deen", "3", NMT=str(fake), EPOCHS="2")
     calls = (tmp_path / "calls.txt").read_text().splitlines()
@@ -55,15 +63,19 @@ def test_quality_keeps_finished_runs_resumes_interrupted_ones(tmp_path):
     assert len(trains) == 2 and "name=quality_deen_s1" not in " ".join(trains)
     assert trains[0].endswith("train.seed=2 name=quality_deen_s2 --resume")
     assert trains[1].endswith("train.seed=3 name=quality_deen_s3")
-    assert all("model.tie_embeddings=true model.step_order=cgru" in t and "train.max_epochs=2" in t
-               for t in trains)
+    assert all(
+        "model.tie_embeddings=true model.step_order=cgru" in t and "train.max_epochs=2" in t
+        for t in trains
+    )
     # bf16 is emulated on an AVX2-only CPU: the default lets nmt choose per CPU
     assert all("train.precision=auto" in t for t in trains)
     # the stand-in trains nothing, so the script stops before choosing on val
     assert r.returncode == 1 and "did not finish 2 epochs" in r.stderr
     assert not any(c.startswith("select") for c in calls)
-    assert "3 models of configs/recipe_deen.yaml" in (
-        tmp_path / "results" / "quality" / "deen_timing.txt").read_text()
+    assert (
+        "3 models of configs/recipe_deen.yaml"
+        in (tmp_path / "results" / "quality" / "deen_timing.txt").read_text()
+    )
 
 
 def test_quality_selects_the_ensemble_of_finished_runs(tmp_path):
@@ -74,7 +86,8 @@ def test_quality_selects_the_ensemble_of_finished_runs(tmp_path):
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "calls.txt").read_text().splitlines() == [
         "select runs/quality_deen_s1 runs/quality_deen_s2 --device cpu --alphas 0.6,1.0,1.4 "
-        "--test-splits test_2016_flickr,test_2017_flickr --json results/quality/deen.json"]
+        "--test-splits test_2016_flickr,test_2017_flickr --json results/quality/deen.json"
+    ]
     r = _run(tmp_path, "deen", "2", NMT=str(fake), EPOCHS="2", ALPHAS="1.4,1.8")
     assert " --alphas 1.4,1.8 " in (tmp_path / "calls.txt").read_text().splitlines()[-1]
 
@@ -82,7 +95,8 @@ def test_quality_selects_the_ensemble_of_finished_runs(tmp_path):
 def test_quality_scores_test_2017_mscoco_only_when_both_its_files_are_there(tmp_path):
     fake = _tree(tmp_path, "quality.sh")
     (tmp_path / "configs" / "recipe_deen.yaml").write_text(
-        "name: recipe_deen\ndata:\n  path: corpus            # a comment\n")
+        "name: recipe_deen\ndata:\n  path: corpus            # a comment\n"
+    )
     for i in (1, 2):
         _log(tmp_path / "runs" / f"quality_deen_s{i}", 2)
     (tmp_path / "corpus").mkdir()
@@ -96,20 +110,37 @@ def test_quality_scores_test_2017_mscoco_only_when_both_its_files_are_there(tmp_
     (tmp_path / "elsewhere").mkdir()
     r = _run(tmp_path, "deen", "2", NMT=str(fake), EPOCHS="2", DATA_PATH="elsewhere")
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / "calls.txt").read_text().splitlines()[-1].endswith(
-        f"--test-splits test_2016_flickr,test_2017_flickr --data-path {tmp_path}/elsewhere "
-        "--json results/quality/deen.json")
+    assert (
+        (tmp_path / "calls.txt")
+        .read_text()
+        .splitlines()[-1]
+        .endswith(
+            f"--test-splits test_2016_flickr,test_2017_flickr --data-path {tmp_path}/elsewhere "
+            "--json results/quality/deen.json"
+        )
+    )
     # a relative DATA_PATH is taken from where the script is run, not from the repository
     (tmp_path / "elsewhere" / "deeper").mkdir()
-    r = subprocess.run(["bash", str(tmp_path / "scripts" / "quality.sh"), "deen", "2"],
-                       cwd=tmp_path / "elsewhere", capture_output=True, text=True,
-                       timeout=TIMEOUT_S,
-                       env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable,
-                            "PYTHONPATH": str(REPO), "NMT": str(fake), "EPOCHS": "2",
-                            "DATA_PATH": "deeper"})
+    r = subprocess.run(
+        ["bash", str(tmp_path / "scripts" / "quality.sh"), "deen", "2"],
+        cwd=tmp_path / "elsewhere",
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "PYTHON": sys.executable,
+            "PYTHONPATH": str(REPO),
+            "NMT": str(fake),
+            "EPOCHS": "2",
+            "DATA_PATH": "deeper",
+        },
+    )
     assert r.returncode == 0, r.stderr
-    assert f"--data-path {tmp_path}/elsewhere/deeper " in (
-        tmp_path / "calls.txt").read_text().splitlines()[-1]
+    assert (
+        f"--data-path {tmp_path}/elsewhere/deeper "
+        in (tmp_path / "calls.txt").read_text().splitlines()[-1]
+    )
 
 
 def test_quality_refuses_bad_arguments(tmp_path):
@@ -122,12 +153,16 @@ def test_quality_refuses_bad_arguments(tmp_path):
     assert r.returncode == 2 and "configs/recipe_enfr.yaml not found" in r.stderr
     # a fresh clone before scripts/setup.sh: no .venv, so no nmt (the default NMT) to run
     r = _run(tmp_path, "deen", "2")
-    assert r.returncode == 2 and ".venv/bin/nmt not found; run 'bash scripts/setup.sh' first" \
-        in r.stderr and not (tmp_path / "runs" / "quality_deen_s1.log").exists()
+    assert (
+        r.returncode == 2
+        and ".venv/bin/nmt not found; run 'bash scripts/setup.sh' first" in r.stderr
+        and not (tmp_path / "runs" / "quality_deen_s1.log").exists()
+    )
     r = _run(tmp_path, "bogus")  # the usage text ends where the header does
     assert "DIRECTION must be deen, ende or enfr, got 'bogus'" in r.stderr
-    assert r.stdout.rstrip().endswith("# ALPHAS: the GNMT length penalties `nmt select` tries "
-                                      "on val (default 0.6,1.0,1.4).")
+    assert r.stdout.rstrip().endswith(
+        "# ALPHAS: the GNMT length penalties `nmt select` tries on val (default 0.6,1.0,1.4)."
+    )
     # a setting written after the command would otherwise be ignored for hours of training
     r = _run(tmp_path, "deen", "2", "DATA_PATH=corpus")
     assert r.returncode == 2 and "too many arguments: 'DATA_PATH=corpus'" in r.stderr
@@ -137,14 +172,17 @@ def test_quality_refuses_bad_arguments(tmp_path):
 
 
 def test_quality_shows_why_a_model_failed_and_records_no_time_for_a_sitting_that_trained_nothing(
-        tmp_path):
+    tmp_path,
+):
     """No corpus: every `nmt train` failed at once, the script said "run the script again to
     resume", which cannot help, and wrote a timing line to results/ (fresh-user report,
     2026-12-04)."""
     fake = _tree(tmp_path, "quality.sh")
-    fake.write_text('#!/usr/bin/env bash\necho "$*" >> "$(dirname "$0")/calls.txt"\n'
-                    'echo "error: data.path: ../shared/data/multi30k holds no train.de" >&2\n'
-                    'exit 2\n')
+    fake.write_text(
+        '#!/usr/bin/env bash\necho "$*" >> "$(dirname "$0")/calls.txt"\n'
+        'echo "error: data.path: ../shared/data/multi30k holds no train.de" >&2\n'
+        "exit 2\n"
+    )
     r = _run(tmp_path, "deen", "2", NMT=str(fake))
     assert r.returncode == 1
     assert "quality_deen_s1: failed; the end of runs/quality_deen_s1.log:" in r.stdout
@@ -154,30 +192,42 @@ def test_quality_shows_why_a_model_failed_and_records_no_time_for_a_sitting_that
     assert not (tmp_path / "results" / "quality" / "deen_timing.txt").exists()
     # seed 1 ran (an interrupted training), seed 2 failed: the sitting's time counts, and
     # each is told apart, the failed one not sent to resume as if merely unfinished
-    fake.write_text('#!/usr/bin/env bash\necho "$*" >> "$(dirname "$0")/calls.txt"\n'
-                    'case "$*" in *train.seed=2*) echo "error: bad" >&2; exit 2 ;; esac\n'
-                    'mkdir -p runs/quality_deen_s1\n'
-                    'echo \'{"epoch": 1, "epochs_done": 1.0, "step": 1, "val_bleu": 1.0}\' '
-                    '> runs/quality_deen_s1/valid_log.jsonl\n')
+    fake.write_text(
+        '#!/usr/bin/env bash\necho "$*" >> "$(dirname "$0")/calls.txt"\n'
+        'case "$*" in *train.seed=2*) echo "error: bad" >&2; exit 2 ;; esac\n'
+        "mkdir -p runs/quality_deen_s1\n"
+        'echo \'{"epoch": 1, "epochs_done": 1.0, "step": 1, "val_bleu": 1.0}\' '
+        "> runs/quality_deen_s1/valid_log.jsonl\n"
+    )
     r = _run(tmp_path, "deen", "2", NMT=str(fake), EPOCHS="2")
     assert r.returncode == 1
     assert "quality_deen_s1: trained" in r.stdout
-    assert "runs/quality_deen_s1 did not finish 2 epochs; run the script again to resume" \
-        in r.stderr
+    assert (
+        "runs/quality_deen_s1 did not finish 2 epochs; run the script again to resume" in r.stderr
+    )
     assert "runs/quality_deen_s2 failed (its error is above" in r.stderr
-    assert "2 models of configs/recipe_deen.yaml" in (
-        tmp_path / "results" / "quality" / "deen_timing.txt").read_text()
+    assert (
+        "2 models of configs/recipe_deen.yaml"
+        in (tmp_path / "results" / "quality" / "deen_timing.txt").read_text()
+    )
 
 
 def test_ablation_keeps_what_is_done_and_resumes_the_rest(tmp_path):
     fake = _tree(tmp_path, "ablation_deen.sh")
     (tmp_path / "results" / "ablation_deen").mkdir(parents=True)
     (tmp_path / "results" / "ablation_deen" / "tied.json").write_text("{}")
-    _log(tmp_path / "runs" / "ablation_deen_cgru", 2)                # trained, not scored
-    _log(tmp_path / "runs" / "ablation_deen_word-dropout", 1)        # interrupted
+    _log(tmp_path / "runs" / "ablation_deen_cgru", 2)  # trained, not scored
+    _log(tmp_path / "runs" / "ablation_deen_word-dropout", 1)  # interrupted
     (tmp_path / "runs" / "ablation_deen_word-dropout" / "last.pt").write_bytes(b"")
-    r = _run(tmp_path, "tied", "cgru", "word-dropout", script="ablation_deen.sh",
-             NMT=str(fake), EPOCHS="2")
+    r = _run(
+        tmp_path,
+        "tied",
+        "cgru",
+        "word-dropout",
+        script="ablation_deen.sh",
+        NMT=str(fake),
+        EPOCHS="2",
+    )
     assert r.returncode == 0, r.stderr
     assert "tied: results/ablation_deen/tied.json exists, kept" in r.stdout
     calls = (tmp_path / "calls.txt").read_text().splitlines()

@@ -29,6 +29,7 @@ V = 8
 
 # --- a stub model: log-probabilities from a table keyed by (previous piece, step) ---
 
+
 @dataclass
 class StubMemory:
     src_len: torch.Tensor  # (B,)
@@ -76,8 +77,11 @@ def _stub_src(lengths):
 
 def _greedy_trap(prev, t):
     """Greedy takes A (0.6) then EOS (0.5): P = 0.30. The best is B EOS: 0.4 * 0.9 = 0.36."""
-    return {BOS: {A: 0.6, B_: 0.4}, A: {EOS: 0.5, A: 0.3, B_: 0.2},
-            B_: {EOS: 0.9, A: 0.05, B_: 0.05}}.get(prev, {EOS: 1.0})
+    return {
+        BOS: {A: 0.6, B_: 0.4},
+        A: {EOS: 0.5, A: 0.3, B_: 0.2},
+        B_: {EOS: 0.9, A: 0.05, B_: 0.05},
+    }.get(prev, {EOS: 1.0})
 
 
 def test_beam_finds_the_sequence_greedy_misses():
@@ -102,18 +106,28 @@ def _short_or_long(prev, t):
     return {BOS: {A: 0.6, EOS: 0.4}, A: {EOS: 0.6, A: 0.2, B_: 0.2}}.get(prev, {EOS: 1.0})
 
 
-@pytest.mark.parametrize("penalty,alpha,best", [("none", 0.6, []), ("gnmt", 0.0, []),
-                                                ("average", 0.6, [A]), ("gnmt", 1.0, [A])])
+@pytest.mark.parametrize(
+    "penalty,alpha,best",
+    [("none", 0.6, []), ("gnmt", 0.0, []), ("average", 0.6, [A]), ("gnmt", 1.0, [A])],
+)
 def test_length_penalty_decides_between_short_and_long(penalty, alpha, best):
     # none: log .4 = -0.92 > log .36 = -1.02; average: -1.02/2 = -0.51 > -0.92;
     # gnmt alpha=1: -1.02 / (7/6) = -0.88 > -0.92 / 1
     src, src_len = _stub_src([2])
-    hyps = beam_search(TableModel(_short_or_long), src, src_len, beam_size=2, alpha=alpha,
-                       length_penalty=penalty, n_best=2)[0]
+    hyps = beam_search(
+        TableModel(_short_or_long),
+        src,
+        src_len,
+        beam_size=2,
+        alpha=alpha,
+        length_penalty=penalty,
+        n_best=2,
+    )[0]
     assert hyps[0].tokens == best
     for h in hyps:  # |Y| counts EOS; the second best may be longer (A B EOS under average)
         assert h.score == pytest.approx(
-            normalised_score(h.log_prob, len(h.tokens) + 1, penalty, alpha))
+            normalised_score(h.log_prob, len(h.tokens) + 1, penalty, alpha)
+        )
 
 
 def test_stops_at_eos_after_k_pieces():
@@ -147,8 +161,9 @@ def test_stops_at_length_limit_without_eos(K):
     for hyps, limit in zip(out, limits, strict=True):
         # cut at the limit: completed with EOS in place of the last piece, scored with it
         assert len(hyps) == K and all(len(h.tokens) == limit - 1 for h in hyps)
-        assert hyps[0].log_prob == pytest.approx((limit - 1) * math.log(0.25) + math.log(p_eos),
-                                                 abs=1e-4)
+        assert hyps[0].log_prob == pytest.approx(
+            (limit - 1) * math.log(0.25) + math.log(p_eos), abs=1e-4
+        )
     g = greedy(TableModel(never_eos), src, src_len, max_ratio=1.5)
     assert [len(h.tokens) for h in g] == [n - 1 for n in limits]
     assert [h.log_prob for h in g] == pytest.approx([h[0].log_prob for h in out], abs=1e-4)
@@ -157,22 +172,29 @@ def test_stops_at_length_limit_without_eos(K):
 
 def test_length_penalty_formulas():
     # gnmt (Wu et al. 2016, eq. 14): ((5 + |Y|) / 6) ** alpha
-    assert length_penalty_divisor(7, "gnmt", 1.0) == pytest.approx(2.0)   # 12 / 6
+    assert length_penalty_divisor(7, "gnmt", 1.0) == pytest.approx(2.0)  # 12 / 6
     assert length_penalty_divisor(19, "gnmt", 0.5) == pytest.approx(2.0)  # sqrt(24 / 6)
-    assert length_penalty_divisor(1, "gnmt", 0.6) == pytest.approx(1.0)   # (6 / 6) ** a
+    assert length_penalty_divisor(1, "gnmt", 0.6) == pytest.approx(1.0)  # (6 / 6) ** a
     assert normalised_score(-3.0, 7, "gnmt", 1.0) == pytest.approx(-1.5)
     assert normalised_score(-4.0, 19, "gnmt", 0.5) == pytest.approx(-2.0)
     assert normalised_score(-6.0, 3, "average") == pytest.approx(-2.0)
     assert normalised_score(-6.0, 3, "none") == pytest.approx(-6.0)
     lengths = torch.tensor([1.0, 7.0, 19.0])
-    assert torch.allclose(length_penalty_divisor(lengths, "gnmt", 1.0),
-                          torch.tensor([1.0, 2.0, 4.0]))
+    assert torch.allclose(
+        length_penalty_divisor(lengths, "gnmt", 1.0), torch.tensor([1.0, 2.0, 4.0])
+    )
 
 
-@pytest.mark.parametrize("kwargs,option", [
-    (dict(length_penalty="wu"), "length_penalty"), (dict(beam_size=0), "beam_size"),
-    (dict(beam_size=2, n_best=0), "n_best"), (dict(beam_size=2, n_best=3), "n_best"),
-    (dict(alpha=-0.1), "alpha")])
+@pytest.mark.parametrize(
+    "kwargs,option",
+    [
+        (dict(length_penalty="wu"), "length_penalty"),
+        (dict(beam_size=0), "beam_size"),
+        (dict(beam_size=2, n_best=0), "n_best"),
+        (dict(beam_size=2, n_best=3), "n_best"),
+        (dict(alpha=-0.1), "alpha"),
+    ],
+)
 def test_bad_options_raise(kwargs, option):
     src, src_len = _stub_src([2])
     with pytest.raises(ValueError, match=option):
@@ -182,6 +204,7 @@ def test_bad_options_raise(kwargs, option):
 
 
 # --- a real tiny model, briefly trained so that some sentences stop at EOS ---
+
 
 def _batch(src_vocab, tgt_vocab):
     return collate(encode_pairs([Pair(s, t, "") for s, t in TOY_PAIRS], src_vocab, tgt_vocab))
@@ -205,8 +228,13 @@ def _trained(vocabs, attention, order):
     return _TRAINED[attention, order]
 
 
-MODELS = [("additive", "bahdanau"), ("dot", "luong"), ("general", "bahdanau"),
-          ("scaled_dot", "luong"), ("none", "bahdanau")]
+MODELS = [
+    ("additive", "bahdanau"),
+    ("dot", "luong"),
+    ("general", "bahdanau"),
+    ("scaled_dot", "luong"),
+    ("none", "bahdanau"),
+]
 
 
 @pytest.mark.parametrize("attention,order", MODELS)
@@ -230,8 +258,9 @@ def test_beam_one_equals_greedy(toy_vocabs, attention, order):
 @pytest.mark.parametrize("penalty", LENGTH_PENALTIES)
 def test_n_best_sorted_distinct_and_scored(toy_vocabs, penalty):
     model, batch = _trained(toy_vocabs, "additive", "bahdanau"), _batch(*toy_vocabs)
-    out = beam_search(model, batch.src, batch.src_len, beam_size=5, n_best=5,
-                      length_penalty=penalty)
+    out = beam_search(
+        model, batch.src, batch.src_len, beam_size=5, n_best=5, length_penalty=penalty
+    )
     assert len(out) == batch.src.size(0)
     for hyps, n_src in zip(out, batch.src_len.tolist(), strict=True):
         assert len(hyps) == 5
@@ -245,17 +274,20 @@ def test_n_best_sorted_distinct_and_scored(toy_vocabs, penalty):
             assert h.score == pytest.approx(normalised_score(h.log_prob, steps, penalty, 0.6))
 
 
-@pytest.mark.parametrize("attention,order", [("additive", "bahdanau"), ("dot", "luong"),
-                                             ("none", "bahdanau")])
+@pytest.mark.parametrize(
+    "attention,order", [("additive", "bahdanau"), ("dot", "luong"), ("none", "bahdanau")]
+)
 def test_batched_beam_equals_each_sentence_alone(toy_vocabs, attention, order):
     model, batch = _trained(toy_vocabs, attention, order), _batch(*toy_vocabs)
     batched = beam_search(model, batch.src, batch.src_len, beam_size=3, n_best=3)
     for i, n in enumerate(batch.src_len.tolist()):
-        alone = beam_search(model, batch.src[i:i + 1, :n], batch.src_len[i:i + 1],
-                            beam_size=3, n_best=3)[0]
+        alone = beam_search(
+            model, batch.src[i : i + 1, :n], batch.src_len[i : i + 1], beam_size=3, n_best=3
+        )[0]
         assert [h.tokens for h in alone] == [h.tokens for h in batched[i]]
-        assert [h.log_prob for h in alone] == pytest.approx([h.log_prob for h in batched[i]],
-                                                            abs=1e-4)
+        assert [h.log_prob for h in alone] == pytest.approx(
+            [h.log_prob for h in batched[i]], abs=1e-4
+        )
     assert any(n < batch.src.size(1) for n in batch.src_len.tolist())  # padding was there
 
 
@@ -269,9 +301,15 @@ E_ = 8
 V9 = 9
 # Markov on the last piece (shared/cases/NMT-15/step_table.json); EOS's own row must never
 # be used by a correct search.
-MARKOV = {BOS: {A: 0.55, B_: 0.30, EOS: 0.15}, A: {EOS: 0.60, C: 0.40},
-          B_: {D: 0.90, EOS: 0.10}, C: {EOS: 1.0}, D: {E_: 0.90, EOS: 0.10}, E_: {EOS: 1.0},
-          EOS: {EOS: 0.5, A: 0.5}}
+MARKOV = {
+    BOS: {A: 0.55, B_: 0.30, EOS: 0.15},
+    A: {EOS: 0.60, C: 0.40},
+    B_: {D: 0.90, EOS: 0.10},
+    C: {EOS: 1.0},
+    D: {E_: 0.90, EOS: 0.10},
+    E_: {EOS: 1.0},
+    EOS: {EOS: 0.5, A: 0.5},
+}
 LIMIT = 5
 
 
@@ -305,28 +343,35 @@ def _exhaustive(kind, alpha):
     return sorted(out, key=lambda x: -x[1])
 
 
-@pytest.mark.parametrize("kind, alpha", [("average", 0.6), ("gnmt", 1.0), ("gnmt", 0.6),
-                                         ("none", 0.6)])
+@pytest.mark.parametrize(
+    "kind, alpha", [("average", 0.6), ("gnmt", 1.0), ("gnmt", 0.6), ("none", 0.6)]
+)
 @pytest.mark.parametrize("K", [2, 3, 6])
 def test_beam_matches_the_exhaustive_best_under_every_length_penalty(monkeypatch, kind, alpha, K):
     import nmt.inference.search as search
 
-    monkeypatch.setattr(search, "max_output_length",
-                        lambda src_len, ratio, extra=10: torch.full_like(src_len, LIMIT))
+    monkeypatch.setattr(
+        search,
+        "max_output_length",
+        lambda src_len, ratio, extra=10: torch.full_like(src_len, LIMIT),
+    )
     src, src_len = _stub_src([2])
     ref = _exhaustive(kind, alpha)
-    out = beam_search(MarkovModel(), src, src_len, beam_size=K, length_penalty=kind,
-                      alpha=alpha, n_best=2)[0]
+    out = beam_search(
+        MarkovModel(), src, src_len, beam_size=K, length_penalty=kind, alpha=alpha, n_best=2
+    )[0]
     assert out[0].tokens == ref[0][0]
     assert out[0].score == pytest.approx(ref[0][1], abs=1e-6)
     if K == 6:  # a beam as wide as the tree: the whole n-best list is exact
         assert [(h.tokens, round(h.score, 6)) for h in out] == [
-            (t, round(sc, 6)) for t, sc in ref[:2]]
+            (t, round(sc, 6)) for t, sc in ref[:2]
+        ]
     # every returned hypothesis is scored by the same rule as the best one
     for h in out:
         assert h.complete
         assert h.score == pytest.approx(
-            normalised_score(h.log_prob, len(h.tokens) + 1, kind, alpha), abs=1e-9)
+            normalised_score(h.log_prob, len(h.tokens) + 1, kind, alpha), abs=1e-9
+        )
 
 
 def test_average_penalty_beam2_no_longer_stops_at_k_finished(monkeypatch):
@@ -334,11 +379,15 @@ def test_average_penalty_beam2_no_longer_stops_at_k_finished(monkeypatch):
     was still open and is the exhaustive best."""
     import nmt.inference.search as search
 
-    monkeypatch.setattr(search, "max_output_length",
-                        lambda src_len, ratio, extra=10: torch.full_like(src_len, LIMIT))
+    monkeypatch.setattr(
+        search,
+        "max_output_length",
+        lambda src_len, ratio, extra=10: torch.full_like(src_len, LIMIT),
+    )
     src, src_len = _stub_src([2])
-    out = beam_search(MarkovModel(), src, src_len, beam_size=2, length_penalty="average",
-                      n_best=2)[0]
+    out = beam_search(MarkovModel(), src, src_len, beam_size=2, length_penalty="average", n_best=2)[
+        0
+    ]
     assert [h.tokens for h in out] == [[B_, D, E_], [A, C]]
     assert out[0].score == pytest.approx(math.log(0.3 * 0.9 * 0.9) / 4, abs=1e-6)
 
@@ -348,8 +397,15 @@ def test_hypotheses_cut_at_the_limit_are_flagged_and_ranked_by_the_same_rule():
         return {A: 0.5, B_: 0.5}
 
     src, src_len = _stub_src([1])
-    out = beam_search(TableModel(never_eos), src, src_len, beam_size=3, n_best=3,
-                      length_penalty="average", max_ratio=1.0)[0]
+    out = beam_search(
+        TableModel(never_eos),
+        src,
+        src_len,
+        beam_size=3,
+        n_best=3,
+        length_penalty="average",
+        max_ratio=1.0,
+    )[0]
     limit = int(max_output_length(src_len, 1.0)[0])
     assert all(not h.complete and len(h.tokens) == limit - 1 for h in out)
     for h in out:  # |Y| counts the EOS that completed it
@@ -376,13 +432,18 @@ class RunOnModel(MarkovModel):
 def test_n_best_lists_hold_translations_before_hypotheses_cut_at_the_limit(monkeypatch, kind):
     import nmt.inference.search as search
 
-    monkeypatch.setattr(search, "max_output_length",
-                        lambda src_len, ratio, extra=10: torch.full_like(src_len, 3))
+    monkeypatch.setattr(
+        search, "max_output_length", lambda src_len, ratio, extra=10: torch.full_like(src_len, 3)
+    )
     src, src_len = _stub_src([2])
 
     def ranked(complete):  # (tokens, P incl. EOS) best first under the penalty in use
-        return [t for t, p in sorted(complete, key=lambda c: -normalised_score(
-            math.log(c[1]), len(c[0]) + 1, kind, 0.6))]
+        return [
+            t
+            for t, p in sorted(
+                complete, key=lambda c: -normalised_score(math.log(c[1]), len(c[0]) + 1, kind, 0.6)
+            )
+        ]
 
     # beam 2 finds B EOS and A A EOS; the cut A A A, though it scores best, is not listed
     two = beam_search(RunOnModel(), src, src_len, beam_size=2, n_best=2, length_penalty=kind)[0]
@@ -392,23 +453,24 @@ def test_n_best_lists_hold_translations_before_hypotheses_cut_at_the_limit(monke
     assert one[0].complete and one[0].tokens == two[0].tokens
     # at a limit of 3, beam 4's open A A ends with an EOS it would choose anyway: three
     # complete hypotheses, nothing cut
-    four = beam_search(RunOnModel(), src, src_len, beam_size=4, n_best=4,
-                       length_penalty=kind)[0]
+    four = beam_search(RunOnModel(), src, src_len, beam_size=4, n_best=4, length_penalty=kind)[0]
     assert [h.tokens for h in four] == ranked([([B_], 0.1), ([A], 0.09), ([A, A], 0.081)])
     assert all(h.complete for h in four)
 
 
 @pytest.mark.parametrize("kind", LENGTH_PENALTIES)
 @pytest.mark.parametrize("K", [1, 2])
-def test_a_hypothesis_cut_at_the_limit_is_completed_with_eos_and_scored_with_it(monkeypatch,
-                                                                               kind, K):
+def test_a_hypothesis_cut_at_the_limit_is_completed_with_eos_and_scored_with_it(
+    monkeypatch, kind, K
+):
     """At a limit of 2, A's best piece is A (0.9), not EOS (0.1): A is cut, completed with
     EOS and scored with it (log 0.9 + log 0.1), ranked after the complete B EOS (beam 2),
     and greedy's (beam 1's) only hypothesis."""
     import nmt.inference.search as search
 
-    monkeypatch.setattr(search, "max_output_length",
-                        lambda src_len, ratio, extra=10: torch.full_like(src_len, 2))
+    monkeypatch.setattr(
+        search, "max_output_length", lambda src_len, ratio, extra=10: torch.full_like(src_len, 2)
+    )
     src, src_len = _stub_src([2])
     hyps = beam_search(RunOnModel(), src, src_len, beam_size=K, n_best=K, length_penalty=kind)[0]
     if K == 1:
@@ -426,30 +488,35 @@ def test_a_hypothesis_cut_at_the_limit_is_completed_with_eos_and_scored_with_it(
 
 
 @pytest.mark.parametrize("K", [1, 3])
-def test_scores_of_complete_and_cut_hypotheses_agree_with_forced_decoding(toy_vocabs, K,
-                                                                          monkeypatch):
+def test_scores_of_complete_and_cut_hypotheses_agree_with_forced_decoding(
+    toy_vocabs, K, monkeypatch
+):
     import nmt.inference.search as search
     from nmt.serve.forced import forced_pass
 
     # limits as long as the sources: some hypotheses end within them, some are cut
-    monkeypatch.setattr(search, "max_output_length",
-                        lambda src_len, ratio, extra=10: src_len // 2)
+    monkeypatch.setattr(search, "max_output_length", lambda src_len, ratio, extra=10: src_len // 2)
     model, batch = _trained(toy_vocabs, "additive", "bahdanau"), _batch(*toy_vocabs)
     if K == 1:
         nbest = [[h] for h in greedy(model, batch.src, batch.src_len)]
     else:
-        nbest = beam_search(model, batch.src, batch.src_len, beam_size=K, n_best=K,
-                            length_penalty="average")
+        nbest = beam_search(
+            model, batch.src, batch.src_len, beam_size=K, n_best=K, length_penalty="average"
+        )
     kinds = set()
     for i, hyps in enumerate(nbest):
         n = int(batch.src_len[i])
         targets = [h.tokens + [EOS] for h in hyps]  # a cut one is completed with EOS
-        for h, t, f in zip(hyps, targets, forced_pass(model, batch.src[i, :n].tolist(),
-                                                       targets), strict=True):
+        for h, t, f in zip(
+            hyps, targets, forced_pass(model, batch.src[i, :n].tolist(), targets), strict=True
+        ):
             kinds.add(h.complete)
             assert h.log_prob == pytest.approx(sum(f.token_logprobs), abs=1e-4)
-            want = sum(f.token_logprobs) if K == 1 else normalised_score(
-                sum(f.token_logprobs), len(t), "average")
+            want = (
+                sum(f.token_logprobs)
+                if K == 1
+                else normalised_score(sum(f.token_logprobs), len(t), "average")
+            )
             assert h.score == pytest.approx(want, abs=1e-4)
     assert kinds == {True, False}  # both kinds were checked
 
@@ -466,10 +533,13 @@ def _rows_per_step(model, monkeypatch) -> list[int]:
     return rows
 
 
-@pytest.mark.parametrize("attention,order", [("additive", "bahdanau"), ("multihead", "luong"),
-                                             ("local_p", "luong"), ("none", "bahdanau")])
+@pytest.mark.parametrize(
+    "attention,order",
+    [("additive", "bahdanau"), ("multihead", "luong"), ("local_p", "luong"), ("none", "bahdanau")],
+)
 def test_greedy_drops_finished_sentences_and_equals_each_sentence_alone(
-        toy_vocabs, attention, order, monkeypatch):
+    toy_vocabs, attention, order, monkeypatch
+):
     model, batch = _trained(toy_vocabs, attention, order), _batch(*toy_vocabs)
     B = batch.src.size(0)
     rows = _rows_per_step(model, monkeypatch)
@@ -483,15 +553,14 @@ def test_greedy_drops_finished_sentences_and_equals_each_sentence_alone(
     assert rows == [sum(n > t for n in steps) for t in range(len(rows))]
     assert rows[-1] < B
     for i, n in enumerate(batch.src_len.tolist()):
-        (alone,) = greedy(model, batch.src[i:i + 1, :n], batch.src_len[i:i + 1])
+        (alone,) = greedy(model, batch.src[i : i + 1, :n], batch.src_len[i : i + 1])
         assert alone.tokens == batched[i].tokens
         assert alone.log_prob == pytest.approx(batched[i].log_prob, abs=1e-4)
         if alone.attention is not None:
             assert torch.allclose(alone.attention, batched[i].attention, atol=1e-5)
 
 
-def test_beam_steps_once_per_sentence_first_and_drops_finished_sentences(toy_vocabs,
-                                                                         monkeypatch):
+def test_beam_steps_once_per_sentence_first_and_drops_finished_sentences(toy_vocabs, monkeypatch):
     model, batch = _trained(toy_vocabs, "additive", "bahdanau"), _batch(*toy_vocabs)
     B, K = batch.src.size(0), 4
     rows = _rows_per_step(model, monkeypatch)
@@ -501,8 +570,6 @@ def test_beam_steps_once_per_sentence_first_and_drops_finished_sentences(toy_voc
     assert all(r % K == 0 for r in rows[1:])
     assert rows[-1] < B * K  # sentences that were done left the batch
     assert rows[1:] == sorted(rows[1:], reverse=True)
-
-
 
 
 def test_beam_one_equals_greedy_on_exact_ties():

@@ -39,7 +39,7 @@ def test_a_sentence_alone_and_in_any_batch_gets_the_same_n_best(toy_vocabs, atte
         order = [0, *reversed(range(B))]
         mixed = _decode(model, batch.src[order], batch.src_len[order], K, dtype)
         for i, n in enumerate(batch.src_len.tolist()):
-            alone = _decode(model, batch.src[i:i + 1, :n], batch.src_len[i:i + 1], K, dtype)[0]
+            alone = _decode(model, batch.src[i : i + 1, :n], batch.src_len[i : i + 1], K, dtype)[0]
             _same(alone, full[i])
             _same(alone, mixed[order.index(i)])
             _same(alone, mixed[0] if i == 0 else alone)

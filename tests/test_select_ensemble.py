@@ -27,10 +27,18 @@ def runs(toy_vocabs, tmp_path):
         write_split(data, split, "en", [t for _, t in TOY_PAIRS])
     other = train_vocab([t.upper() for _, t in TOY_PAIRS] * 5, vocab_size=44, model_type="bpe")
     made = {}
-    for name, attention, vocabs in (("a", "additive", toy_vocabs), ("b", "dot", toy_vocabs),
-                                    ("c", "additive", (toy_vocabs[0], other))):
-        cfg = from_dict({"name": f"run_{name}", "model": {**SIZES, "attention": attention},
-                         "data": {"source": "dir", "path": str(data), "test_splits": ["test"]}})
+    for name, attention, vocabs in (
+        ("a", "additive", toy_vocabs),
+        ("b", "dot", toy_vocabs),
+        ("c", "additive", (toy_vocabs[0], other)),
+    ):
+        cfg = from_dict(
+            {
+                "name": f"run_{name}",
+                "model": {**SIZES, "attention": attention},
+                "data": {"source": "dir", "path": str(data), "test_splits": ["test"]},
+            }
+        )
         model = tiny_model(*vocabs, attention=attention).eval()
         save_atomic(make_payload(cfg, model, *vocabs), tmp_path / name / "best.pt")
         made[name] = tmp_path / name
@@ -39,8 +47,10 @@ def runs(toy_vocabs, tmp_path):
 
 def test_select_of_two_runs_chooses_the_ensembles_alpha_on_val(runs, tmp_path):
     js = tmp_path / "select.json"
-    r = CliRunner().invoke(app, ["select", str(runs["a"]), str(runs["b"]), *FAST,
-                                 "--alphas", "0.6,1.4", "--json", str(js)])
+    r = CliRunner().invoke(
+        app,
+        ["select", str(runs["a"]), str(runs["b"]), *FAST, "--alphas", "0.6,1.4", "--json", str(js)],
+    )
     assert r.exit_code == 0, r.output
     summary = json.loads(js.read_text())
     assert [m["run"] for m in summary["members"]] == [str(runs["a"]), str(runs["b"])]
@@ -52,9 +62,24 @@ def test_select_of_two_runs_chooses_the_ensembles_alpha_on_val(runs, tmp_path):
     assert test["signature"].startswith("nrefs:1|") and test["papers_signature"]
     # the ensemble's test score is what nmt evaluate --ensemble gives with the chosen alpha
     scores = tmp_path / "scores.json"
-    r2 = CliRunner().invoke(app, ["evaluate", "--ensemble", *ens["checkpoints"], "--split",
-                                  "test", "--beam", "2", "--alpha", str(ens["alpha"]),
-                                  "--device", "cpu", "--json", str(scores)])
+    r2 = CliRunner().invoke(
+        app,
+        [
+            "evaluate",
+            "--ensemble",
+            *ens["checkpoints"],
+            "--split",
+            "test",
+            "--beam",
+            "2",
+            "--alpha",
+            str(ens["alpha"]),
+            "--device",
+            "cpu",
+            "--json",
+            str(scores),
+        ],
+    )
     assert r2.exit_code == 0, r2.output
     assert json.loads(scores.read_text())[-1]["bleu"] == pytest.approx(test["beam_bleu"])
     assert "ensemble of 2:" in r.stdout and f"member {runs['b']}:" in r.stdout

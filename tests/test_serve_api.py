@@ -36,8 +36,9 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def client(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[TestClient]:
+def client(
+    models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TestClient]:
     synthetic = synthetic_study(tmp_path_factory.mktemp("study") / "synthetic")
     with TestClient(build_app(models, [REAL_STUDY, synthetic])) as c:  # one event loop
         yield c
@@ -67,9 +68,15 @@ def test_health_and_models(client: TestClient, models: dict[str, Path]) -> None:
     assert h["threads"] == 1
     info = client.get("/api/models").json()
     assert info["default"] == ["additive", "none"]
-    assert info["limits"] == {"max_lines": 32, "max_chars": 2000, "max_pieces": 400,
-                              "max_beam": 16, "max_body_bytes": 1 << 20,
-                              "max_search_work": 64_000, "max_answer_numbers": 5_000_000}
+    assert info["limits"] == {
+        "max_lines": 32,
+        "max_chars": 2000,
+        "max_pieces": 400,
+        "max_beam": 16,
+        "max_body_bytes": 1 << 20,
+        "max_search_work": 64_000,
+        "max_answer_numbers": 5_000_000,
+    }
     by_id = {m["id"]: m for m in info["models"]}
     for mid, m in by_id.items():
         assert m["direction"] == "de->en" and m["attention"] == mid
@@ -89,9 +96,16 @@ def test_test_bleu_stored_beside_the_checkpoint(models: dict[str, Path], tmp_pat
 
     ck = tmp_path / "best.pt"
     shutil.copy(models["none"], ck)
-    (tmp_path / "select.json").write_text(json.dumps({
-        "chosen_checkpoint": str(ck), "beam": 5, "alpha": 1.0,
-        "test": {"test_2016_flickr": {"beam_bleu": 12.5, "signature": "nrefs:1|tok:13a"}}}))
+    (tmp_path / "select.json").write_text(
+        json.dumps(
+            {
+                "chosen_checkpoint": str(ck),
+                "beam": 5,
+                "alpha": 1.0,
+                "test": {"test_2016_flickr": {"beam_bleu": 12.5, "signature": "nrefs:1|tok:13a"}},
+            }
+        )
+    )
     entry = load_entry("n", ck, torch.device("cpu"), 1)
     tb = entry.info["test_bleu"]
     assert tb["bleu"] == 12.5 and tb["split"] == "test_2016_flickr"
@@ -99,8 +113,15 @@ def test_test_bleu_stored_beside_the_checkpoint(models: dict[str, Path], tmp_pat
 
 
 def test_translate_shapes_scores_and_nbest_order(client: TestClient) -> None:
-    d = ok(client, lines=LINES[:2], models=["multihead", "additive", "none"], beam=3, n_best=3,
-           top_k=2, references=["A man rides a bike.", None])
+    d = ok(
+        client,
+        lines=LINES[:2],
+        models=["multihead", "additive", "none"],
+        beam=3,
+        n_best=3,
+        top_k=2,
+        references=["A man rides a bike.", None],
+    )
     assert [r["model"] for r in d["results"]] == ["multihead", "additive", "none"]
     assert d["time_ms"] > 0 and d["bleu_signature"].startswith("nrefs:1")
     for r in d["results"]:
@@ -135,10 +156,15 @@ def test_translate_shapes_scores_and_nbest_order(client: TestClient) -> None:
                 if r["model"] == "multihead":
                     heads = h["heads"]
                     assert len(heads) == 2 and all(len(x) == T and len(x[0]) == S for x in heads)
-                    mean = [[(a + b) / 2 for a, b in zip(ra, rb, strict=True)]
-                            for ra, rb in zip(*heads, strict=True)]
-                    assert all(abs(m - a) < 1e-4 for rm, ra in zip(mean, att, strict=True)
-                               for m, a in zip(rm, ra, strict=True))
+                    mean = [
+                        [(a + b) / 2 for a, b in zip(ra, rb, strict=True)]
+                        for ra, rb in zip(*heads, strict=True)
+                    ]
+                    assert all(
+                        abs(m - a) < 1e-4
+                        for rm, ra in zip(mean, att, strict=True)
+                        for m, a in zip(rm, ra, strict=True)
+                    )
                 else:
                     assert h["heads"] is None
             assert (line["bleu"] is None) == (i == 1) and (line["chrf"] is None) == (i == 1)
@@ -147,8 +173,9 @@ def test_translate_shapes_scores_and_nbest_order(client: TestClient) -> None:
                 assert line["len_ratio"] > 0 and 0 <= line["bleu"] <= 100
 
 
-def test_alignment_and_text_match_nmt_translate(client: TestClient,
-                                                models: dict[str, Path]) -> None:
+def test_alignment_and_text_match_nmt_translate(
+    client: TestClient, models: dict[str, Path]
+) -> None:
     from nmt.inference.translator import Translator
 
     for name in ("additive", "multihead", "none"):
@@ -162,9 +189,14 @@ def test_alignment_and_text_match_nmt_translate(client: TestClient,
             else:
                 assert line["hypotheses"][0]["alignment"] == tr.attention.argmax(1).tolist()
     # and what the command prints: per target piece the most attended source piece
-    r = subprocess.run([sys.executable, "-m", "nmt", "translate", str(models["additive"]),
-                        "--attention"], input=LINES[1] + "\n", capture_output=True, text=True,
-                       cwd=REPO, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "nmt", "translate", str(models["additive"]), "--attention"],
+        input=LINES[1] + "\n",
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     printed = [m.groups() for m in re.finditer(r"^\s*(\S+) <- (\S+)\s+[0-9.]+$", r.stderr, re.M)]
     line = ok(client, lines=[LINES[1]], models=["additive"])["results"][0]["lines"][0]
@@ -195,25 +227,41 @@ def test_forced_prefix_starts_every_hypothesis(client: TestClient) -> None:
     assert g["results"][0]["lines"][0]["text"].startswith("A dog")
 
 
-@pytest.mark.parametrize("body, limit, value, line, field", [
-    ({"lines": ["Ein Hund."] * 33}, "max_lines", 33, None, "lines"),
-    ({"lines": ["Ein Hund.", "x" * 2001]}, "max_chars", 2001, 1, "lines"),
-    ({"lines": ["Ein Hund."], "beam": 17}, "max_beam", 17, None, "beam"),
-    ({"lines": ["Ein Hund."], "references": ["A dog."] * 33}, "max_lines", 33, None,
-     "references"),
-    ({"lines": ["Ein Hund."], "references": ["y" * 2500]}, "max_chars", 2500, 0, "references"),
-    ({"lines": ["Ein Hund."], "prefix": "z" * 2001}, "max_chars", 2001, 0, "prefix"),
-    ({"lines": ["Ein Hund.", "a " * 999]}, "max_pieces", None, 1, "lines"),
-])
-def test_limits_answer_413_naming_limit_value_and_line(client: TestClient, body: dict[str, Any],
-                                                       limit: str, value: int | None,
-                                                       line: int | None, field: str) -> None:
+@pytest.mark.parametrize(
+    "body, limit, value, line, field",
+    [
+        ({"lines": ["Ein Hund."] * 33}, "max_lines", 33, None, "lines"),
+        ({"lines": ["Ein Hund.", "x" * 2001]}, "max_chars", 2001, 1, "lines"),
+        ({"lines": ["Ein Hund."], "beam": 17}, "max_beam", 17, None, "beam"),
+        (
+            {"lines": ["Ein Hund."], "references": ["A dog."] * 33},
+            "max_lines",
+            33,
+            None,
+            "references",
+        ),
+        ({"lines": ["Ein Hund."], "references": ["y" * 2500]}, "max_chars", 2500, 0, "references"),
+        ({"lines": ["Ein Hund."], "prefix": "z" * 2001}, "max_chars", 2001, 0, "prefix"),
+        ({"lines": ["Ein Hund.", "a " * 999]}, "max_pieces", None, 1, "lines"),
+    ],
+)
+def test_limits_answer_413_naming_limit_value_and_line(
+    client: TestClient,
+    body: dict[str, Any],
+    limit: str,
+    value: int | None,
+    line: int | None,
+    field: str,
+) -> None:
     r = post(client, **body)
     assert r.status_code == 413, r.text
     e = r.json()
     assert e["error"] == "limit_exceeded" and e["limit"] == limit and e["field"] == field
-    assert e["line"] == line and e["max"] == {"max_lines": 32, "max_chars": 2000,
-                                              "max_beam": 16, "max_pieces": 400}[limit]
+    assert (
+        e["line"] == line
+        and e["max"]
+        == {"max_lines": 32, "max_chars": 2000, "max_beam": 16, "max_pieces": 400}[limit]
+    )
     assert e["value"] == value if value is not None else e["value"] > 400
     assert limit in e["message"]
     if limit == "max_pieces":
@@ -224,8 +272,11 @@ def test_truncate_cuts_instead_of_413_and_body_limit(client: TestClient) -> None
     d = ok(client, lines=["a " * 999], models=["none"], beam=1, truncate=True)
     line = d["results"][0]["lines"][0]
     assert line["truncated"] and len(line["src_pieces"]) == 401
-    r = client.post("/api/translate", content=b'{"lines": ["' + b"x" * (1 << 20) + b'"]}',
-                    headers={"content-type": "application/json"})
+    r = client.post(
+        "/api/translate",
+        content=b'{"lines": ["' + b"x" * (1 << 20) + b'"]}',
+        headers={"content-type": "application/json"},
+    )
     assert r.status_code == 413 and r.json()["limit"] == "max_body_bytes"
 
 
@@ -238,32 +289,39 @@ def test_empty_and_unknown_lines(client: TestClient) -> None:
     assert r.status_code == 422 and r.json()["line"] == 0
 
 
-@pytest.mark.parametrize("body, status, error", [
-    ({"lines": ["x"], "beam": 0}, 422, "invalid_request"),
-    ({"lines": ["x"], "alpha": -1}, 422, "invalid_request"),
-    ({"lines": ["x"], "length_penalty": "long"}, 422, "invalid_request"),
-    ({"lines": ["x"], "surprise": 1}, 422, "invalid_request"),
-    ({"lines": []}, 422, "invalid_request"),
-    ({"lines": "Ein Hund."}, 422, "invalid_request"),
-    ({"lines": ["x"], "n_best": 4, "beam": 3}, 400, "bad_option"),
-    ({"lines": ["x"], "n_best": 2, "beam": 1}, 400, "bad_option"),
-    ({"lines": ["x", "y"], "references": ["a"]}, 400, "bad_option"),
-    ({"lines": ["x"], "models": ["none", "none"]}, 400, "bad_option"),
-    ({"lines": ["x"], "models": ["transformer"]}, 404, "unknown_model"),
-])
-def test_bad_options_and_unknown_models(client: TestClient, body: dict[str, Any], status: int,
-                                        error: str) -> None:
+@pytest.mark.parametrize(
+    "body, status, error",
+    [
+        ({"lines": ["x"], "beam": 0}, 422, "invalid_request"),
+        ({"lines": ["x"], "alpha": -1}, 422, "invalid_request"),
+        ({"lines": ["x"], "length_penalty": "long"}, 422, "invalid_request"),
+        ({"lines": ["x"], "surprise": 1}, 422, "invalid_request"),
+        ({"lines": []}, 422, "invalid_request"),
+        ({"lines": "Ein Hund."}, 422, "invalid_request"),
+        ({"lines": ["x"], "n_best": 4, "beam": 3}, 400, "bad_option"),
+        ({"lines": ["x"], "n_best": 2, "beam": 1}, 400, "bad_option"),
+        ({"lines": ["x", "y"], "references": ["a"]}, 400, "bad_option"),
+        ({"lines": ["x"], "models": ["none", "none"]}, 400, "bad_option"),
+        ({"lines": ["x"], "models": ["transformer"]}, 404, "unknown_model"),
+    ],
+)
+def test_bad_options_and_unknown_models(
+    client: TestClient, body: dict[str, Any], status: int, error: str
+) -> None:
     r = post(client, **body)
     assert r.status_code == status, r.text
     assert r.json()["error"] == error and r.json()["message"]
 
 
 def test_other_errors_are_json_never_200(client: TestClient) -> None:
-    for method, path, status in (("get", "/api/nothing", 404), ("get", "/api/translate", 405),
-                                 ("get", "/api/studies/nope", 404),
-                                 ("get", "/api/examples?split=nope", 404),
-                                 ("get", "/api/examples?split=test_2016_flickr&bucket=x", 400),
-                                 ("get", "/api/examples?split=test_2016_flickr&limit=201", 422)):
+    for method, path, status in (
+        ("get", "/api/nothing", 404),
+        ("get", "/api/translate", 405),
+        ("get", "/api/studies/nope", 404),
+        ("get", "/api/examples?split=nope", 404),
+        ("get", "/api/examples?split=test_2016_flickr&bucket=x", 400),
+        ("get", "/api/examples?split=test_2016_flickr&limit=201", 422),
+    ):
         r = getattr(client, method)(path)
         assert r.status_code == status, (path, r.text)
         body = r.json()
@@ -307,7 +365,9 @@ def test_concurrent_requests_equal_sequential_ones(client: TestClient) -> None:
 
 def test_study_buckets_and_example_ids(client: TestClient) -> None:
     assert [s["name"] for s in client.get("/api/studies").json()["studies"]] == [
-        "deen_long_study", "synthetic"]
+        "deen_long_study",
+        "synthetic",
+    ]
     s = client.get("/api/studies/synthetic").json()
     (ts,) = s["test_sets"]
     assert ts["name"] == "test_2016_flickr" and ts["systems"] == ["none", "additive"]
@@ -335,16 +395,20 @@ def test_testsets_and_examples_by_bucket(client: TestClient) -> None:
     index = {s["name"]: s for s in client.get("/api/testsets").json()["sets"]}
     assert {"test_2016_flickr", "test_2016_flickr_joined", "test_2017_flickr"} <= set(index)
     joined = {b["label"]: b["n"] for b in index["test_2016_flickr_joined"]["buckets"]}
-    ex = client.get("/api/examples", params={"split": "test_2016_flickr_joined",
-                                             "bucket": "31-40", "limit": 3}).json()
+    ex = client.get(
+        "/api/examples", params={"split": "test_2016_flickr_joined", "bucket": "31-40", "limit": 3}
+    ).json()
     assert ex["total"] == joined["31-40"] > 0 and ex["bucket"] == "31-40"
     assert len(ex["examples"]) == 3 and all(31 <= e["words"] <= 40 for e in ex["examples"])
-    nxt = client.get("/api/examples", params={"split": "test_2016_flickr_joined",
-                                              "bucket": "31-40", "limit": 3, "offset": 3}).json()
+    nxt = client.get(
+        "/api/examples",
+        params={"split": "test_2016_flickr_joined", "bucket": "31-40", "limit": 3, "offset": 3},
+    ).json()
     assert not {e["id"] for e in ex["examples"]} & {e["id"] for e in nxt["examples"]}
     for label in ("61+", "61-"):
-        open_end = client.get("/api/examples", params={"split": "test_2016_flickr_joined",
-                                                       "bucket": label}).json()
+        open_end = client.get(
+            "/api/examples", params={"split": "test_2016_flickr_joined", "bucket": label}
+        ).json()
         assert open_end["total"] == joined["61+"] and open_end["bucket"] == "61+"
 
 
@@ -389,6 +453,11 @@ def test_safe_defaults_and_bad_command_lines(models: dict[str, Path], tmp_path: 
     (tmp_path / "results.json").write_text("{}")
     with pytest.raises(StudyError, match="not a study report"):
         build(ServeOptions(models=[f"x={models['none']}"], studies=[tmp_path]))
-    r = subprocess.run([sys.executable, "-m", "nmt", "serve", "--help"], capture_output=True,
-                       text=True, cwd=REPO, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "nmt", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     assert r.returncode == 0 and "127.0.0.1" in r.stdout and "--model" in r.stdout

@@ -23,9 +23,12 @@ from serve_support import LINES, build_app, tiny_models
 
 pytestmark = pytest.mark.slow  # every test here trains or serves a model
 
-MORE = ["Ein Junge springt ins Wasser.", "Zwei Männer stehen an einer Straße.",
-        "Ein Hund läuft über eine grüne Wiese mit vielen Blumen.",
-        "Eine Gruppe von Menschen sitzt an einem langen Tisch und isst zusammen."]
+MORE = [
+    "Ein Junge springt ins Wasser.",
+    "Zwei Männer stehen an einer Straße.",
+    "Ein Hund läuft über eine grüne Wiese mit vielen Blumen.",
+    "Eine Gruppe von Menschen sitzt an einem langen Tisch und isst zusammen.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +67,8 @@ def settled(client: TestClient, model: str) -> str:
 def test_batched_answers_equal_solo_answers(models: dict[str, Path]) -> None:
     bodies: list[dict[str, Any]] = [
         {"lines": [line], "beam": 3, "n_best": 2, "models": ["additive", "none"]}
-        for line in LINES + MORE]
+        for line in LINES + MORE
+    ]
     bodies[1]["lines"] = [MORE[0], LINES[1], MORE[3]]  # several lines in one request
     bodies[2]["top_k"] = 3  # alternatives for one request of the batch only
     bodies[3]["references"] = ["A dog runs."]
@@ -81,14 +85,19 @@ def test_batched_answers_equal_solo_answers(models: dict[str, Path]) -> None:
         assert a.status_code == 200, a.text
         close(a.json(), s)
     # the lines were searched together: fewer searches than (request, model) pairs
-    searches = float(next(x for x in metrics.splitlines()
-                          if x.startswith('nmt_serve_batch_lines_count{model="additive"}')
-                          ).split()[-1])
+    searches = float(
+        next(
+            x
+            for x in metrics.splitlines()
+            if x.startswith('nmt_serve_batch_lines_count{model="additive"}')
+        ).split()[-1]
+    )
     assert searches < sum("additive" in b["models"] for b in bodies)
 
 
 def test_a_request_past_its_deadline_is_503_and_not_searched(
-        models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import nmt.serve.batcher as serve_batcher
 
     real = serve_batcher.run_jobs
@@ -121,7 +130,8 @@ def test_a_request_past_its_deadline_is_503_and_not_searched(
 
 
 def test_a_client_gone_while_queued_is_dropped_before_its_search(
-        models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import starlette.requests
 
     import nmt.serve.batcher as serve_batcher
@@ -150,8 +160,7 @@ def test_a_client_gone_while_queued_is_dropped_before_its_search(
         first = pool.submit(client.post, "/api/translate", json={"lines": [LINES[0]]})
         while not searched:
             time.sleep(0.01)
-        left = client.post("/api/translate", json={"lines": [LINES[1]]},
-                           headers={"x-leaves": "1"})
+        left = client.post("/api/translate", json={"lines": [LINES[1]]}, headers={"x-leaves": "1"})
         release.set()
         assert first.result().status_code == 200
         settled(client, "none")
@@ -159,8 +168,11 @@ def test_a_client_gone_while_queued_is_dropped_before_its_search(
         assert searched == [LINES[0]]  # the one that left was not searched
         # both places came back: queue 2 takes two more at once
         with ThreadPoolExecutor(2) as more:
-            again = list(more.map(lambda line: client.post(
-                "/api/translate", json={"lines": [line]}), LINES[:2]))
+            again = list(
+                more.map(
+                    lambda line: client.post("/api/translate", json={"lines": [line]}), LINES[:2]
+                )
+            )
         assert [a.status_code for a in again] == [200, 200]
 
 
@@ -174,17 +186,24 @@ def test_metrics_in_the_prometheus_text_format(models: dict[str, Path]) -> None:
         r = client.get("/metrics")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
     families = {f.name: f for f in text_string_to_metric_families(r.text)}
-    requests = {(s.labels["route"], s.labels["status"]): s.value
-                for s in families["nmt_serve_requests"].samples if s.name.endswith("_total")}
+    requests = {
+        (s.labels["route"], s.labels["status"]): s.value
+        for s in families["nmt_serve_requests"].samples
+        if s.name.endswith("_total")
+    }
     assert requests[("/api/translate", "200")] == 1
     assert requests[("/api/translate", "422")] == 1
     assert requests[("/api/health", "200")] == 1
     depth = {s.labels["model"]: s.value for s in families["nmt_serve_queue_depth"].samples}
     assert depth == {"additive": 0, "none": 0}
     for name in ("nmt_serve_batch_lines", "nmt_serve_queue_seconds", "nmt_serve_search_seconds"):
-        counts = {s.labels["model"]: s.value for s in families[name].samples
-                  if s.name == f"{name}_count"}
+        counts = {
+            s.labels["model"]: s.value for s in families[name].samples if s.name == f"{name}_count"
+        }
         assert counts["additive"] >= 1 and counts["none"] >= 1, name
-    lines = [s for s in families["nmt_serve_batch_lines"].samples
-             if s.name == "nmt_serve_batch_lines_sum" and s.labels["model"] == "none"]
+    lines = [
+        s
+        for s in families["nmt_serve_batch_lines"].samples
+        if s.name == "nmt_serve_batch_lines_sum" and s.labels["model"] == "none"
+    ]
     assert lines[0].value == 2  # the request's two lines in one search

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 pytest.importorskip("fastapi", reason="nmt serve needs the serve extra: pip install -e '.[serve]'")
-sync_api = pytest.importorskip("playwright.sync_api",
-                               reason="Playwright for Python is missing (the dev extra)")
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="Playwright for Python is missing (the dev extra)"
+)
 
 from serve_support import REPO, build_app, live_server, tiny_models  # noqa: E402
 
@@ -28,11 +29,16 @@ pytestmark = pytest.mark.slow  # every test here trains or serves a model
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None:
-    pytest.skip("no chromium binary: install the system's (apt-get install chromium; "
-                ".ci/run does); `playwright install` is not used", allow_module_level=True)
+    pytest.skip(
+        "no chromium binary: install the system's (apt-get install chromium; "
+        ".ci/run does); `playwright install` is not used",
+        allow_module_level=True,
+    )
 
-LONG = ("Ein Mann in einem blauen Hemd steht auf einer Leiter und putzt ein Fenster. "
-        "Zwei Hunde spielen im Schnee.")
+LONG = (
+    "Ein Mann in einem blauen Hemd steht auf einer Leiter und putzt ein Fenster. "
+    "Zwei Hunde spielen im Schnee."
+)
 SOURCE = "Eine Frau mit einem roten Hut liest ein Buch."
 
 
@@ -92,7 +98,8 @@ def best(answer: dict[str, Any], model: str) -> dict[str, Any]:
 def test_translate_gives_two_columns(page: Any, url: str) -> None:
     open_page(page, url)
     assert page.locator("#model-boxes input:checked").evaluate_all(
-        "xs => xs.map(x => x.value)") == ["additive", "none"]  # attention next to none
+        "xs => xs.map(x => x.value)"
+    ) == ["additive", "none"]  # attention next to none
     page.fill("#src", SOURCE)
     page.fill("#beam", "2")
     page.fill("#nbest", "2")
@@ -110,17 +117,26 @@ def test_translate_gives_two_columns(page: Any, url: str) -> None:
         # the pieces read as the detokenized text: no gap inside a word ("tak ing")
         assert pane.locator(".translation").text_content() == best(answer, model)["text"]
         pads = pane.locator(".translation .tgt-word").evaluate_all(
-            "xs => xs.map(x => getComputedStyle(x).paddingLeft + getComputedStyle(x).paddingRight)")
+            "xs => xs.map(x => getComputedStyle(x).paddingLeft + getComputedStyle(x).paddingRight)"
+        )
         assert pads and set(pads) == {"0px0px"}
         assert pane.locator(".hyp").count() == 2
         assert "score" in pane.locator(".stats").inner_text()
     assert "src=" in page.url and "models=additive%2Cnone" in page.url
 
 
-def test_hover_lights_the_argmax_source_word_in_every_pane(page: Any, url: str,
-                                                           tmp_path: Path) -> None:
-    answer = open_page(page, url, src=SOURCE, ref="A woman in a red hat reads a book.",
-                       models="additive,multihead,none", beam=3, nbest=2)
+def test_hover_lights_the_argmax_source_word_in_every_pane(
+    page: Any, url: str, tmp_path: Path
+) -> None:
+    answer = open_page(
+        page,
+        url,
+        src=SOURCE,
+        ref="A woman in a red hat reads a book.",
+        models="additive,multihead,none",
+        beam=3,
+        nbest=2,
+    )
     k = 1
     page.hover(f".pane[data-model=additive] .tgt-word[data-t='{k}']")
     for model in ("additive", "multihead"):
@@ -161,8 +177,17 @@ def test_none_pane_shows_the_single_vector(page: Any, url: str) -> None:
 
 
 def test_study_plot_has_one_line_per_model(page: Any, url: str) -> None:
-    open_page(page, url, tab="study", study="deen_long_study", sset="test_2016_flickr_joined",
-              src=LONG, models="additive,none", beam=1, nbest=1)
+    open_page(
+        page,
+        url,
+        tab="study",
+        study="deen_long_study",
+        sset="test_2016_flickr_joined",
+        src=LONG,
+        models="additive,none",
+        beam=1,
+        nbest=1,
+    )
     page.wait_for_selector(".study-line")
     study = page.request.get(f"{url}/api/studies/deen_long_study").json()
     ts = next(t for t in study["test_sets"] if t["name"] == "test_2016_flickr_joined")
@@ -180,14 +205,17 @@ def test_study_plot_has_one_line_per_model(page: Any, url: str) -> None:
     assert "sbucket=11-20" in page.url
     # choosing the study's test set writes it to the URL at once, not at a bucket's click
     page.select_option("#study-set", "test_2016_flickr")
-    page.wait_for_function("() => location.search.includes('sset=test_2016_flickr&') || "
-                           "location.search.endsWith('sset=test_2016_flickr')")
+    page.wait_for_function(
+        "() => location.search.includes('sset=test_2016_flickr&') || "
+        "location.search.endsWith('sset=test_2016_flickr')"
+    )
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query)
     assert query["sset"] == ["test_2016_flickr"] and "sbucket" not in query
 
 
-def test_forced_prefix_changes_the_output_and_the_url_keeps_it(page: Any, browser: Any,
-                                                               url: str) -> None:
+def test_forced_prefix_changes_the_output_and_the_url_keeps_it(
+    page: Any, browser: Any, url: str
+) -> None:
     answer = open_page(page, url, src=SOURCE, models="additive,none", beam=3, nbest=3)
     hyps = next(r for r in answer["results"] if r["model"] == "additive")["lines"][0]["hypotheses"]
     first, other = hyps[0]["tgt_pieces"], hyps[1]["tgt_pieces"]
@@ -231,9 +259,14 @@ def test_examples_picker_and_offline_docs(page: Any, url: str) -> None:
     assert page.locator("#ref").input_value()  # the example's reference came along
     assert page.locator(".pane .bleu").count() == 2
     # an error loading examples is a note beside the list, not a numbered sentence
-    page.route("**/api/examples?*", lambda route: route.fulfill(
-        status=404, content_type="application/json",
-        body='{"error": "unknown_test_set", "message": "no test_set here"}'))
+    page.route(
+        "**/api/examples?*",
+        lambda route: route.fulfill(
+            status=404,
+            content_type="application/json",
+            body='{"error": "unknown_test_set", "message": "no test_set here"}',
+        ),
+    )
     page.select_option("#set", "test_2016_flickr")
     page.wait_for_function("() => document.getElementById('examples-note').textContent")
     assert page.locator("#examples li").count() == 0

@@ -25,7 +25,8 @@ def _sets(data: DataConfig | None, note: str | None) -> testsets.TestSets:
 
 
 def test_examples_from_the_project_root_when_served_from_elsewhere(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     for lang, k in (("de", 0), ("en", 1)):
         write_split(project / "corpus", SPLITS[0], lang, [p[k] for p in TOY_PAIRS], gz=True)
@@ -41,7 +42,8 @@ def test_examples_from_the_project_root_when_served_from_elsewhere(
 
 
 def test_no_corpus_anywhere_says_what_is_missing_and_what_to_pass(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr("nmt.data.stored.PROJECT_ROOT", tmp_path / "project")
     monkeypatch.chdir(tmp_path)
     data, note = served_corpus(DataConfig(test_splits=SPLITS), None)

@@ -26,11 +26,13 @@ pytestmark = pytest.mark.slow  # every test here trains or serves a model
 
 SOURCE = "Eine Frau mit einem roten Hut liest ein Buch."
 # 60 words: four Multi30k-like sentences joined, as the joined test sets are
-LONG60 = ("Ein Mann in einem blauen Hemd steht auf einer Leiter und putzt das große Fenster "
-          "eines alten Hauses. Zwei Hunde spielen im Schnee vor dem Haus und "
-          "jagen einen roten Ball. Eine Frau mit einem grünen Hut sitzt auf einer Bank im Park "
-          "und liest ein dickes Buch. Drei Kinder laufen lachend über die Wiese zu ihrer "
-          "Mutter, die wartet.")
+LONG60 = (
+    "Ein Mann in einem blauen Hemd steht auf einer Leiter und putzt das große Fenster "
+    "eines alten Hauses. Zwei Hunde spielen im Schnee vor dem Haus und "
+    "jagen einen roten Ball. Eine Frau mit einem grünen Hut sitzt auf einer Bank im Park "
+    "und liest ein dickes Buch. Drei Kinder laufen lachend über die Wiese zu ihrer "
+    "Mutter, die wartet."
+)
 
 
 @pytest.fixture(scope="module")
@@ -115,16 +117,30 @@ def test_study_plot_exports_png_svg_and_csv(page: Any, url: str, tmp_path: Path)
     study = page.request.get(f"{url}/api/studies/deen_long_study").json()
     ts = next(t for t in study["test_sets"] if t["name"] == "test_2016_flickr")
     # a bucket the study found empty has no BLEU nor chrF: its cells are empty
-    want = [(b["label"], s, (b["rows"][s]["bleu"] or {}).get("score"),
-             (b["rows"][s]["chrf"] or {}).get("score"))
-            for b in ts["buckets"] for s in ts["systems"] if s in b["rows"]]
+    want = [
+        (
+            b["label"],
+            s,
+            (b["rows"][s]["bleu"] or {}).get("score"),
+            (b["rows"][s]["chrf"] or {}).get("score"),
+        )
+        for b in ts["buckets"]
+        for s in ts["systems"]
+        if s in b["rows"]
+    ]
     assert any(w[2] is not None for w in want)
-    assert [(r["bucket"], r["system"], float(r["bleu"]) if r["bleu"] else None,
-             float(r["chrf"]) if r["chrf"] else None) for r in rows] == want
+    assert [
+        (
+            r["bucket"],
+            r["system"],
+            float(r["bleu"]) if r["bleu"] else None,
+            float(r["chrf"]) if r["chrf"] else None,
+        )
+        for r in rows
+    ] == want
 
 
-def test_standalone_html_opens_offline(page: Any, browser: Any, url: str,
-                                       tmp_path: Path) -> None:
+def test_standalone_html_opens_offline(page: Any, browser: Any, url: str, tmp_path: Path) -> None:
     answer = open_page(page, url, src=SOURCE, models="additive,none", beam=2, nbest=1)
     html = download(page, "#save-html", tmp_path)
     text = html.read_text(encoding="utf-8")
@@ -147,28 +163,30 @@ def test_standalone_html_opens_offline(page: Any, browser: Any, url: str,
         ctx.close()
 
 
-def test_a_60_word_sentence_is_readable_in_both_panels(page: Any, url: str,
-                                                       tmp_path: Path) -> None:
+def test_a_60_word_sentence_is_readable_in_both_panels(page: Any, url: str, tmp_path: Path) -> None:
     answer = open_page(page, url, src=LONG60, models="additive,none", beam=1, nbest=1)
     S = len(answer["results"][0]["lines"][0]["src_pieces"])
     assert S > 60
     heat = page.locator(".pane[data-model=additive] .heatmap")
-    xs = heat.locator(".slabel").evaluate_all(
-        "xs => xs.map(x => Number(x.getAttribute('x')))")
+    xs = heat.locator(".slabel").evaluate_all("xs => xs.map(x => Number(x.getAttribute('x')))")
     assert len(xs) == S and min(b - a for a, b in zip(xs, xs[1:], strict=False)) >= 13
     # the heatmap keeps its cells and scrolls instead of shrinking them
     assert heat.evaluate("n => n.scrollWidth > n.clientWidth || n.scrollHeight > n.clientHeight")
     panel = page.locator(".pane[data-model=none] .fixed-panel svg")
     assert float(panel.get_attribute("height")) <= 340  # compact: 20 rows at most
     ys = panel.locator(".slabel").evaluate_all(
-        "xs => xs.map(x => [Number(x.getAttribute('x')), Number(x.getAttribute('y'))])")
+        "xs => xs.map(x => [Number(x.getAttribute('x')), Number(x.getAttribute('y'))])"
+    )
     spots = {(round(x), round(y)) for x, y in ys}
     assert len(spots) == len(ys)  # no two labels on one spot
     by_col: dict[int, list[float]] = {}
     for x, y in ys:
         by_col.setdefault(round(x), []).append(y)
-    assert all(min(b - a for a, b in zip(sorted(c), sorted(c)[1:], strict=False)) >= 14
-               for c in by_col.values() if len(c) > 1)
+    assert all(
+        min(b - a for a, b in zip(sorted(c), sorted(c)[1:], strict=False)) >= 14
+        for c in by_col.values()
+        if len(c) > 1
+    )
     shot = tmp_path / "serve_long_60_words.png"
     page.screenshot(path=str(shot), full_page=True)
     if os.environ.get("NMT_SERVE_SCREENSHOT_DIR"):
@@ -176,8 +194,7 @@ def test_a_60_word_sentence_is_readable_in_both_panels(page: Any, url: str,
     # the example list shows 4-digit line numbers whole
     split = "test_2016_flickr_joined"
     for asked in ("61-", "51-60", "41-50", "31-40"):  # "61-": "61+" unencoded in a URL
-        got = page.request.get(f"{url}/api/examples?split={split}&bucket={asked}"
-                               "&limit=10").json()
+        got = page.request.get(f"{url}/api/examples?split={split}&bucket={asked}&limit=10").json()
         ex, bucket = got["examples"], got["bucket"]  # the label the page's options use
         if any(e["id"] >= 999 for e in ex):
             break
@@ -189,7 +206,9 @@ def test_a_60_word_sentence_is_readable_in_both_panels(page: Any, url: str,
     nums = page.locator("#examples .num")
     want = [f"{e['id'] + 1}." for e in ex]
     assert nums.evaluate_all("xs => xs.map(x => x.textContent)") == want
-    inside = nums.evaluate_all("xs => xs.map(x => { const r = x.getBoundingClientRect(), "
-                               "l = x.closest('ol').getBoundingClientRect(); "
-                               "return r.left >= l.left && r.width > 0; })")
+    inside = nums.evaluate_all(
+        "xs => xs.map(x => { const r = x.getBoundingClientRect(), "
+        "l = x.closest('ol').getBoundingClientRect(); "
+        "return r.left >= l.left && r.width > 0; })"
+    )
     assert all(inside)

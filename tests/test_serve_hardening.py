@@ -51,8 +51,9 @@ def client(app: Any) -> Iterator[TestClient]:
 
 def raw(client: TestClient, text: str) -> Any:
     """POST /api/translate with ``text`` as the body, as written (NaN, lone surrogates)."""
-    return client.post("/api/translate", content=text.encode("utf-8"),
-                       headers={"content-type": "application/json"})
+    return client.post(
+        "/api/translate", content=text.encode("utf-8"), headers={"content-type": "application/json"}
+    )
 
 
 def invalid(r: Any, where: str) -> dict[str, Any]:
@@ -70,8 +71,10 @@ def test_chunked_body_over_the_limit_is_refused_as_it_arrives(app: Any) -> None:
     with live_server(app) as url:
         host, port = urllib.parse.urlsplit(url).hostname, urllib.parse.urlsplit(url).port
         with socket.create_connection((host, port), timeout=120) as s:
-            s.sendall(b"POST /api/translate HTTP/1.1\r\nHost: test\r\n"
-                      b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+            s.sendall(
+                b"POST /api/translate HTTP/1.1\r\nHost: test\r\n"
+                b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            )
             first = b'{"lines": ["'
             s.sendall(b"%x\r\n%s\r\n" % (len(first), first))
             chunk = b"x" * (1 << 16)
@@ -112,21 +115,26 @@ def test_non_finite_alpha_is_422(client: TestClient, value: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("text, where, line", [
-    ('{"lines": ["Ein Hund.", "Ein Hund \\ud800 l\\u00e4uft."]}', "line 1 of lines", 1),
-    ('{"lines": ["Ein Hund."], "prefix": "A \\udfff"}', "prefix", None),
-    ('{"lines": ["Ein Hund."], "references": ["A \\ud800 dog."]}', "line 0 of references", 0),
-    ('{"lines": ["Ein Hund."], "models": ["\\ud800"]}', "models.0", None),
-])
-def test_lone_surrogates_are_422_naming_the_field(client: TestClient, text: str, where: str,
-                                                  line: int | None) -> None:
+@pytest.mark.parametrize(
+    "text, where, line",
+    [
+        ('{"lines": ["Ein Hund.", "Ein Hund \\ud800 l\\u00e4uft."]}', "line 1 of lines", 1),
+        ('{"lines": ["Ein Hund."], "prefix": "A \\udfff"}', "prefix", None),
+        ('{"lines": ["Ein Hund."], "references": ["A \\ud800 dog."]}', "line 0 of references", 0),
+        ('{"lines": ["Ein Hund."], "models": ["\\ud800"]}', "models.0", None),
+    ],
+)
+def test_lone_surrogates_are_422_naming_the_field(
+    client: TestClient, text: str, where: str, line: int | None
+) -> None:
     body = invalid(raw(client, text), where)
     assert "surrogate" in body["message"] and body.get("line") == line
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("body", [b'{"lines": ["Ein Hund \xff l\xc3"]}',
-                                  b'{"lines": ["\xc3\x28"]}'])
+@pytest.mark.parametrize(
+    "body", [b'{"lines": ["Ein Hund \xff l\xc3"]}', b'{"lines": ["\xc3\x28"]}']
+)
 def test_a_body_that_is_not_utf8_is_422_as_documented(client: TestClient, body: bytes) -> None:
     """Invalid UTF-8 bytes in the body were 400 (FastAPI's "error parsing the body");
     docs/serve.md lists text that is not UTF-8 under 422."""
@@ -136,40 +144,56 @@ def test_a_body_that_is_not_utf8_is_422_as_documented(client: TestClient, body: 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("field, value", [
-    ("beam", "5"), ("beam", True), ("beam", 2.0), ("n_best", "1"), ("top_k", "2"),
-    ("top_k", False), ("alpha", "0.5"), ("alpha", True), ("truncate", "yes"),
-    ("truncate", "on"), ("truncate", 1), ("lines", [1]), ("models", [1]),
-])
-def test_wrong_json_types_are_422_not_coerced(client: TestClient, field: str,
-                                              value: Any) -> None:
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("beam", "5"),
+        ("beam", True),
+        ("beam", 2.0),
+        ("n_best", "1"),
+        ("top_k", "2"),
+        ("top_k", False),
+        ("alpha", "0.5"),
+        ("alpha", True),
+        ("truncate", "yes"),
+        ("truncate", "on"),
+        ("truncate", 1),
+        ("lines", [1]),
+        ("models", [1]),
+    ],
+)
+def test_wrong_json_types_are_422_not_coerced(client: TestClient, field: str, value: Any) -> None:
     body = {"lines": ["Ein Hund."], "models": ["none"], field: value}
     invalid(client.post("/api/translate", json=body), field)
 
 
 @pytest.mark.slow
 def test_an_int_is_a_float(client: TestClient) -> None:
-    r = client.post("/api/translate", json={"lines": ["Ein Hund."], "models": ["none"],
-                                            "beam": 2, "alpha": 1})
+    r = client.post(
+        "/api/translate", json={"lines": ["Ein Hund."], "models": ["none"], "beam": 2, "alpha": 1}
+    )
     assert r.status_code == 200, r.text
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("body, where, line", [
-    ({"lines": ["Ein Hund.", ""]}, "line 1 of lines is empty", 1),
-    ({"lines": [" \t "]}, "line 0 of lines is empty", 0),
-    ({"lines": ["Ein Hund."], "references": [""]}, "line 0 of references is empty", 0),
-])
-def test_empty_lines_and_references_are_422(client: TestClient, body: dict[str, Any],
-                                            where: str, line: int) -> None:
+@pytest.mark.parametrize(
+    "body, where, line",
+    [
+        ({"lines": ["Ein Hund.", ""]}, "line 1 of lines is empty", 1),
+        ({"lines": [" \t "]}, "line 0 of lines is empty", 0),
+        ({"lines": ["Ein Hund."], "references": [""]}, "line 0 of references is empty", 0),
+    ],
+)
+def test_empty_lines_and_references_are_422(
+    client: TestClient, body: dict[str, Any], where: str, line: int
+) -> None:
     e = invalid(client.post("/api/translate", json=body), where)
     assert e["line"] == line
 
 
 @pytest.mark.slow
 def test_every_line_answered_has_its_end_piece(client: TestClient) -> None:
-    r = client.post("/api/translate", json={"lines": ["\U0001f415"], "models": ["none"],
-                                            "beam": 1})
+    r = client.post("/api/translate", json={"lines": ["\U0001f415"], "models": ["none"], "beam": 1})
     assert r.status_code == 200, r.text
     line = r.json()["results"][0]["lines"][0]
     assert line["unknown"] and line["src_pieces"][-1] == "</s>" and line["hypotheses"]
@@ -182,22 +206,32 @@ def test_every_line_answered_has_its_end_piece(client: TestClient) -> None:
 def test_search_work_and_answer_size_are_capped(client: TestClient) -> None:
     limits = client.get("/api/models").json()["limits"]
     assert limits["max_search_work"] == 64_000 and limits["max_answer_numbers"] == 5_000_000
-    r = client.post("/api/translate", json={"lines": ["a " * 999] * 32, "beam": 16,
-                                            "truncate": True, "models": ["none"]})
+    r = client.post(
+        "/api/translate",
+        json={"lines": ["a " * 999] * 32, "beam": 16, "truncate": True, "models": ["none"]},
+    )
     assert r.status_code == 413, r.text
     e = r.json()
     assert e["limit"] == "max_search_work" and e["value"] > e["max"] == 64_000
     assert e["field"] == "request" and "max_search_work" in e["message"]
-    r = client.post("/api/translate", json={"lines": ["a " * 100] * 8, "beam": 16,
-                                            "n_best": 16, "top_k": 10,
-                                            "models": ["multihead"]})
+    r = client.post(
+        "/api/translate",
+        json={
+            "lines": ["a " * 100] * 8,
+            "beam": 16,
+            "n_best": 16,
+            "top_k": 10,
+            "models": ["multihead"],
+        },
+    )
     assert r.status_code == 413, r.text
     assert r.json()["limit"] == "max_answer_numbers" and r.json()["value"] > 5_000_000
 
 
 @pytest.mark.slow
 def test_a_client_that_went_away_frees_its_queue_places(
-        models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import starlette.requests
 
     import nmt.serve.batcher as serve_batcher
@@ -241,25 +275,31 @@ def test_bucket_plus_unencoded_and_lists(client: TestClient) -> None:
 @pytest.mark.slow
 def test_openapi_lists_only_the_codes_each_route_gives(client: TestClient) -> None:
     paths = client.get("/openapi.json").json()["paths"]
-    codes = {p: set(paths[p]["get" if p != "/api/translate" else "post"]["responses"])
-             for p in ("/api/studies/{name}", "/api/examples", "/api/translate")}
-    assert codes == {"/api/studies/{name}": {"200", "404"},
-                     "/api/examples": {"200", "400", "404", "422"},
-                     "/api/translate": {"200", "400", "404", "413", "422", "429", "503"}}
+    codes = {
+        p: set(paths[p]["get" if p != "/api/translate" else "post"]["responses"])
+        for p in ("/api/studies/{name}", "/api/examples", "/api/translate")
+    }
+    assert codes == {
+        "/api/studies/{name}": {"200", "404"},
+        "/api/examples": {"200", "400", "404", "422"},
+        "/api/translate": {"200", "400", "404", "413", "422", "429", "503"},
+    }
     assert client.get("/redoc").status_code == 404
 
 
 @pytest.mark.slow
 def test_without_fastapi_offline_there_is_no_cdn_redoc(
-        models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(sys.modules, "fastapi_offline", None)  # import fails: plain FastAPI
     c = TestClient(build_app(models, ids=["none"]))
     assert c.get("/redoc").status_code == 404
 
 
 @pytest.mark.slow
-def test_a_study_of_another_direction_is_warned_and_listed(models: dict[str, Path],
-                                                           tmp_path: Path) -> None:
+def test_a_study_of_another_direction_is_warned_and_listed(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
     from nmt.serve.server import ServeOptions, build
 
     folder = synthetic_study(tmp_path / "enfr")
@@ -268,8 +308,10 @@ def test_a_study_of_another_direction_is_warned_and_listed(models: dict[str, Pat
     results["study"].update(name="enfr", base_config=str(enfr), overrides=["train.threads=1"])
     (folder / "results.json").write_text(json.dumps(results))
     logs: list[str] = []
-    app = build(ServeOptions(models=[f"none={models['none']}"], studies=[folder], threads=1,
-                             device="cpu"), log=logs.append)
+    app = build(
+        ServeOptions(models=[f"none={models['none']}"], studies=[folder], threads=1, device="cpu"),
+        log=logs.append,
+    )
     warned = [m for m in logs if m.startswith("warning: study")]
     assert len(warned) == 1 and "en->fr" in warned[0] and "de->en" in warned[0]
     c = TestClient(app)
@@ -293,10 +335,23 @@ def test_test_bleu_is_matched_by_sha256(models: dict[str, Path], tmp_path: Path)
     cpu = torch.device("cpu")
     ck = tmp_path / "best.pt"
     shutil.copy(models["none"], ck)
-    (tmp_path / "select.json").write_text(json.dumps({
-        "chosen_checkpoint": str(ck), "chosen_checkpoint_sha256": sha(ck), "beam": 5,
-        "alpha": 1.0, "test": {"test_2016_flickr": {
-            "beam_bleu": 12.5, "signature": "nrefs:1", "search": "beam search, beam 5"}}}))
+    (tmp_path / "select.json").write_text(
+        json.dumps(
+            {
+                "chosen_checkpoint": str(ck),
+                "chosen_checkpoint_sha256": sha(ck),
+                "beam": 5,
+                "alpha": 1.0,
+                "test": {
+                    "test_2016_flickr": {
+                        "beam_bleu": 12.5,
+                        "signature": "nrefs:1",
+                        "search": "beam search, beam 5",
+                    }
+                },
+            }
+        )
+    )
     tb = load_entry("n", ck, cpu, 1).info["test_bleu"]
     assert tb["bleu"] == 12.5 and tb["status"] == "verified"
     assert tb["decoding"] == "beam search, beam 5"
@@ -305,16 +360,27 @@ def test_test_bleu_is_matched_by_sha256(models: dict[str, Path], tmp_path: Path)
     assert info["test_bleu"] is None and info["test_bleu_stale"]["file"] == "select.json"
     assert "another sha256" in info["test_bleu_stale"]["reason"]
     (tmp_path / "select.json").unlink()
-    (tmp_path / "eval.json").write_text(json.dumps([{  # written before nmt kept the hash
-        "checkpoint": str(ck), "test_set": "test_2017_flickr", "bleu": 9.0,
-        "signature": "s", "search": "greedy search"}]))
+    (tmp_path / "eval.json").write_text(
+        json.dumps(
+            [
+                {  # written before nmt kept the hash
+                    "checkpoint": str(ck),
+                    "test_set": "test_2017_flickr",
+                    "bleu": 9.0,
+                    "signature": "s",
+                    "search": "greedy search",
+                }
+            ]
+        )
+    )
     tb = load_entry("n", ck, cpu, 1).info["test_bleu"]
     assert tb["status"] == "unverified" and tb["decoding"] == "greedy search"
 
 
 @pytest.mark.slow
 def test_evaluate_and_select_json_record_the_checkpoint_sha256(
-        models: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    models: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import nmt.analysis.selection as selection
     import nmt.commands.select as select_mod
     from nmt.commands.evaluate import evaluate_checkpoints
@@ -322,24 +388,44 @@ def test_evaluate_and_select_json_record_the_checkpoint_sha256(
     src, ref = tmp_path / "src.de", tmp_path / "ref.en"
     src.write_text("Ein Hund.\n")
     ref.write_text("A dog.\n")
-    (record,) = evaluate_checkpoints([models["none"]], src=src, ref=ref, beam_size=1,
-                                     device="cpu").json
+    (record,) = evaluate_checkpoints(
+        [models["none"]], src=src, ref=ref, beam_size=1, device="cpu"
+    ).json
     assert record["checkpoint_sha256"] == sha(models["none"]) and record["search"]
     run = tmp_path / "run"
     run.mkdir()
     shutil.copy(models["none"], run / "best.pt")
 
     def fake(ckpts: list[Path], **kw: Any) -> Any:
-        return [type("S", (), {"record": {
-            "checkpoint": str(p), "checkpoint_sha256": sha(p), "bleu": 1.0, "chrf": 2.0,
-            "signature": "s", "chrf_signature": "c", "bleu_papers": 3.0,
-            "papers_signature": "p", "search": f"beam {kw['beam_size']}"}})()
-            for p in ckpts]
+        return [
+            type(
+                "S",
+                (),
+                {
+                    "record": {
+                        "checkpoint": str(p),
+                        "checkpoint_sha256": sha(p),
+                        "bleu": 1.0,
+                        "chrf": 2.0,
+                        "signature": "s",
+                        "chrf_signature": "c",
+                        "bleu_papers": 3.0,
+                        "papers_signature": "p",
+                        "search": f"beam {kw['beam_size']}",
+                    }
+                },
+            )()
+            for p in ckpts
+        ]
 
     monkeypatch.setattr(selection, "score_checkpoints", fake)
-    summary = select_mod.select(run, selection.SelectOptions(
-        alphas=(1.0,), average=0, test_splits=("test_2016_flickr",), device="cpu"),
-        log=lambda m: None)
+    summary = select_mod.select(
+        run,
+        selection.SelectOptions(
+            alphas=(1.0,), average=0, test_splits=("test_2016_flickr",), device="cpu"
+        ),
+        log=lambda m: None,
+    )
     assert summary["chosen_checkpoint_sha256"] == sha(run / "best.pt")
     assert summary["test"]["test_2016_flickr"]["search"] == "beam 5"
 
@@ -358,8 +444,9 @@ def no_loading(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.slow
-def test_bad_host_and_busy_port_fail_before_loading(models: dict[str, Path],
-                                                    no_loading: None) -> None:
+def test_bad_host_and_busy_port_fail_before_loading(
+    models: dict[str, Path], no_loading: None
+) -> None:
     from nmt.serve.server import ServeOptions, serve
 
     spec = [f"x={models['none']}"]
@@ -376,8 +463,9 @@ def test_bad_host_and_busy_port_fail_before_loading(models: dict[str, Path],
 
 
 @pytest.mark.slow
-def test_bad_models_and_studies_fail_before_loading(models: dict[str, Path], tmp_path: Path,
-                                                    no_loading: None) -> None:
+def test_bad_models_and_studies_fail_before_loading(
+    models: dict[str, Path], tmp_path: Path, no_loading: None
+) -> None:
     from nmt.serve.server import ServeOptions, serve
     from nmt.serve.studies import StudyError
 
@@ -407,9 +495,22 @@ def test_busy_port_on_the_command_line_is_one_error_line(models: dict[str, Path]
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
         port = busy.getsockname()[1]
-        r = subprocess.run([sys.executable, "-m", "nmt", "serve", "--model",
-                            f"x={models['none']}", "--port", str(port)],
-                           capture_output=True, text=True, cwd=REPO, timeout=600)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "nmt",
+                "serve",
+                "--model",
+                f"x={models['none']}",
+                "--port",
+                str(port),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=600,
+        )
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: --port"), r.stderr

@@ -35,7 +35,8 @@ def percentile(xs: list[float], q: float) -> float:
 
 
 def test_200_requests_at_concurrency_8_without_errors(
-        tmp_path_factory: pytest.TempPathFactory) -> None:
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     from nmt.data.corpus import read_lines
     from nmt.inference.translator import Translator
 
@@ -44,6 +45,7 @@ def test_200_requests_at_concurrency_8_without_errors(
     assert len(lines) == REQUESTS
     app = build_app(models, ids=["additive"])
     with live_server(app) as url, httpx.Client(base_url=url, timeout=300) as client:
+
         def one(line: str) -> tuple[int, float, dict[str, Any]]:
             start = time.perf_counter()
             r = client.post("/api/translate", json={"lines": [line], "beam": 1})
@@ -67,13 +69,18 @@ def test_200_requests_at_concurrency_8_without_errors(
     batch = translator.translate(lines, greedy)
     batch_wall = time.perf_counter() - start
     same = sum(t == b.text for t, b in zip(texts, batch, strict=True))
-    report = {"requests": REQUESTS, "concurrency": CONCURRENCY, "errors": 0,
-              "p50_ms": round(percentile(latency, 50), 1),
-              "p95_ms": round(percentile(latency, 95), 1),
-              "mean_ms": round(statistics.mean(latency), 1),
-              "serve_sentences_per_s": round(REQUESTS / wall, 1),
-              "translate_sentences_per_s": round(REQUESTS / batch_wall, 1),
-              "same_text_as_translate": same, "cpu_count": os.cpu_count()}
+    report = {
+        "requests": REQUESTS,
+        "concurrency": CONCURRENCY,
+        "errors": 0,
+        "p50_ms": round(percentile(latency, 50), 1),
+        "p95_ms": round(percentile(latency, 95), 1),
+        "mean_ms": round(statistics.mean(latency), 1),
+        "serve_sentences_per_s": round(REQUESTS / wall, 1),
+        "translate_sentences_per_s": round(REQUESTS / batch_wall, 1),
+        "same_text_as_translate": same,
+        "cpu_count": os.cpu_count(),
+    }
     print("nmt serve load test:", json.dumps(report))
     if os.environ.get("NMT_SERVE_LOAD_OUT"):
         Path(os.environ["NMT_SERVE_LOAD_OUT"]).write_text(json.dumps(report, indent=1) + "\n")

@@ -47,7 +47,8 @@ def test_padded_rows_leave_bf16_loss_and_gradients_unchanged(toy_vocabs, monkeyp
         model = tiny_model(*toy_vocabs).train()
         seen: list[int] = []
         model.generator.register_forward_hook(
-            lambda m, args, out, seen=seen: seen.append(args[0].size(0)))
+            lambda m, args, out, seen=seen: seen.append(args[0].size(0))
+        )
         runs[multiple] = _grads(model, src, src_len, tgt, defer, monkeypatch, bf16=True)
         real = int((tgt[:, 1:] != 0).sum())
         assert seen == [real if multiple == 1 else 64]  # the output layer's rows

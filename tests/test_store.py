@@ -26,12 +26,36 @@ from nmt.data.training_data import build_vocabs, sample_vocab_trainer, training_
 from conftest import torchrun, write_split
 
 REPO = Path(__file__).resolve().parents[1]
-WORDS = {"haus": "house", "hund": "dog", "katze": "cat", "mann": "man", "frau": "woman",
-         "kind": "child", "läuft": "runs", "springt": "jumps", "rot": "red", "blau": "blue",
-         "groß": "big", "klein": "small", "ein": "a", "der": "the", "im": "in the",
-         "park": "park", "schnee": "snow", "wasser": "water", "ball": "ball", "spielt": "plays"}
-TINY_MODEL = ["model.emb_dim=16", "model.enc_hidden=16", "model.dec_hidden=32",
-              "model.attn_dim=16", "model.output_dim=16", "model.dropout=0.0"]
+WORDS = {
+    "haus": "house",
+    "hund": "dog",
+    "katze": "cat",
+    "mann": "man",
+    "frau": "woman",
+    "kind": "child",
+    "läuft": "runs",
+    "springt": "jumps",
+    "rot": "red",
+    "blau": "blue",
+    "groß": "big",
+    "klein": "small",
+    "ein": "a",
+    "der": "the",
+    "im": "in the",
+    "park": "park",
+    "schnee": "snow",
+    "wasser": "water",
+    "ball": "ball",
+    "spielt": "plays",
+}
+TINY_MODEL = [
+    "model.emb_dim=16",
+    "model.enc_hidden=16",
+    "model.dec_hidden=32",
+    "model.attn_dim=16",
+    "model.output_dim=16",
+    "model.dropout=0.0",
+]
 
 
 def synthetic_corpus(directory: Path, n: int = 3000, seed: int = 0) -> Path:
@@ -59,16 +83,30 @@ def synthetic_corpus(directory: Path, n: int = 3000, seed: int = 0) -> Path:
 
 
 def small_config(corpus: Path, out: Path, **data) -> Config:
-    return Config(name="store", data=DataConfig(source="dir", path=str(corpus), src_lang="de",
-                                                tgt_lang="en", max_train_words=30,
-                                                store="arrow", **data),
-                  subwords=SubwordConfig(vocab_size=60, joint=True),
-                  train=dataclasses.replace(Config().train, out_dir=str(out)))
+    return Config(
+        name="store",
+        data=DataConfig(
+            source="dir",
+            path=str(corpus),
+            src_lang="de",
+            tgt_lang="en",
+            max_train_words=30,
+            store="arrow",
+            **data,
+        ),
+        subwords=SubwordConfig(vocab_size=60, joint=True),
+        train=dataclasses.replace(Config().train, out_dir=str(out)),
+    )
 
 
 def prepare(cfg: Config, vocabs=None, log=print):
-    return open_or_prepare(cfg, cfg.out_dir() / "data", vocabs=vocabs,
-                           make_vocabs=sample_vocab_trainer(cfg, log), log=log)
+    return open_or_prepare(
+        cfg,
+        cfg.out_dir() / "data",
+        vocabs=vocabs,
+        make_vocabs=sample_vocab_trainer(cfg, log),
+        log=log,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +118,10 @@ def corpus(tmp_path_factory) -> Path:
 
 
 def _examples(src_len, tgt_len):
-    return [Example([5] * (s - 1) + [3], [5] * t, i)
-            for i, (s, t) in enumerate(zip(src_len.tolist(), tgt_len.tolist(), strict=True))]
+    return [
+        Example([5] * (s - 1) + [3], [5] * t, i)
+        for i, (s, t) in enumerate(zip(src_len.tolist(), tgt_len.tolist(), strict=True))
+    ]
 
 
 @pytest.mark.parametrize("batch_size,max_tokens", [(7, None), (64, 90), (3, 40), (50, 10)])
@@ -109,7 +149,7 @@ def test_token_batches_obey_the_limits_and_depend_only_on_the_seed():
     assert [b.tolist() for b in batches] != [b.tolist() for b in other]
     # what the trainer does with them: DDP shares and resume skips are views of one order
     share = batches[: len(batches) // 2 * 2][1::2]
-    assert [b.tolist() for b in share] == [b.tolist() for b in list(batches)[1::2]][:len(share)]
+    assert [b.tolist() for b in share] == [b.tolist() for b in list(batches)[1::2]][: len(share)]
     assert [b.tolist() for b in batches[3:]] == [b.tolist() for b in list(batches)[3:]]
 
 
@@ -131,19 +171,25 @@ def test_arrow_and_memory_give_the_same_pairs_filtering_and_batches(corpus, tmp_
     src, tgt = got.rows(np.arange(len(got)))
     assert src == [e.src for e in examples] and tgt == [e.tgt for e in examples]
     memory_stats = nmt.data.store.filter_stats(opened.manifest)
-    assert (memory_stats.kept, memory_stats.empty, memory_stats.too_long) == \
-        (stats.kept, stats.empty, stats.too_long)
+    assert (memory_stats.kept, memory_stats.empty, memory_stats.too_long) == (
+        stats.kept,
+        stats.empty,
+        stats.too_long,
+    )
     assert memory_stats.skipped == stats.skipped[:10]
     assert memory_stats.skipped_count == len(stats.skipped)
-    assert got.token_counts() == (sum(len(e.src) for e in examples),
-                                  sum(len(e.tgt) + 1 for e in examples))
+    assert got.token_counts() == (
+        sum(len(e.src) for e in examples),
+        sum(len(e.tgt) + 1 for e in examples),
+    )
     for rows in got.batches(16, 120, shuffle_seed=3)[:5]:
         ours, theirs = got.collate(rows), collate([examples[i] for i in rows])
         for field in ("src", "src_len", "tgt_in", "tgt_out", "index"):
             assert torch.equal(getattr(ours, field), getattr(theirs, field)), field
     unshuffled = got.batches(16, 120, shuffle_seed=None)
-    assert [b.tolist() for b in unshuffled] == \
-        [[e.index for e in b] for b in make_batches(examples, 16, max_tokens=120)]
+    assert [b.tolist() for b in unshuffled] == [
+        [e.index for e in b] for b in make_batches(examples, 16, max_tokens=120)
+    ]
 
 
 def test_vocabulary_sample_is_a_seeded_reservoir(corpus):
@@ -162,8 +208,9 @@ def test_vocabulary_sample_is_a_seeded_reservoir(corpus):
 # ---------------------------------------------------------------- the cache
 
 
-def test_cache_is_reused_and_a_changed_file_or_setting_invalidates_it(corpus, tmp_path,
-                                                                      monkeypatch):
+def test_cache_is_reused_and_a_changed_file_or_setting_invalidates_it(
+    corpus, tmp_path, monkeypatch
+):
     local = synthetic_corpus(tmp_path / "corpus", n=500)
     cfg = small_config(local, tmp_path / "run")
     first = prepare(cfg)
@@ -190,8 +237,12 @@ def test_cache_is_reused_and_a_changed_file_or_setting_invalidates_it(corpus, tm
     smaller = dataclasses.replace(cfg, subwords=SubwordConfig(vocab_size=50, joint=True))
     assert why(smaller) == "subwords.vocab_size changed"
     # subword sampling re-segments each epoch from the same vocabulary and store
-    sampled = dataclasses.replace(cfg, subwords=dataclasses.replace(
-        cfg.subwords, sampling_alpha=0.2, nbest_size=8, sample_target=True))
+    sampled = dataclasses.replace(
+        cfg,
+        subwords=dataclasses.replace(
+            cfg.subwords, sampling_alpha=0.2, nbest_size=8, sample_target=True
+        ),
+    )
     assert why(sampled) is None
     # a resumed run brings its vocabulary: what counts is that the cache was encoded with it
     assert why(smaller, (first.src_vocab, first.tgt_vocab)) is None
@@ -260,10 +311,12 @@ def test_store_refuses_a_file_that_changes_while_it_is_prepared(tmp_path):
     vocabs = build_vocabs(cfg, [Pair("der hund", "the dog", "")])
     _swap_keeping_size_and_mtime(local / "train.en", 0, 1)  # after the key was taken
     cache = tmp_path / "run" / "data"
-    with pytest.raises(DataError, match=r"train\.en: changed while the training store was "
-                                        r"being prepared"):
-        nmt.data.store.prepare_store(cfg.data, cache, vocabs=vocabs, want=want,
-                                     log=lambda _m: None)
+    with pytest.raises(
+        DataError,
+        match=r"train\.en: changed while the training store was "
+        r"being prepared",
+    ):
+        nmt.data.store.prepare_store(cfg.data, cache, vocabs=vocabs, want=want, log=lambda _m: None)
     assert not (cache / "manifest.json").exists() and not (cache / "train.arrow").exists()
     with pytest.raises(DataError, match="changed while"):
         sample_pairs(cfg.data, 100, seed=1, log=lambda _m: None, want=want)
@@ -276,26 +329,37 @@ def test_store_without_content_keys_or_with_other_vocab_files_is_rebuilt(tmp_pat
     want = nmt.data.store.fingerprint(cfg, nmt.data.store.source_files(cfg.data))
     manifest = json.loads((cache / "manifest.json").read_text())
     # a store of an older nmt recorded sizes and times: it cannot vouch for the content
-    old = {**manifest, "sources": [{"path": s["path"], "bytes": 1, "mtime_ns": 1}
-                                   for s in manifest["sources"]]}
+    old = {
+        **manifest,
+        "sources": [{"path": s["path"], "bytes": 1, "mtime_ns": 1} for s in manifest["sources"]],
+    }
     (cache / "manifest.json").write_text(json.dumps(old))
     assert "before stores recorded the content" in stale_reason(cache, want, None)
     (cache / "manifest.json").write_text(json.dumps(manifest))
     assert stale_reason(cache, want, None) is None
     other = build_vocabs(cfg, [Pair("ganz andere wörter", "other words entirely", "")])
     (cache / "vocab.tgt.model").write_bytes(other[1].model_bytes)
-    assert stale_reason(cache, want, None) == ("its vocabulary files are not the ones it was "
-                                               "encoded with")
+    assert stale_reason(cache, want, None) == (
+        "its vocabulary files are not the ones it was encoded with"
+    )
 
 
 def test_bad_files_are_errors_naming_file_and_line_and_leave_no_cache(tmp_path):
     cases = {
-        "utf8": (lambda d: (d / "train.de").write_bytes(b"gut\nschlecht \xff\n"),
-                 r"train\.de:2: invalid UTF-8"),
-        "counts": (lambda d: write_split(d, "train", "de", ["a", "b", "c"]),
-                   r"train\.de has 3 lines but .*train\.en has 2"),
-        "gzip": (lambda d: (d / "train.de.gz").write_bytes(
-            gzip.compress(("ein satz\n" * 2).encode())[:-12]), "cut short or corrupt"),
+        "utf8": (
+            lambda d: (d / "train.de").write_bytes(b"gut\nschlecht \xff\n"),
+            r"train\.de:2: invalid UTF-8",
+        ),
+        "counts": (
+            lambda d: write_split(d, "train", "de", ["a", "b", "c"]),
+            r"train\.de has 3 lines but .*train\.en has 2",
+        ),
+        "gzip": (
+            lambda d: (d / "train.de.gz").write_bytes(
+                gzip.compress(("ein satz\n" * 2).encode())[:-12]
+            ),
+            "cut short or corrupt",
+        ),
     }
     for name, (write_bad, message) in cases.items():
         d = tmp_path / name
@@ -315,8 +379,11 @@ def test_bad_files_are_errors_naming_file_and_line_and_leave_no_cache(tmp_path):
 
 
 def test_options_only_in_memory_are_config_errors_naming_the_key(tmp_path):
-    with pytest.raises(ConfigError, match=r"data\.train_join_ks: joined training pairs need "
-                                          r"data\.store memory"):
+    with pytest.raises(
+        ConfigError,
+        match=r"data\.train_join_ks: joined training pairs need "
+        r"data\.store memory",
+    ):
         from_dict({"data": {"store": "arrow", "train_join_ks": [2]}})
     with pytest.raises(ConfigError, match=r"data\.store: arrow streams a directory"):
         from_dict({"data": {"store": "arrow", "source": "hf"}})
@@ -332,17 +399,31 @@ def test_options_only_in_memory_are_config_errors_naming_the_key(tmp_path):
 
 def _train_args(corpus: Path, out: Path, *extra: str) -> list[str]:
     """``nmt train`` overrides for a tiny model on ``corpus`` with the arrow store."""
-    return [f"data.path={corpus}", "data.source=dir", "data.store=arrow",
-            "data.max_train_words=30", "data.test_splits=[]", "subwords.vocab_size=60",
-            "subwords.joint=true", *TINY_MODEL, "train.batch_size=32", "train.max_tokens=400",
-            "train.patience=null", "train.progress=false", "train.valid_max_sentences=10",
-            "train.seed=3", f"train.out_dir={out}", *extra]
+    return [
+        f"data.path={corpus}",
+        "data.source=dir",
+        "data.store=arrow",
+        "data.max_train_words=30",
+        "data.test_splits=[]",
+        "subwords.vocab_size=60",
+        "subwords.joint=true",
+        *TINY_MODEL,
+        "train.batch_size=32",
+        "train.max_tokens=400",
+        "train.patience=null",
+        "train.progress=false",
+        "train.valid_max_sentences=10",
+        "train.seed=3",
+        f"train.out_dir={out}",
+        *extra,
+    ]
 
 
 def _train(corpus: Path, out: Path, *extra: str, resume: bool = False) -> list[str]:
     logs: list[str] = []
-    cfg = load_config(REPO / "configs/multi30k_deen_additive.yaml",
-                      _train_args(corpus, out, *extra))
+    cfg = load_config(
+        REPO / "configs/multi30k_deen_additive.yaml", _train_args(corpus, out, *extra)
+    )
     run_training(cfg, resume=resume, log=logs.append)
     return logs
 
@@ -367,18 +448,28 @@ def test_training_with_the_arrow_store_runs_and_resumes_exactly(tmp_path, monkey
     assert any("not preparing again" in line for line in logs)
     a, b = _records(tmp_path / "straight"), _records(tmp_path / "split")
     assert len(a) == 2
-    assert [(r["step"], r["train_loss"], r["val_loss"]) for r in a] == \
-        [(r["step"], r["train_loss"], r["val_loss"]) for r in b]
+    assert [(r["step"], r["train_loss"], r["val_loss"]) for r in a] == [
+        (r["step"], r["train_loss"], r["val_loss"]) for r in b
+    ]
 
 
 @pytest.mark.slow
 def test_torchrun_two_processes_train_from_the_arrow_store(tmp_path):
     corpus = synthetic_corpus(tmp_path / "corpus", n=600)
     r = subprocess.run(
-        [*torchrun(2), "-m", "nmt",
-         "train", "configs/multi30k_deen_additive.yaml",
-         *_train_args(corpus, tmp_path / "ddp", "train.max_epochs=1")],
-        capture_output=True, text=True, cwd=REPO, timeout=600)
+        [
+            *torchrun(2),
+            "-m",
+            "nmt",
+            "train",
+            "configs/multi30k_deen_additive.yaml",
+            *_train_args(corpus, tmp_path / "ddp", "train.max_epochs=1"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     assert "ranks agree: identical weights, learning rate and step on 2 ranks" in r.stderr
     assert r.stderr.count("training store: preparing") == 1  # rank 0 prepares, rank 1 waits

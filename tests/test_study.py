@@ -18,14 +18,31 @@ def study_files(tmp_path_factory):
     from conftest import run_tiny_study
 
     tmp = tmp_path_factory.mktemp("study")
-    cfg, r = run_tiny_study(tmp, [
-        "data.train_limit=200", "data.valid_limit=30", "subwords.vocab_size=300",
-        "model.emb_dim=32", "model.enc_hidden=32", "model.dec_hidden=64", "model.attn_dim=32",
-        "model.output_dim=32"], {
-        "name": "tiny", "run_prefix": "tiny", "attentions": ["none", "additive", "dot"],
-        "parallel": 2, "test_splits": ["test_2016_flickr"], "join_ks": [1, 3],
-        "n_samples": 50, "heatmap_sentences": ["Ein Mann schläft."], "sampled_heatmaps": 1,
-        "archive_dir": str(tmp / "archive")})
+    cfg, r = run_tiny_study(
+        tmp,
+        [
+            "data.train_limit=200",
+            "data.valid_limit=30",
+            "subwords.vocab_size=300",
+            "model.emb_dim=32",
+            "model.enc_hidden=32",
+            "model.dec_hidden=64",
+            "model.attn_dim=32",
+            "model.output_dim=32",
+        ],
+        {
+            "name": "tiny",
+            "run_prefix": "tiny",
+            "attentions": ["none", "additive", "dot"],
+            "parallel": 2,
+            "test_splits": ["test_2016_flickr"],
+            "join_ks": [1, 3],
+            "n_samples": 50,
+            "heatmap_sentences": ["Ein Mann schläft."],
+            "sampled_heatmaps": 1,
+            "archive_dir": str(tmp / "archive"),
+        },
+    )
     return tmp, cfg, r
 
 
@@ -55,11 +72,21 @@ def test_study_trains_each_attention_and_writes_report(study_files):
 @pytest.mark.slow
 def test_second_study_run_reuses_finished_runs(study_files):
     tmp, cfg, _r = study_files
-    r = subprocess.run([sys.executable, "-m", "nmt", "study", str(cfg), "--report-only"],
-                       cwd=REPO, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "nmt", "study", str(cfg), "--report-only"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
-    r = subprocess.run([sys.executable, "-m", "nmt", "study", str(cfg)], cwd=REPO,
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "nmt", "study", str(cfg)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stderr.count("reused") == 3
 
@@ -71,8 +98,13 @@ def test_changed_config_conflicts_with_existing_run(study_files):
     changed["overrides"].append("train.seed=99")
     other = tmp / "changed.yaml"
     other.write_text(json.dumps(changed))
-    r = subprocess.run([sys.executable, "-m", "nmt", "study", str(other), "--report-only"],
-                       cwd=REPO, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "nmt", "study", str(other), "--report-only"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 2
     assert "trained with a different config (train.seed: 1 (run) vs 99 (study))" in r.stderr
 
@@ -84,8 +116,13 @@ def test_report_only_names_runs_that_were_never_trained(study_files):
     spec["run_prefix"], spec["archive_dir"] = "ghost", str(tmp / "no_archive")
     other = tmp / "ghost.yaml"
     other.write_text(json.dumps(spec))
-    r = subprocess.run([sys.executable, "-m", "nmt", "study", str(other), "--report-only"],
-                       cwd=REPO, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "nmt", "study", str(other), "--report-only"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "--report-only: no run and no archive for " in r.stderr
     assert "ghost_dot" in r.stderr and "unfinished" not in r.stderr
@@ -96,7 +133,13 @@ def test_archived_run_is_reported_without_its_checkpoint(study_files):
     tmp, cfg, _r = study_files
     archive = tmp / "archive" / "tiny_dot"
     assert sorted(p.name for p in archive.iterdir()) == [
-        "checkpoint.json", "config.yaml", "hyps", "summary.json", "train.log", "valid_log.jsonl"]
+        "checkpoint.json",
+        "config.yaml",
+        "hyps",
+        "summary.json",
+        "train.log",
+        "valid_log.jsonl",
+    ]
     assert (archive / "hyps" / "test_2016_flickr_joined.txt.key.json").exists()
     spec = json.loads(cfg.read_text())
     spec["report_dir"] = str(tmp / "report_archived")
@@ -105,15 +148,21 @@ def test_archived_run_is_reported_without_its_checkpoint(study_files):
     hidden = tmp / "hidden_dot"
     (tmp / "runs" / "tiny_dot").rename(hidden)  # runs/ lost, as in a new session
     try:
-        r = subprocess.run([sys.executable, "-m", "nmt", "study", str(other)], cwd=REPO,
-                           capture_output=True, text=True, timeout=600)
+        r = subprocess.run(
+            [sys.executable, "-m", "nmt", "study", str(other)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert r.returncode == 0, r.stderr
         assert "tiny_dot: no run directory; reported from its records" in r.stderr
         assert not (tmp / "runs" / "tiny_dot").exists()  # not trained again
         old = json.loads((tmp / "report" / "results.json").read_text())["test_sets"]
         new = json.loads((tmp / "report_archived" / "results.json").read_text())["test_sets"]
-        assert new["test_2016_flickr_joined"]["buckets"] == old["test_2016_flickr_joined"][
-            "buckets"]
+        assert (
+            new["test_2016_flickr_joined"]["buckets"] == old["test_2016_flickr_joined"]["buckets"]
+        )
         archived_report = (tmp / "report_archived" / "report.md").read_text()
         assert "| dot |" in archived_report
         assert "No heatmaps of dot: reported from the study's archive" in archived_report
@@ -122,8 +171,13 @@ def test_archived_run_is_reported_without_its_checkpoint(study_files):
         key = archive / "hyps" / "test_2016_flickr.txt.key.json"
         saved = key.read_text()
         key.unlink()
-        r = subprocess.run([sys.executable, "-m", "nmt", "study", str(other), "--report-only"],
-                           cwd=REPO, capture_output=True, text=True, timeout=600)
+        r = subprocess.run(
+            [sys.executable, "-m", "nmt", "study", str(other), "--report-only"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         key.write_text(saved)
         assert r.returncode != 0
         assert "tiny_dot: no checkpoint" in r.stderr and "train the run again" in r.stderr
@@ -131,8 +185,13 @@ def test_archived_run_is_reported_without_its_checkpoint(study_files):
         record = archive / "checkpoint.json"
         saved = record.read_text()
         record.write_text(json.dumps({"sha256": "0" * 64}))
-        r = subprocess.run([sys.executable, "-m", "nmt", "study", str(other), "--report-only"],
-                           cwd=REPO, capture_output=True, text=True, timeout=600)
+        r = subprocess.run(
+            [sys.executable, "-m", "nmt", "study", str(other), "--report-only"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         record.write_text(saved)
         assert r.returncode != 0
         assert f"the sha256 in {record} (000000000000...) is not the checkpoint" in r.stderr
@@ -155,11 +214,18 @@ def test_a_bad_study_override_names_the_study_file_and_the_override(tmp_path):
     """The override is applied to the base config, but the user wrote it in the study file."""
     path = tmp_path / "s.yaml"
     base = REPO / "configs" / "multi30k_deen_additive.yaml"
-    path.write_text(f"base_config: {base}\nattentions: [none, additive]\n"
-                    "overrides: [train.thraeds=1]\n")
-    r = subprocess.run([sys.executable, "-m", "nmt", "study", str(path), "--report-only"],
-                       cwd=REPO, capture_output=True, text=True)
+    path.write_text(
+        f"base_config: {base}\nattentions: [none, additive]\noverrides: [train.thraeds=1]\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "nmt", "study", str(path), "--report-only"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2, r.stderr
-    assert f"error: {path}: {base} with override 'train.thraeds=1': train.thraeds: unknown key" \
+    assert (
+        f"error: {path}: {base} with override 'train.thraeds=1': train.thraeds: unknown key"
         in r.stderr
+    )
     assert "Traceback" not in r.stderr

@@ -24,10 +24,12 @@ def test_archive_round_trip_and_its_errors(tmp_path):
     folder = _archive(tmp_path, cfg)
     assert archived_sha256(folder, cfg) == "ab" * 32
     # a budget may differ (as --resume allows), the model may not
-    assert archived_sha256(folder, from_dict({"name": "a", "train": {"seed": 3,
-                                                                     "max_epochs": 99}}))
-    with pytest.raises(ArchiveError, match=r"config.yaml was trained with a different config "
-                       r"\(train.seed: 3 \(archive\) vs 4 \(study\)\)"):
+    assert archived_sha256(folder, from_dict({"name": "a", "train": {"seed": 3, "max_epochs": 99}}))
+    with pytest.raises(
+        ArchiveError,
+        match=r"config.yaml was trained with a different config "
+        r"\(train.seed: 3 \(archive\) vs 4 \(study\)\)",
+    ):
         archived_sha256(folder, from_dict({"name": "a", "train": {"seed": 4}}))
     (folder / "checkpoint.json").write_text('{"sha256": "x"}')
     with pytest.raises(ArchiveError, match="checkpoint.json: sha256 is not a SHA-256"):

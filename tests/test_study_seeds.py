@@ -22,15 +22,26 @@ def _study(tmp_path, monkeypatch, **changes):
 def test_heads_study_plans_the_six_new_models_beside_the_converged_three(tmp_path, monkeypatch):
     runs = plan(_study(tmp_path, monkeypatch))
     names = [r.cfg.name for r in runs]
-    assert names == ["deen_conv_none", "deen_conv_additive", "deen_conv_dot",
-                     "deen_conv_local_m", "deen_conv_local_p", "deen_conv_multihead-4h",
-                     "deen_conv_multihead-1h", "deen_conv_multihead-4h_s2",
-                     "deen_conv_multihead-1h_s2"]
+    assert names == [
+        "deen_conv_none",
+        "deen_conv_additive",
+        "deen_conv_dot",
+        "deen_conv_local_m",
+        "deen_conv_local_p",
+        "deen_conv_multihead-4h",
+        "deen_conv_multihead-1h",
+        "deen_conv_multihead-4h_s2",
+        "deen_conv_multihead-1h_s2",
+    ]
     assert [r.label for r in runs][-2:] == ["multihead-4h_s2", "multihead-1h_s2"]
     assert all(r.action == "train" for r in runs)
     by = {r.label: r.cfg for r in runs}
-    for label, heads, seed in (("multihead-4h", 4, 1), ("multihead-4h_s2", 4, 2),
-                               ("multihead-1h", 1, 1), ("multihead-1h_s2", 1, 2)):
+    for label, heads, seed in (
+        ("multihead-4h", 4, 1),
+        ("multihead-4h_s2", 4, 2),
+        ("multihead-1h", 1, 1),
+        ("multihead-1h_s2", 1, 2),
+    ):
         c = by[label]
         assert (c.model.attention, c.model.heads, c.train.seed) == ("multihead", heads, seed)
     for c in by.values():  # the converged study's size and stopping rule, for every model
@@ -47,16 +58,26 @@ def test_heads_study_plans_the_six_new_models_beside_the_converged_three(tmp_pat
 def test_seed_runs_are_the_same_tiny_model_with_another_seed(tmp_path, monkeypatch):
     from nmt.model.seq2seq import build_model
 
-    tiny = ("model.emb_dim=16", "model.enc_hidden=16", "model.dec_hidden=32",
-            "model.attn_dim=16", "model.output_dim=16")
+    tiny = (
+        "model.emb_dim=16",
+        "model.enc_hidden=16",
+        "model.dec_hidden=32",
+        "model.attn_dim=16",
+        "model.output_dim=16",
+    )
     runs = {r.label: r for r in plan(_study(tmp_path, monkeypatch, overrides=tiny))}
     a, b = runs["multihead-4h"].cfg, runs["multihead-4h_s2"].cfg
     assert dataclasses.replace(b, name=a.name, train=dataclasses.replace(b.train, seed=1)) == a
-    sizes = {label: sum(p.numel() for p in build_model(runs[label].cfg.model, 40, 40)
-                        .parameters()) for label in ("multihead-4h", "multihead-1h")}
+    sizes = {
+        label: sum(p.numel() for p in build_model(runs[label].cfg.model, 40, 40).parameters())
+        for label in ("multihead-4h", "multihead-1h")
+    }
     assert sizes["multihead-4h"] == sizes["multihead-1h"]  # equal total size
     assert runs["multihead-1h_s2"].overrides(_study(tmp_path, monkeypatch))[-3:] == [
-        "train.seed=2", "model.attention=multihead", "name=deen_conv_multihead-1h_s2"]
+        "train.seed=2",
+        "model.attention=multihead",
+        "name=deen_conv_multihead-1h_s2",
+    ]
 
 
 def test_seed_axis_errors(tmp_path, monkeypatch):

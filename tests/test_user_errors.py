@@ -23,9 +23,15 @@ TOY = CASES / "nmt_toy.yaml"
 
 
 def _nmt(*args, cwd: Path = REPO, timeout: int = 300, input: str | None = None):
-    return subprocess.run([sys.executable, "-m", "nmt", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd, timeout=timeout, input=input,
-                          stdin=None if input is not None else subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "nmt", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        input=input,
+        stdin=None if input is not None else subprocess.DEVNULL,
+    )
 
 
 def _one_line_error(r) -> str:
@@ -58,6 +64,7 @@ def toy_checkpoint(tmp_path_factory):
 
 # --- NMT-24: an unavailable device -------------------------------------------------------
 
+
 @pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_cuda_requested_without_cuda_is_one_line(tmp_path, toy_checkpoint):
@@ -81,6 +88,7 @@ def test_unknown_device_names_the_option(toy_checkpoint):
 
 # --- NMT-27: a vocabulary size the corpus cannot support ----------------------------------
 
+
 @pytest.mark.slow
 def test_vocab_size_below_the_characters_is_one_line(tmp_path):
     case = _case("NMT-27", tmp_path)
@@ -100,26 +108,30 @@ def test_vocab_size_below_the_characters_is_one_line(tmp_path):
 @pytest.mark.slow
 def test_vocab_size_above_what_the_corpus_allows_is_a_visible_warning(tmp_path):
     case = _case("NMT-27", tmp_path)
-    r = _nmt("train", "../nmt_toy.yaml", "subwords.vocab_size=8000", "train.max_epochs=1",
-             cwd=case)
+    r = _nmt("train", "../nmt_toy.yaml", "subwords.vocab_size=8000", "train.max_epochs=1", cwd=case)
     assert r.returncode == 0, r.stderr
     warn = [x for x in r.stderr.splitlines() if x.startswith("warning: subwords.vocab_size")]
     assert len(warn) == 2  # source and target side
     import re
 
-    assert re.search(r"8000 is more than the src side of this corpus supports; using \d\d pieces",
-                     warn[0]), warn[0]
+    assert re.search(
+        r"8000 is more than the src side of this corpus supports; using \d\d pieces", warn[0]
+    ), warn[0]
 
 
 def test_other_sentencepiece_refusals_name_the_setting():
     from nmt.data.vocab import train_vocab
 
-    with pytest.raises(ValueError, match=r"^subwords: SentencePiece refused vocab_size=50, "
-                                         r"model_type=bogus"):
+    with pytest.raises(
+        ValueError,
+        match=r"^subwords: SentencePiece refused vocab_size=50, "
+        r"model_type=bogus",
+    ):
         train_vocab(["ein mann läuft ."] * 20, 50, model_type="bogus")
 
 
 # --- NMT-22: nothing is cut silently -------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_evaluate_warns_naming_the_cut_lines(toy_checkpoint):
@@ -139,12 +151,15 @@ def test_truncation_warning_lists_the_first_lines():
 
     ts = [Translation("x", "y", [], [], None, truncated=i % 2 == 1) for i in range(30)]
     w = truncation_warning(ts, "f.de")
-    assert w == ("warning: f.de: 15 input lines cut to the first 400 pieces (lines 2, 4, 6, 8, "
-                 "10, 12, 14, 16, 18, 20, ..., counting from 1)")
+    assert w == (
+        "warning: f.de: 15 input lines cut to the first 400 pieces (lines 2, 4, 6, 8, "
+        "10, 12, 14, 16, 18, 20, ..., counting from 1)"
+    )
     assert truncation_warning(ts[:1], "f.de") is None
 
 
 # --- NMT-23: Ctrl-C at the interactive prompt exits 130, Ctrl-D exits 0 --------------------
+
 
 def _interactive(ckpt: Path, key: bytes) -> int:
     pid, fd = pty.fork()
@@ -195,13 +210,23 @@ def test_a_time_budget_that_ends_before_one_epoch_is_warned_about():
     assert "train.max_minutes=10" in warning
     # it names the score instead of promising "near 0", which a model of 355 steps (val BLEU
     # 12.78) contradicted (fresh-user report, 2026-12-04)
-    warned = undertrained_warning(cfg, TrainState(step=355, epoch=0, elapsed_s=648.0,
-                                                  best_bleu=12.78))
+    warned = undertrained_warning(
+        cfg, TrainState(step=355, epoch=0, elapsed_s=648.0, best_bleu=12.78)
+    )
     assert warned is not None and "val BLEU 12.78" in warned and "near 0" not in warned
     # a full epoch, a budget not spent, an interrupted run or no budget: nothing to say
     assert undertrained_warning(cfg, TrainState(step=900, epoch=1, elapsed_s=700.0)) is None
     assert undertrained_warning(cfg, TrainState(step=4, epoch=0, elapsed_s=30.0)) is None
-    assert undertrained_warning(cfg, TrainState(step=4, epoch=0, elapsed_s=1008.0,
-                                                interrupted="SIGINT")) is None
-    assert undertrained_warning(from_dict({"train": {"max_minutes": None}}),
-                                TrainState(step=4, epoch=0, elapsed_s=1008.0)) is None
+    assert (
+        undertrained_warning(
+            cfg, TrainState(step=4, epoch=0, elapsed_s=1008.0, interrupted="SIGINT")
+        )
+        is None
+    )
+    assert (
+        undertrained_warning(
+            from_dict({"train": {"max_minutes": None}}),
+            TrainState(step=4, epoch=0, elapsed_s=1008.0),
+        )
+        is None
+    )

@@ -34,11 +34,13 @@ def main() -> None:
         store.collate(batches[int(i)])
     collate_ms = (time.perf_counter() - t0) / len(picks) * 1000
     sizes = np.array([len(batches[i]) for i in range(len(batches))])
-    print(f"pairs {len(store):,}; open (import datasets, memory-map, read the length columns) "
-          f"{opened - began:.1f} s; one epoch's batches {built - opened:.1f} s "
-          f"({len(batches):,} batches, mean {sizes.mean():.0f} pairs); collate "
-          f"{collate_ms:.1f} ms per batch (200 random batches); peak RSS {base:.0f} MiB "
-          f"after importing torch, {rss_mib():.0f} MiB at the end")
+    print(
+        f"pairs {len(store):,}; open (import datasets, memory-map, read the length columns) "
+        f"{opened - began:.1f} s; one epoch's batches {built - opened:.1f} s "
+        f"({len(batches):,} batches, mean {sizes.mean():.0f} pairs); collate "
+        f"{collate_ms:.1f} ms per batch (200 random batches); peak RSS {base:.0f} MiB "
+        f"after importing torch, {rss_mib():.0f} MiB at the end"
+    )
 
 
 if __name__ == "__main__":

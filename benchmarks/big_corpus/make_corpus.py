@@ -38,10 +38,10 @@ def main() -> None:
     src, tgt = lines(args.src), lines(args.tgt)
     rng = random.Random(args.seed)
     written = 0
-    with gzip.open(args.out / f"train.{args.src}.gz", "wt", encoding="utf-8",
-                   compresslevel=1) as fs, \
-            gzip.open(args.out / f"train.{args.tgt}.gz", "wt", encoding="utf-8",
-                      compresslevel=1) as ft:
+    with (
+        gzip.open(args.out / f"train.{args.src}.gz", "wt", encoding="utf-8", compresslevel=1) as fs,
+        gzip.open(args.out / f"train.{args.tgt}.gz", "wt", encoding="utf-8", compresslevel=1) as ft,
+    ):
         copy = 0
         while written < args.pairs:
             order = list(range(len(src)))

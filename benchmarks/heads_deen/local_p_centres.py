@@ -33,7 +33,8 @@ hyp = greedy(model, batch.src, batch.src_len)[0]
 print(f"source: {SENTENCE}")
 print(f"source pieces S = {len(ids)} (with </s>), window D = {attention.window}")
 print(f"hypothesis: {loaded.tgt_vocab.decode(hyp.tokens)}")
-for t, (piece, p) in enumerate(zip([loaded.tgt_vocab.id_to_piece(x) for x in hyp.tokens]
-                                   + ["</s>"], centres, strict=False)):
+for t, (piece, p) in enumerate(
+    zip([loaded.tgt_vocab.id_to_piece(x) for x in hyp.tokens] + ["</s>"], centres, strict=False)
+):
     diagonal = t * (len(ids) - 1) / max(len(hyp.tokens), 1)
     print(f"t={t:2d} {piece:>12s}  p_t = {p:5.1f}   diagonal {diagonal:5.1f}")

@@ -82,13 +82,17 @@ def drive_page(browser: Any, url: str, shot: Path, t0: float) -> dict[str, Any]:
     page.goto(url)
     page.wait_for_selector("body[data-ready='1']")
     # the example list is filled after the page says ready: wait for it or its note
-    page.wait_for_function("document.querySelector('#examples li') || "
-                           "document.querySelector('#examples-note').textContent",
-                           timeout=30_000)
+    page.wait_for_function(
+        "document.querySelector('#examples li') || "
+        "document.querySelector('#examples-note').textContent",
+        timeout=30_000,
+    )
     note = page.locator("#examples-note").text_content() or ""
     if page.locator("#examples li").count():
-        origin = (f"the page's example list (set {page.locator('#set').input_value()!r}, "
-                  "first line), clicked")
+        origin = (
+            f"the page's example list (set {page.locator('#set').input_value()!r}, "
+            "first line), clicked"
+        )
         page.locator("#examples li").first.click()
     else:
         origin = "typed: the page lists no example"
@@ -97,18 +101,27 @@ def drive_page(browser: Any, url: str, shot: Path, t0: float) -> dict[str, Any]:
     ids = page.locator("#model-boxes input:checked").evaluate_all("bs => bs.map(b => b.value)")
     for model in ids:
         page.wait_for_selector(f".pane[data-model='{model}'] .translation .tgt-word")
-    attention = [m for m in ids if page.locator(
-        f".pane[data-model='{m}'] .fixed-panel").count() == 0]
+    attention = [
+        m for m in ids if page.locator(f".pane[data-model='{m}'] .fixed-panel").count() == 0
+    ]
     for model in attention:
         page.wait_for_selector(f".pane[data-model='{model}'] .heatmap svg")
     done = time.perf_counter()
-    shown = {m: page.locator(f".pane[data-model='{m}'] .translation").inner_text().strip()
-             for m in ids}
+    shown = {
+        m: page.locator(f".pane[data-model='{m}'] .translation").inner_text().strip() for m in ids
+    }
     source = page.locator("#src").input_value()
     page.screenshot(path=str(shot), full_page=False)
-    return {"first_translation_s": round(done - t0, 2), "page_s": round(done - t_open, 2),
-            "source": source, "sentence_from": origin, "examples_note": note,
-            "models": ids, "heatmap_in": attention, "translations": shown}
+    return {
+        "first_translation_s": round(done - t0, 2),
+        "page_s": round(done - t_open, 2),
+        "source": source,
+        "sentence_from": origin,
+        "examples_note": note,
+        "models": ids,
+        "heatmap_in": attention,
+        "translations": shown,
+    }
 
 
 def main() -> None:
@@ -118,11 +131,11 @@ def main() -> None:
     if "--out" in args:
         i = args.index("--out")
         out = Path(args[i + 1])
-        del args[i:i + 2]
+        del args[i : i + 2]
     if "--port" in args:
         i = args.index("--port")
         port = int(args[i + 1])
-        del args[i:i + 2]
+        del args[i : i + 2]
     checkout = Path(args[0]).resolve() if args else REPO
     nmt = checkout / ".venv" / "bin" / "nmt"
     if not nmt.exists():
@@ -139,8 +152,13 @@ def main() -> None:
         browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         load_before = os.getloadavg()
         t0 = time.perf_counter()
-        proc = subprocess.Popen([str(nmt), "serve", "--port", str(port)], cwd=checkout,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [str(nmt), "serve", "--port", str(port)],
+            cwd=checkout,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         assert proc.stdout is not None
         reader = threading.Thread(target=lambda: log.extend(proc.stdout or []), daemon=True)
         reader.start()
@@ -152,15 +170,20 @@ def main() -> None:
             proc.wait(30)
             reader.join(5)
             browser.close()
-    report = {"command": f"cd {checkout} && .venv/bin/nmt serve --port {port}",
-              "server_ready_s": round(ready, 2), **result,
-              "server_log": [line.rstrip("\n") for line in log],
-              "cpu": cpu_model(), "cpus": os.cpu_count(),
-              "load_average_before": [round(x, 2) for x in load_before],
-              "load_average_after": [round(x, 2) for x in os.getloadavg()],
-              "when_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    (out / "first_page.json").write_text(json.dumps(report, indent=1, ensure_ascii=False)
-                                         + "\n", encoding="utf-8")
+    report = {
+        "command": f"cd {checkout} && .venv/bin/nmt serve --port {port}",
+        "server_ready_s": round(ready, 2),
+        **result,
+        "server_log": [line.rstrip("\n") for line in log],
+        "cpu": cpu_model(),
+        "cpus": os.cpu_count(),
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "when_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    (out / "first_page.json").write_text(
+        json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     print(json.dumps(report, ensure_ascii=False))
 
 

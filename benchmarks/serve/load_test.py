@@ -65,12 +65,26 @@ def post(url: str, body: dict[str, Any], timeout: float) -> tuple[int, float, An
         return -1, time.perf_counter() - start, None
 
 
-def start_server(checkout: Path, models: list[str], port: int, extra: list[str]
-                 ) -> subprocess.Popen[bytes]:
+def start_server(
+    checkout: Path, models: list[str], port: int, extra: list[str]
+) -> subprocess.Popen[bytes]:
     """``nmt serve`` of ``checkout`` on 127.0.0.1:``port``, one torch thread."""
-    cmd = [sys.executable, "-m", "nmt", "serve", "--threads", "1", "--port", str(port),
-           "--host", "127.0.0.1", "--device", "cpu", *sum((["--model", m] for m in models), []),
-           *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "nmt",
+        "serve",
+        "--threads",
+        "1",
+        "--port",
+        str(port),
+        "--host",
+        "127.0.0.1",
+        "--device",
+        "cpu",
+        *sum((["--model", m] for m in models), []),
+        *extra,
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(checkout)}
     proc = subprocess.Popen(cmd, cwd=checkout, env=env)
     for _ in range(900):
@@ -89,12 +103,19 @@ def best(answer: Any) -> list[Any] | None:
     """Per model (text, pieces) of the best hypothesis: what must equal the solo answer."""
     if answer is None:
         return None
-    return [(r["model"], r["lines"][0]["text"], r["lines"][0]["tgt_pieces"])
-            for r in answer["results"]]
+    return [
+        (r["model"], r["lines"][0]["text"], r["lines"][0]["tgt_pieces"]) for r in answer["results"]
+    ]
 
 
-def level(url: str, lines: list[str], body: dict[str, Any], concurrency: int,
-          max_seconds: float, solo: list[Any] | None) -> tuple[dict[str, Any], list[Any]]:
+def level(
+    url: str,
+    lines: list[str],
+    body: dict[str, Any],
+    concurrency: int,
+    max_seconds: float,
+    solo: list[Any] | None,
+) -> tuple[dict[str, Any], list[Any]]:
     """Send every line at ``concurrency``; the level's row and each line's best()."""
     stop = time.monotonic() + max_seconds
 
@@ -112,20 +133,29 @@ def level(url: str, lines: list[str], body: dict[str, Any], concurrency: int,
     codes: dict[str, int] = {}
     for g in got:
         if g[0] != 200:
-            codes[str(g[0]) if g[0] else "not_sent"] = codes.get(str(g[0]) if g[0]
-                                                                   else "not_sent", 0) + 1
+            codes[str(g[0]) if g[0] else "not_sent"] = (
+                codes.get(str(g[0]) if g[0] else "not_sent", 0) + 1
+            )
     answers = [best(g[2]) for g in got]
-    row = {"concurrency": concurrency, "requests": len(lines), "ok": len(ok), "codes": codes,
-           "errors": sum(v for k, v in codes.items() if k not in ("429", "not_sent")),
-           "sentences_per_s": round(len(ok) / wall, 2), "wall_s": round(wall, 1),
-           "p50_ms": round(percentile(latency, 50), 1),
-           "p95_ms": round(percentile(latency, 95), 1),
-           "p99_ms": round(percentile(latency, 99), 1)}
+    row = {
+        "concurrency": concurrency,
+        "requests": len(lines),
+        "ok": len(ok),
+        "codes": codes,
+        "errors": sum(v for k, v in codes.items() if k not in ("429", "not_sent")),
+        "sentences_per_s": round(len(ok) / wall, 2),
+        "wall_s": round(wall, 1),
+        "p50_ms": round(percentile(latency, 50), 1),
+        "p95_ms": round(percentile(latency, 95), 1),
+        "p99_ms": round(percentile(latency, 99), 1),
+    }
     if solo is not None:
-        row["same_as_solo"] = sum(a is not None and a == s
-                                  for a, s in zip(answers, solo, strict=True))
-        row["compared"] = sum(a is not None and s is not None
-                              for a, s in zip(answers, solo, strict=True))
+        row["same_as_solo"] = sum(
+            a is not None and a == s for a, s in zip(answers, solo, strict=True)
+        )
+        row["compared"] = sum(
+            a is not None and s is not None for a, s in zip(answers, solo, strict=True)
+        )
     return row, answers
 
 
@@ -166,10 +196,21 @@ def main() -> None:
         proc.wait(30)
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps({"label": a.label, "checkout": str(a.checkout),
-                                     "models": specs, "beam": a.beam, "rows": rows,
-                                     "serve_args": a.serve_args,
-                                     "load_average": os.getloadavg()}, indent=1) + "\n")
+        a.out.write_text(
+            json.dumps(
+                {
+                    "label": a.label,
+                    "checkout": str(a.checkout),
+                    "models": specs,
+                    "beam": a.beam,
+                    "rows": rows,
+                    "serve_args": a.serve_args,
+                    "load_average": os.getloadavg(),
+                },
+                indent=1,
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

@@ -29,10 +29,14 @@ from playwright.sync_api import sync_playwright
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "results" / "serve"
 DATA = REPO.parent / "shared" / "data" / "multi30k"
-SRC = ("Eine Frau mit einem roten Hut sitzt am Ufer des Flusses und liest ein Buch, "
-       "während zwei kleine Hunde im Gras spielen.")
-REF = ("A woman in a red hat sits on the bank of the river reading a book while two small "
-       "dogs play in the grass.")
+SRC = (
+    "Eine Frau mit einem roten Hut sitzt am Ufer des Flusses und liest ein Buch, "
+    "während zwei kleine Hunde im Gras spielen."
+)
+REF = (
+    "A woman in a red hat sits on the bank of the river reading a book while two small "
+    "dogs play in the grass."
+)
 
 
 def percentile(xs: list[float], q: float) -> float:
@@ -41,9 +45,24 @@ def percentile(xs: list[float], q: float) -> float:
 
 
 def start_server(additive: str, none: str, port: int) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "nmt", "serve", "--model", f"additive={additive}",
-           "--model", f"none={none}", "--study", "reports/deen_long_study", "--threads", "1",
-           "--port", str(port), "--device", "cpu"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "nmt",
+        "serve",
+        "--model",
+        f"additive={additive}",
+        "--model",
+        f"none={none}",
+        "--study",
+        "reports/deen_long_study",
+        "--threads",
+        "1",
+        "--port",
+        str(port),
+        "--device",
+        "cpu",
+    ]
     proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"})
     for _ in range(600):
         try:
@@ -61,15 +80,24 @@ def screenshots(url: str) -> None:
         b = p.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
         page = b.new_page(viewport={"width": 1400, "height": 900})
         page.set_default_timeout(600_000)
-        q = urllib.parse.urlencode({"src": SRC, "ref": REF, "models": "additive,none",
-                                    "beam": 5, "nbest": 2})
+        q = urllib.parse.urlencode(
+            {"src": SRC, "ref": REF, "models": "additive,none", "beam": 5, "nbest": 2}
+        )
         page.goto(f"{url}/?{q}")
         page.wait_for_selector("body[data-ready='1']")
         page.hover(".pane[data-model=additive] .tgt-word[data-t='4']")
         page.screenshot(path=str(OUT / "serve_side_by_side.png"), full_page=False)
-        q = urllib.parse.urlencode({"tab": "study", "study": "deen_long_study",
-                                    "sset": "test_2016_flickr_joined", "src": SRC,
-                                    "models": "additive,none", "beam": 1, "nbest": 1})
+        q = urllib.parse.urlencode(
+            {
+                "tab": "study",
+                "study": "deen_long_study",
+                "sset": "test_2016_flickr_joined",
+                "src": SRC,
+                "models": "additive,none",
+                "beam": 1,
+                "nbest": 1,
+            }
+        )
         page.goto(f"{url}/?{q}")
         page.wait_for_selector(".study-line")
         page.click(".bucket-hit[data-bucket='41-50']")
@@ -90,6 +118,7 @@ def load(url: str, additive: str, pid: int) -> dict[str, object]:
 
     lines = [x for x in read_lines(DATA / "test_2016_flickr.de.gz") if x.strip()][:200]
     with httpx.Client(base_url=url, timeout=600) as client:
+
         def one(line: str) -> tuple[int, float, str]:
             t = time.perf_counter()
             r = client.post("/api/translate", json={"lines": [line], "models": ["additive"]})
@@ -109,9 +138,23 @@ def load(url: str, additive: str, pid: int) -> dict[str, object]:
 
     t = time.perf_counter()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    r = subprocess.run([sys.executable, "-m", "nmt", "translate", additive, "-i", str(src),
-                        "-o", str(OUT / "load_lines.en")], cwd=REPO, capture_output=True,
-                       text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nmt",
+            "translate",
+            additive,
+            "-i",
+            str(src),
+            "-o",
+            str(OUT / "load_lines.en"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     cli_wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cli_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
@@ -129,16 +172,22 @@ def load(url: str, additive: str, pid: int) -> dict[str, object]:
     batch_wall, batch_cpu = time.perf_counter() - t, time.process_time() - cpu
     src.unlink()
     (OUT / "load_lines.en").unlink()
-    return {"requests": len(lines), "concurrency": 8, "errors": errors,
-            "p50_ms": round(percentile(lat, 50), 1), "p95_ms": round(percentile(lat, 95), 1),
-            "serve_sentences_per_s": round(len(lines) / wall, 2),
-            "serve_cpu_ms_per_sentence": round(1000 * serve_cpu / len(lines), 1),
-            "translate_cpu_ms_per_sentence_with_loading": round(1000 * cli_cpu / len(lines), 1),
-            "translate_cpu_ms_per_sentence_in_process": round(1000 * batch_cpu / len(lines), 1),
-            "translate_wall_s_with_loading": round(cli_wall, 1),
-            "translate_sentences_per_s_with_loading": round(len(lines) / cli_wall, 2),
-            "translate_sentences_per_s_in_process": round(len(lines) / batch_wall, 2),
-            "same_text_as_translate": same, "load_average_before": os.getloadavg()}
+    return {
+        "requests": len(lines),
+        "concurrency": 8,
+        "errors": errors,
+        "p50_ms": round(percentile(lat, 50), 1),
+        "p95_ms": round(percentile(lat, 95), 1),
+        "serve_sentences_per_s": round(len(lines) / wall, 2),
+        "serve_cpu_ms_per_sentence": round(1000 * serve_cpu / len(lines), 1),
+        "translate_cpu_ms_per_sentence_with_loading": round(1000 * cli_cpu / len(lines), 1),
+        "translate_cpu_ms_per_sentence_in_process": round(1000 * batch_cpu / len(lines), 1),
+        "translate_wall_s_with_loading": round(cli_wall, 1),
+        "translate_sentences_per_s_with_loading": round(len(lines) / cli_wall, 2),
+        "translate_sentences_per_s_in_process": round(len(lines) / batch_wall, 2),
+        "same_text_as_translate": same,
+        "load_average_before": os.getloadavg(),
+    }
 
 
 def main() -> None:

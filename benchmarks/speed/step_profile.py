@@ -7,6 +7,7 @@ the next STEPS (default 10) are timed without the profiler, then the same batche
 under torch.profiler. "bound" is target tokens over the profiled matrix-product time:
 the tokens/s with every other op (elementwise, casts, dropout, softmax, Adam, autograd and
 Python bookkeeping) taking no time."""
+
 import collections
 import sys
 import tempfile
@@ -20,8 +21,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic import synthetic_trainer
 
 GEMM = ("aten::mm", "aten::addmm", "aten::bmm")
-ROLE = {1536: "decoder GRU", 1024: "attentional layer W_c", 768: "encoder GRU",
-        8000: "output layer"}
+ROLE = {
+    1536: "decoder GRU",
+    1024: "attentional layer W_c",
+    768: "encoder GRU",
+    8000: "output layer",
+}
 
 
 def role(name, shapes):
@@ -45,7 +50,7 @@ def main(precision: str, steps: int) -> None:
         tr, model, batches = synthetic_trainer(d, [f"train.precision={precision}"])
         for b in batches[:5]:
             tr.train_step(b)
-        timed = batches[5:5 + steps]
+        timed = batches[5 : 5 + steps]
         t0, tokens = time.perf_counter(), 0
         for b in timed:
             tokens += tr.train_step(b)
@@ -69,9 +74,11 @@ def main(precision: str, steps: int) -> None:
     gemm_s = sum(g[0] for g in gemm.values())
     print(f"{precision}, {steps} steps, {tokens} target tokens, torch {torch.__version__}")
     print(f"without profiler: {wall:.2f} s, {tokens / wall:.0f} target tokens/s")
-    print(f"profiled op time: {total:.2f} s; matrix products {gemm_s:.2f} s "
-          f"({100 * gemm_s / total:.0f}%), everything else {total - gemm_s:.2f} s "
-          f"({100 * (total - gemm_s) / total:.0f}%)")
+    print(
+        f"profiled op time: {total:.2f} s; matrix products {gemm_s:.2f} s "
+        f"({100 * gemm_s / total:.0f}%), everything else {total - gemm_s:.2f} s "
+        f"({100 * (total - gemm_s) / total:.0f}%)"
+    )
     print(f"bound with everything else free: {tokens / gemm_s:.0f} target tokens/s")
     print("matrix products by role: seconds, share of op time, calls, GFLOP/s")
     for r, (s, flops, n) in sorted(gemm.items(), key=lambda kv: -kv[1][0]):

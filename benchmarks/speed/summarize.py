@@ -46,47 +46,97 @@ n_fixed = [r["train"]["fixed_steps"]["target_tokens_per_s"] for r in now]
 n_win = [r["train"]["window"]["target_tokens_per_s"] for r in now if r["train"]["window"]]
 # the earlier commit's report: nmt bench's JSON (like now's), or nmt.benchmark's
 bench_before = bool(before) and "train" in before[0]
-b = [r["train"]["fixed_steps"]["target_tokens_per_s"] if bench_before
-     else r["train_target_tokens_per_s"] for r in before]
-rows.append(("training, target tokens/s (Joey: steps 21-200; nmt: 40 steps / 30 s window)",
-             col(j), col(b), f"{col(n_fixed)}; window {col(n_win)}", ratio(n_fixed, j)))
+b = [
+    r["train"]["fixed_steps"]["target_tokens_per_s"]
+    if bench_before
+    else r["train_target_tokens_per_s"]
+    for r in before
+]
+rows.append(
+    (
+        "training, target tokens/s (Joey: steps 21-200; nmt: 40 steps / 30 s window)",
+        col(j),
+        col(b),
+        f"{col(n_fixed)}; window {col(n_win)}",
+        ratio(n_fixed, j),
+    )
+)
 if bf16:
     n16 = [r["train"]["fixed_steps"]["target_tokens_per_s"] for r in bf16]
     n16_win = [r["train"]["window"]["target_tokens_per_s"] for r in bf16 if r["train"]["window"]]
-    rows.append(("training with bf16 autocast, target tokens/s (nmt: 40 steps / 30 s window)",
-                 "-", "-", f"{col(n16)}; window {col(n16_win)}", ratio(n16, j)))
+    rows.append(
+        (
+            "training with bf16 autocast, target tokens/s (nmt: 40 steps / 30 s window)",
+            "-",
+            "-",
+            f"{col(n16)}; window {col(n16_win)}",
+            ratio(n16, j),
+        )
+    )
     f16 = [r["train"]["fixed_steps"]["fraction_of_bf16_peak"] for r in bf16]
     p16 = [r["matmul_peak_gflop_s"]["bf16"] for r in bf16]
-    rows.append(("nmt bf16 training: fraction of the measured bf16 matmul peak", "-", "-",
-                 f"{col([100 * f for f in f16], '{:.0f}%')} of {col(p16, '{:.0f}')} GFLOP/s",
-                 ""))
+    rows.append(
+        (
+            "nmt bf16 training: fraction of the measured bf16 matmul peak",
+            "-",
+            "-",
+            f"{col([100 * f for f in f16], '{:.0f}%')} of {col(p16, '{:.0f}')} GFLOP/s",
+            "",
+        )
+    )
 frac = [r["train"]["fixed_steps"]["fraction_of_fp32_peak"] for r in now]
 peak = [r["matmul_peak_gflop_s"]["fp32"] for r in now]
-rows.append(("nmt training: fraction of the measured fp32 matmul peak", "-", "-",
-             f"{col([100 * f for f in frac], '{:.0f}%')} of {col(peak, '{:.0f}')} GFLOP/s",
-             ""))
+rows.append(
+    (
+        "nmt training: fraction of the measured fp32 matmul peak",
+        "-",
+        "-",
+        f"{col([100 * f for f in frac], '{:.0f}%')} of {col(peak, '{:.0f}')} GFLOP/s",
+        "",
+    )
+)
 for key, label in (("greedy", "greedy"), ("beam5", "beam 5")):
     js = [r["translate"][key]["sentences_per_s"] for r in joey]
     jb = [r["translate"][key]["bleu"] for r in joey]
     ns = [r["decode"][key]["sentences_per_s"] for r in now]
     nb = [r["decode"][key]["bleu"] for r in now]
-    bs = [r["decode"][key]["sentences_per_s"] if bench_before
-          else r["decode_sentences_per_s"][key] for r in before]
-    rows.append((f"{label}, sentences/s (1,000 test_2016_flickr sentences, batches of 64)",
-                 f"{col(js, '{:,.1f}')}, BLEU {col(jb, '{:.2f}')}",
-                 f"{col(bs, '{:,.1f}')}" + ("" if bench_before else " (val split)"),
-                 f"{col(ns, '{:,.1f}')}, BLEU {col(nb, '{:.2f}')}", ratio(ns, js)))
+    bs = [
+        r["decode"][key]["sentences_per_s"] if bench_before else r["decode_sentences_per_s"][key]
+        for r in before
+    ]
+    rows.append(
+        (
+            f"{label}, sentences/s (1,000 test_2016_flickr sentences, batches of 64)",
+            f"{col(js, '{:,.1f}')}, BLEU {col(jb, '{:.2f}')}",
+            f"{col(bs, '{:,.1f}')}" + ("" if bench_before else " (val split)"),
+            f"{col(ns, '{:,.1f}')}, BLEU {col(nb, '{:.2f}')}",
+            ratio(ns, js),
+        )
+    )
     dec16 = [r for r in bf16dec + bf16 if r.get("decode")]
     if dec16:
         ns16 = [r["decode"][key]["sentences_per_s"] for r in dec16]
         nb16 = [r["decode"][key]["bleu"] for r in dec16]
-        rows.append((f"{label} with bf16 matrix products (search.precision=bf16), sentences/s",
-                     "-", "-", f"{col(ns16, '{:,.1f}')}, BLEU {col(nb16, '{:.2f}')}",
-                     ratio(ns16, js)))
-rows.append(("peak RSS, training (MiB)", col([r["train"]["peak_rss_mib"] for r in joey]),
-             col([r["train"]["peak_memory_mib"] for r in before]) if bench_before
-             else col([r["peak_memory_mib"] for r in before]) + (" (whole run)" if before else ""),
-             col([r["train"]["peak_memory_mib"] for r in now]), ""))
+        rows.append(
+            (
+                f"{label} with bf16 matrix products (search.precision=bf16), sentences/s",
+                "-",
+                "-",
+                f"{col(ns16, '{:,.1f}')}, BLEU {col(nb16, '{:.2f}')}",
+                ratio(ns16, js),
+            )
+        )
+rows.append(
+    (
+        "peak RSS, training (MiB)",
+        col([r["train"]["peak_rss_mib"] for r in joey]),
+        col([r["train"]["peak_memory_mib"] for r in before])
+        if bench_before
+        else col([r["peak_memory_mib"] for r in before]) + (" (whole run)" if before else ""),
+        col([r["train"]["peak_memory_mib"] for r in now]),
+        "",
+    )
+)
 print(f"| | Joey NMT 2.3.0 | nmt before ({before_label}) | nmt now | now / Joey |")
 print("| --- | --- | --- | --- | --- |")
 for r in rows:

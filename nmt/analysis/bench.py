@@ -91,8 +91,9 @@ class BenchOptions:
         at_least = {"train_steps": 1, "sentences": 1, "beam": 1, "batch_size": 1, "warmup": 0}
         for name, low in at_least.items():
             if getattr(self, name) < low:
-                raise BenchError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be "
-                                 f"at least {low}")
+                raise BenchError(
+                    f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least {low}"
+                )
         for name in ("threads", "workers"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise BenchError(f"--{name} {getattr(self, name)}: must be at least 1")
@@ -100,15 +101,20 @@ class BenchOptions:
             raise BenchError(f"--train-seconds {self.train_seconds}: must be 0 or more")
         if self.skip_train and self.skip_decode:
             raise BenchError("--skip-train and --skip-decode together leave nothing to measure")
-        if self.json_path is not None and (self.json_path.is_dir()
-                                           or not self.json_path.parent.is_dir()):
+        if self.json_path is not None and (
+            self.json_path.is_dir() or not self.json_path.parent.is_dir()
+        ):
             raise BenchError(f"--json {self.json_path}: give a file in an existing directory")
         if self.source.suffix not in (".pt", ".yaml", ".yml") and not names_folder(self.source):
-            raise BenchError(f"{self.source}: give a YAML config (.yaml, .yml) or a checkpoint "
-                             "(.pt or a model folder)")
+            raise BenchError(
+                f"{self.source}: give a YAML config (.yaml, .yml) or a checkpoint "
+                "(.pt or a model folder)"
+            )
         if self.overrides and self.source.suffix not in (".yaml", ".yml"):
-            raise BenchError(f"{self.source}: key=value overrides ({self.overrides[0]!r}) "
-                             "apply to a CONFIG, not to a checkpoint")
+            raise BenchError(
+                f"{self.source}: key=value overrides ({self.overrides[0]!r}) "
+                "apply to a CONFIG, not to a checkpoint"
+            )
 
 
 @dataclass
@@ -140,8 +146,13 @@ def decode_split(subject: Subject, opts: BenchOptions) -> tuple[list[str], list[
     return [p.src for p in pairs], [p.tgt for p in pairs]
 
 
-def measure_decoding(subject: Subject, sources: list[str], references: list[str],
-                     opts: BenchOptions, device: torch.device) -> dict[str, Any]:
+def measure_decoding(
+    subject: Subject,
+    sources: list[str],
+    references: list[str],
+    opts: BenchOptions,
+    device: torch.device,
+) -> dict[str, Any]:
     """Greedy and beam-``opts.beam`` sentences/s on ``sources`` (``opts.workers`` batches at
     once, each on its share of the CPU threads:
     :func:`nmt.inference.translator.decode_workers`), the mean output length in
@@ -152,9 +163,13 @@ def measure_decoding(subject: Subject, sources: list[str], references: list[str]
     runs: dict[str, Any] = {}
     for beam in sorted({1, opts.beam}):
         translator = Translator.from_loaded(
-            subject, beam_size=beam, precision=opts.decode_precision,
-            precision_option="--decode-precision", batch_size=opts.batch_size,
-            workers=opts.workers)
+            subject,
+            beam_size=beam,
+            precision=opts.decode_precision,
+            precision_option="--decode-precision",
+            batch_size=opts.batch_size,
+            workers=opts.workers,
+        )
         decoding = translator.decoding  # a beam over the vocabulary is capped to it
         with torch.inference_mode():
             translator.translate(sources[:8])
@@ -165,21 +180,29 @@ def measure_decoding(subject: Subject, sources: list[str], references: list[str]
             seconds = time.perf_counter() - start
         s = score([t.text for t in out], references, sources, buckets=((1, None),))
         runs["greedy" if beam == 1 else f"beam{beam}"] = {
-            "search": decoding.describe(), "precision": decoding.precision,
+            "search": decoding.describe(),
+            "precision": decoding.precision,
             "seconds": round(seconds, 3),
             "sentences_per_s": round(len(sources) / seconds, 2),
             "output_pieces_per_sentence": round(
-                sum(len([p for p in t.tgt_pieces if p != "</s>"]) for t in out)
-                / len(sources), 2),
+                sum(len([p for p in t.tgt_pieces if p != "</s>"]) for t in out) / len(sources), 2
+            ),
             "bleu": round(s.bleu, 2),
-            "chrf": round(s.chrf, 2), "bleu_signature": s.signature}
+            "chrf": round(s.chrf, 2),
+            "bleu_signature": s.signature,
+        }
     n_batches = -(-len(sources) // opts.batch_size)
     workers = decode_workers(device, n_batches, opts.workers)
-    return {"split": opts.split, "sentences": len(sources), "batch_size": opts.batch_size,
-            "workers": workers,
-            "threads_per_worker": threads_per_worker(workers),
-            "bleu_meaningful": subject.kind == "checkpoint", **runs,
-            "peak_memory_mib": round(peak_memory_mib(device), 1)}
+    return {
+        "split": opts.split,
+        "sentences": len(sources),
+        "batch_size": opts.batch_size,
+        "workers": workers,
+        "threads_per_worker": threads_per_worker(workers),
+        "bleu_meaningful": subject.kind == "checkpoint",
+        **runs,
+        "peak_memory_mib": round(peak_memory_mib(device), 1),
+    }
 
 
 def batch_work(chunk: list[Example]) -> tuple[TokenCounts, int, int]:
@@ -191,8 +214,13 @@ def batch_work(chunk: list[Example]) -> tuple[TokenCounts, int, int]:
     return counts, len(chunk) * max(src), len(chunk) * max(tgt)
 
 
-def _timed(trainer: Trainer, batches, device: torch.device, steps: int | None = None,
-           seconds: float | None = None) -> tuple[float, list[list[Example]]]:
+def _timed(
+    trainer: Trainer,
+    batches,
+    device: torch.device,
+    steps: int | None = None,
+    seconds: float | None = None,
+) -> tuple[float, list[list[Example]]]:
     """Train on ``batches`` until ``steps`` steps or ``seconds`` have passed; returns
     (wall-clock seconds, the batches trained on)."""
     done: list[list[Example]] = []
@@ -202,27 +230,39 @@ def _timed(trainer: Trainer, batches, device: torch.device, steps: int | None = 
         trainer.train_step(chunk)  # reads the loss, so CUDA work is waited for
         done.append(chunk)
         if (steps is not None and len(done) >= steps) or (
-                seconds is not None and time.perf_counter() - start >= seconds):
+            seconds is not None and time.perf_counter() - start >= seconds
+        ):
             break
     sync(device)
     return time.perf_counter() - start, done
 
 
-def _phase(seconds: float, done: list[list[Example]], macs, peaks: dict[str, float | None]
-           ) -> tuple[dict[str, Any], TokenCounts]:
+def _phase(
+    seconds: float, done: list[list[Example]], macs, peaks: dict[str, float | None]
+) -> tuple[dict[str, Any], TokenCounts]:
     """Throughput of one timed phase: tokens/s, achieved GFLOP/s, fraction of each peak."""
     counts = sum((batch_work(c)[0] for c in done), TokenCounts(0, 0, 0))
     gflop_s = training_flops(macs, counts) / seconds / 1e9
-    return {"steps": len(done), "seconds": round(seconds, 3),
-            "target_tokens_per_s": round(counts.target_tokens / seconds, 1),
-            "source_tokens_per_s": round(counts.source_tokens / seconds, 1),
-            "achieved_gflop_s": round(gflop_s, 2),
-            **{f"fraction_of_{k}_peak": None if v is None else round(gflop_s / v, 4)
-               for k, v in peaks.items()}}, counts
+    return {
+        "steps": len(done),
+        "seconds": round(seconds, 3),
+        "target_tokens_per_s": round(counts.target_tokens / seconds, 1),
+        "source_tokens_per_s": round(counts.source_tokens / seconds, 1),
+        "achieved_gflop_s": round(gflop_s, 2),
+        **{
+            f"fraction_of_{k}_peak": None if v is None else round(gflop_s / v, 4)
+            for k, v in peaks.items()
+        },
+    }, counts
 
 
-def measure_training(subject: Subject, batches: list[list[Example]], opts: BenchOptions,
-                     device: torch.device, peaks: dict[str, float | None]) -> dict[str, Any]:
+def measure_training(
+    subject: Subject,
+    batches: list[list[Example]],
+    opts: BenchOptions,
+    device: torch.device,
+    peaks: dict[str, float | None],
+) -> dict[str, Any]:
     """Training throughput over ``opts.train_steps`` steps and over an
     ``opts.train_seconds`` window after ``opts.warmup`` untimed steps, padding fraction,
     FLOPs per target token (training FLOPs, see nmt/model/flops.py) and peak memory (MiB).
@@ -233,19 +273,27 @@ def measure_training(subject: Subject, batches: list[list[Example]], opts: Bench
     with tempfile.TemporaryDirectory() as scratch:  # Trainer wants an out_dir; nothing is saved
         # opts.precision was checked by autocast_dtype in run_bench, before any work
         precision = cast("Precision | None", opts.precision) or t.precision
-        run_cfg = dataclasses.replace(cfg, train=dataclasses.replace(
-            t, out_dir=scratch, device=str(device), precision=precision))
-        trainer = Trainer(run_cfg, subject.model, subject.src_vocab, subject.tgt_vocab,
-                          train_set=[], valid_examples=[], validate=lambda _model: {},
-                          log=lambda _msg: None)
+        run_cfg = dataclasses.replace(
+            cfg,
+            train=dataclasses.replace(t, out_dir=scratch, device=str(device), precision=precision),
+        )
+        trainer = Trainer(
+            run_cfg,
+            subject.model,
+            subject.src_vocab,
+            subject.tgt_vocab,
+            train_set=[],
+            valid_examples=[],
+            validate=lambda _model: {},
+            log=lambda _msg: None,
+        )
         torch.manual_seed(t.seed)
         subject.model.train()
         for chunk in batches[: opts.warmup]:
             trainer.train_step(chunk)
         first = opts.warmup + opts.train_steps
-        fixed, counts = _phase(*_timed(trainer, batches[opts.warmup: first], device),
-                               macs, peaks)
-        timed = batches[opts.warmup: first]
+        fixed, counts = _phase(*_timed(trainer, batches[opts.warmup : first], device), macs, peaks)
+        timed = batches[opts.warmup : first]
         window = None
         if opts.train_seconds > 0:
             rest = itertools.cycle(batches[first:] + batches[:first])
@@ -257,19 +305,27 @@ def measure_training(subject: Subject, batches: list[list[Example]], opts: Bench
     per_term = training_flops_by_term(macs, counts)
     return {
         "precision": precision_name(trainer.amp_dtype),
-        "warmup_steps": opts.warmup, "batches_available": len(batches),
-        "batch_size": t.batch_size, "max_tokens": t.max_tokens,
-        "fixed_steps": fixed, "window_seconds_asked": opts.train_seconds, "window": window,
+        "warmup_steps": opts.warmup,
+        "batches_available": len(batches),
+        "batch_size": t.batch_size,
+        "max_tokens": t.max_tokens,
+        "fixed_steps": fixed,
+        "window_seconds_asked": opts.train_seconds,
+        "window": window,
         "padding_fraction": {
             "source": round(1 - counts.source_tokens / src_positions, 4),
-            "target": round(1 - counts.target_tokens / tgt_positions, 4)},
+            "target": round(1 - counts.target_tokens / tgt_positions, 4),
+        },
         "source_per_target_token": round(counts.source_tokens / counts.target_tokens, 4),
-        "attended_positions_per_target_token":
-            round(counts.attended_positions / counts.target_tokens, 3),
+        "attended_positions_per_target_token": round(
+            counts.attended_positions / counts.target_tokens, 3
+        ),
         "flops_per_target_token": round(sum(per_term.values()) / counts.target_tokens),
-        "flops_per_target_token_by_term":
-            {k: round(v / counts.target_tokens) for k, v in per_term.items()},
-        "peak_memory_mib": round(peak_memory_mib(device), 1)}
+        "flops_per_target_token_by_term": {
+            k: round(v / counts.target_tokens) for k, v in per_term.items()
+        },
+        "peak_memory_mib": round(peak_memory_mib(device), 1),
+    }
 
 
 def training_batches(subject: Subject, opts: BenchOptions) -> list[list[Example]]:
@@ -280,11 +336,14 @@ def training_batches(subject: Subject, opts: BenchOptions) -> list[list[Example]
     """
     t = subject.cfg.train
     examples = encode_pairs(subject.train_pairs or [], subject.src_vocab, subject.tgt_vocab)
-    batches = make_batches(examples, t.batch_size, max_tokens=t.max_tokens,
-                           shuffle_seed=t.seed * 100_003)
+    batches = make_batches(
+        examples, t.batch_size, max_tokens=t.max_tokens, shuffle_seed=t.seed * 100_003
+    )
     needed = opts.warmup + opts.train_steps
     if len(batches) < needed:
-        raise BenchError(f"--warmup {opts.warmup} + --train-steps {opts.train_steps} asks for "
-                         f"{needed} batches, but the training data of {opts.source} makes "
-                         f"only {len(batches)}")
+        raise BenchError(
+            f"--warmup {opts.warmup} + --train-steps {opts.train_steps} asks for "
+            f"{needed} batches, but the training data of {opts.source} makes "
+            f"only {len(batches)}"
+        )
     return batches

@@ -31,6 +31,7 @@ import torch
 from nmt.config.schema import TrainConfig
 from nmt.data.batches import Example, collate, make_batches
 from nmt.data.vocab import EOS
+from nmt.evaluation.markdown import markdown_table
 from nmt.inference.search import greedy
 from nmt.inference.translator import Translator
 
@@ -104,9 +105,15 @@ def _is_punctuation(piece: str) -> bool:
 
 
 @torch.no_grad()
-def head_weights_of(model, src_vocab, tgt_vocab, sources: list[str], *, batch_size: int = 64,
-                    max_ratio: float = TrainConfig.max_output_ratio
-                    ) -> list[SentenceHeads]:
+def head_weights_of(
+    model,
+    src_vocab,
+    tgt_vocab,
+    sources: list[str],
+    *,
+    batch_size: int = 64,
+    max_ratio: float = TrainConfig.max_output_ratio,
+) -> list[SentenceHeads]:
     """Translate ``sources`` greedily and return each sentence's per-head weights.
 
     Empty sources are skipped. Returns one :class:`SentenceHeads` per non-empty source, in
@@ -116,8 +123,10 @@ def head_weights_of(model, src_vocab, tgt_vocab, sources: list[str], *, batch_si
         HeadsError: the model is the fixed-vector model (no attention).
     """
     if model.decoder.scorer is None:
-        raise HeadsError("this checkpoint is the fixed-vector model (attention: none); it "
-                         "has no attention weights to analyse")
+        raise HeadsError(
+            "this checkpoint is the fixed-vector model (attention: none); it "
+            "has no attention weights to analyse"
+        )
     device = next(model.parameters()).device
     model.eval()
     translator = Translator(model, src_vocab, tgt_vocab)  # its encoding and source limit
@@ -131,19 +140,24 @@ def head_weights_of(model, src_vocab, tgt_vocab, sources: list[str], *, batch_si
         batch = collate(chunk)
         src = batch.src.to(device)
         hyps = greedy(model, src, batch.src_len, max_ratio)
-        forced = collate([Example(e.src, h.tokens, e.index)
-                          for e, h in zip(chunk, hyps, strict=True)])
+        forced = collate(
+            [Example(e.src, h.tokens, e.index) for e, h in zip(chunk, hyps, strict=True)]
+        )
         per_head = model.head_weights(src, batch.src_len, forced.tgt_in.to(device))
         if per_head is None:  # one attention: (B, T, S) -> (B, 1, T, S)
-            per_head = model.attention_weights(src, batch.src_len,
-                                               forced.tgt_in.to(device)).unsqueeze(1)
+            per_head = model.attention_weights(
+                src, batch.src_len, forced.tgt_in.to(device)
+            ).unsqueeze(1)
         for b, (e, h) in enumerate(zip(chunk, hyps, strict=True)):
             T, S = len(h.tokens) + 1, len(e.src)
             out[e.index] = SentenceHeads(
-                e.index, sources[e.index], tgt_vocab.decode(h.tokens),
+                e.index,
+                sources[e.index],
+                tgt_vocab.decode(h.tokens),
                 [src_vocab.id_to_piece(x) for x in e.src[:-1]] + ["</s>"],
                 [tgt_vocab.id_to_piece(x) for x in h.tokens] + ["</s>"],
-                per_head[b, :, :T, :S].float().cpu())
+                per_head[b, :, :T, :S].float().cpu(),
+            )
     return [out[i] for i in sorted(out)]
 
 
@@ -190,44 +204,77 @@ def analyse(sentences: list[SentenceHeads], name: str, attention: str) -> HeadAn
         steps += T
     means = (sums / steps).tolist()
     stats = [HeadStats(*(i + 1, *means[i], steps)) for i in range(h)]
-    return HeadAnalysis(name, attention, h, len(sentences), stats, (agree / steps).tolist(),
-                        per_sentence)
+    return HeadAnalysis(
+        name, attention, h, len(sentences), stats, (agree / steps).tolist(), per_sentence
+    )
 
 
-def disagreeing_sentences(analysis: HeadAnalysis, sentences: list[SentenceHeads], n: int, *,
-                          min_words: int = 8, max_words: int = 25) -> list[int]:
+def disagreeing_sentences(
+    analysis: HeadAnalysis,
+    sentences: list[SentenceHeads],
+    n: int,
+    *,
+    min_words: int = 8,
+    max_words: int = 25,
+) -> list[int]:
     """Positions in ``sentences`` of the ``n`` sentences of ``min_words``..``max_words``
     source words whose heads agree least (ties: the earlier sentence first). Sentences
     whose hypothesis has more than 1.5 times the source's words are left out: in a
     repetition loop every head disagrees, and that shows nothing about the heads."""
-    fits = [i for i, s in enumerate(sentences)
-            if min_words <= len(s.source.split()) <= max_words
-            and len(s.hypothesis.split()) <= 1.5 * len(s.source.split())]
+    fits = [
+        i
+        for i, s in enumerate(sentences)
+        if min_words <= len(s.source.split()) <= max_words
+        and len(s.hypothesis.split()) <= 1.5 * len(s.source.split())
+    ]
     fits.sort(key=lambda i: (analysis.per_sentence_agreement[i], i))
     return fits[:n]
 
 
 def format_markdown(analyses: list[HeadAnalysis]) -> str:
     """The statistics of every model as Markdown tables (one row per head)."""
-    lines = ["| model | head | entropy (nats) | uniform (nats) | diagonal distance (pieces) "
-             "| diagonal share (distance / S) | offset (pieces, + = ahead) | on final `</s>` "
-             "| on punctuation |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for a in analyses:
-        for s in a.stats:
-            lines.append(f"| {a.name} | {s.head} | {s.entropy:.2f} | {s.uniform_entropy:.2f} | "
-                         f"{s.diagonal_distance:.1f} | {s.diagonal_share:.2f} | "
-                         f"{s.diagonal_offset:+.1f} | "
-                         f"{s.final_share:.1%} | {s.punctuation_share:.1%} |")
+    header = [
+        "model",
+        "head",
+        "entropy (nats)",
+        "uniform (nats)",
+        "diagonal distance (pieces)",
+        "diagonal share (distance / S)",
+        "offset (pieces, + = ahead)",
+        "on final `</s>`",
+        "on punctuation",
+    ]
+    lines = markdown_table(
+        header,
+        (
+            [
+                a.name,
+                s.head,
+                f"{s.entropy:.2f}",
+                f"{s.uniform_entropy:.2f}",
+                f"{s.diagonal_distance:.1f}",
+                f"{s.diagonal_share:.2f}",
+                f"{s.diagonal_offset:+.1f}",
+                f"{s.final_share:.1%}",
+                f"{s.punctuation_share:.1%}",
+            ]
+            for a in analyses
+            for s in a.stats
+        ),
+    )
     for a in analyses:
         if a.heads < 2:
             continue
-        lines += ["", f"Head agreement of {a.name} (share of target steps where both heads' "
-                  "most attended source piece is the same):", "",
-                  "| | " + " | ".join(f"head {j + 1}" for j in range(a.heads)) + " |",
-                  "| --- |" + " --- |" * a.heads]
-        for i, row in enumerate(a.agreement):
-            lines.append(f"| head {i + 1} | " + " | ".join(f"{v:.2f}" for v in row) + " |")
+        lines += [
+            "",
+            f"Head agreement of {a.name} (share of target steps where both heads' "
+            "most attended source piece is the same):",
+            "",
+        ]
+        lines += markdown_table(
+            [""] + [f"head {j + 1}" for j in range(a.heads)],
+            ([f"head {i + 1}"] + [f"{v:.2f}" for v in row] for i, row in enumerate(a.agreement)),
+        )
     return "\n".join(lines) + "\n"
 
 

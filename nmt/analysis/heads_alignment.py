@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,6 +41,7 @@ from nmt.evaluation.alignment import (
     read_pharaoh,
 )
 from nmt.evaluation.alignment import score as alignment_score
+from nmt.evaluation.markdown import markdown_table
 from nmt.inference.translator import Translator
 
 
@@ -70,8 +72,12 @@ class ModelAlignment:
 
     def to_json(self) -> dict:
         """A JSON-ready dict (per-sentence counts left out)."""
-        return {"name": self.name, "sentences": self.sentences, "skipped": self.skipped,
-                "heads": [asdict(r) for r in self.rows]}
+        return {
+            "name": self.name,
+            "sentences": self.sentences,
+            "skipped": self.skipped,
+            "heads": [asdict(r) for r in self.rows],
+        }
 
 
 def reference_path(directory: Path, split: str, src_lang: str, tgt_lang: str) -> Path:
@@ -79,8 +85,9 @@ def reference_path(directory: Path, split: str, src_lang: str, tgt_lang: str) ->
     return directory / f"{split}.{src_lang}-{tgt_lang}.gdfa"
 
 
-def load_reference(path: Path, sources: list[str], references: list[str],
-                   join: int | None) -> list[Alignment]:
+def load_reference(
+    path: Path, sources: list[str], references: list[str], join: int | None
+) -> list[Alignment]:
     """The reference alignment of each caption pair, joined ``join`` at a time if given.
 
     Raises:
@@ -89,17 +96,16 @@ def load_reference(path: Path, sources: list[str], references: list[str],
     """
     aligns = read_pharaoh(path)
     if len(aligns) != len(sources):
-        raise AlignmentError(f"{path}: {len(aligns)} lines for a test set of "
-                             f"{len(sources)} pairs")
+        raise AlignmentError(f"{path}: {len(aligns)} lines for a test set of {len(sources)} pairs")
     for n, (a, s, r) in enumerate(zip(aligns, sources, references, strict=True), 1):
         check_bounds(a, len(s.split()), len(r.split()), f"{path}, line {n}")
     return long_alignments(aligns, sources, references, (join,)) if join else aligns
 
 
 @torch.no_grad()
-def forced_weights(model, src_vocab, tgt_vocab, sources: list[str], references: list[str],
-                   *, batch_size: int = 64
-                   ) -> dict[int, tuple[torch.Tensor, list[str], list[str]]]:
+def forced_weights(
+    model, src_vocab, tgt_vocab, sources: list[str], references: list[str], *, batch_size: int = 64
+) -> dict[int, tuple[torch.Tensor, list[str], list[str]]]:
     """Per-head weights (h, T, S) read by teacher forcing each reference, with the source
     and target pieces (each ending in ``</s>``), by sentence index; sentences whose pieces
     do not map to the whitespace words of their text are left out."""
@@ -111,8 +117,12 @@ def forced_weights(model, src_vocab, tgt_vocab, sources: list[str], references: 
         src_ids, tgt_ids = translator.encode(s).ids, tgt_vocab.encode(r)
         sp = [src_vocab.id_to_piece(x) for x in src_ids]
         tp = [tgt_vocab.id_to_piece(x) for x in tgt_ids]
-        if not src_ids or not tgt_ids or _words(sp) != len(s.split()) \
-                or _words(tp) != len(r.split()):
+        if (
+            not src_ids
+            or not tgt_ids
+            or _words(sp) != len(s.split())
+            or _words(tp) != len(r.split())
+        ):
             continue
         examples.append(Example(src_ids + [EOS], tgt_ids, i))
         pieces[i] = (sp + ["</s>"], tp + ["</s>"])
@@ -134,9 +144,14 @@ def _words(pieces: list[str]) -> int:
     return piece_words(pieces)[-1] + 1 if pieces else 0
 
 
-def model_alignment(name: str, weights: dict[int, tuple[torch.Tensor, list[str], list[str]]],
-                    reference: list[Alignment], *, n_samples: int = 1000,
-                    seed: int = 12345) -> ModelAlignment:
+def model_alignment(
+    name: str,
+    weights: dict[int, tuple[torch.Tensor, list[str], list[str]]],
+    reference: list[Alignment],
+    *,
+    n_samples: int = 1000,
+    seed: int = 12345,
+) -> ModelAlignment:
     """Per-head (and head-mean) agreement of ``weights`` (from :func:`forced_weights`) with
     ``reference`` (one alignment per test sentence).
 
@@ -165,29 +180,53 @@ def model_alignment(name: str, weights: dict[int, tuple[torch.Tensor, list[str],
     return ModelAlignment(name, len(kept), len(reference) - len(kept), rows, kept, stats)
 
 
-def format_alignment(models: list[ModelAlignment], label: str, path: Path,
-                     *, n_samples: int = 1000, seed: int = 12345) -> list[str]:
+def format_alignment(
+    models: list[ModelAlignment],
+    label: str,
+    path: Path,
+    *,
+    n_samples: int = 1000,
+    seed: int = 12345,
+) -> list[str]:
     """Markdown: a table of every head's precision, recall and AER, then each compare model
     against the first (paired bootstrap on the sentences both scored)."""
-    md = ["", "## Agreement with reference word alignments", "",
-          f"Reference: {path} (statistical aligner, grow-diag-final-and; "
-          "results/alignments/). Weights read by teacher forcing the reference; each "
-          "target word (`</s>` skipped) linked to its most attended source word, a word's "
-          "weight being the sum over its source pieces and the mean over its target "
-          "pieces. Sure links only (S = P), so AER = 1 - F1. 95% bootstrap intervals "
-          f"over sentences ({n_samples} resamples). {label}.", "",
-          "| model | head | precision | recall | AER [95% CI] | sentences (skipped) |",
-          "| --- | --- | --- | --- | --- | --- |"]
-    for m in models:
-        for r in m.rows:
-            md.append(f"| {m.name} | {r.head} | {r.precision:.1%} | {r.recall:.1%} | "
-                      f"{r.aer:.1%} [{r.aer_low:.1%}, {r.aer_high:.1%}] | "
-                      f"{m.sentences} ({m.skipped}) |")
+    md = [
+        "",
+        "## Agreement with reference word alignments",
+        "",
+        f"Reference: {path} (statistical aligner, grow-diag-final-and; "
+        "results/alignments/). Weights read by teacher forcing the reference; each "
+        "target word (`</s>` skipped) linked to its most attended source word, a word's "
+        "weight being the sum over its source pieces and the mean over its target "
+        "pieces. Sure links only (S = P), so AER = 1 - F1. 95% bootstrap intervals "
+        f"over sentences ({n_samples} resamples). {label}.",
+        "",
+    ]
+    md += markdown_table(
+        ["model", "head", "precision", "recall", "AER [95% CI]", "sentences (skipped)"],
+        (
+            [
+                m.name,
+                r.head,
+                f"{r.precision:.1%}",
+                f"{r.recall:.1%}",
+                f"{r.aer:.1%} [{r.aer_low:.1%}, {r.aer_high:.1%}]",
+                f"{m.sentences} ({m.skipped})",
+            ]
+            for m in models
+            for r in m.rows
+        ),
+    )
     if len(models) > 1:
-        md += ["", f"AER of each model (head mean for multi-head) minus {models[0].name}'s, "
-               "paired on the same resamples of the sentences both scored; p: the share of "
-               "resamples where its AER is not lower.", "",
-               "| model | ΔAER [95% CI] | p | sentences |", "| --- | --- | --- | --- |"]
+        md += [
+            "",
+            f"AER of each model (head mean for multi-head) minus {models[0].name}'s, "
+            "paired on the same resamples of the sentences both scored; p: the share of "
+            "resamples where its AER is not lower.",
+            "",
+            "| model | ΔAER [95% CI] | p | sentences |",
+            "| --- | --- | --- | --- |",
+        ]
         base = models[0]
         for m in models[1:]:
             common = sorted(set(base.kept) & set(m.kept))
@@ -196,18 +235,32 @@ def format_alignment(models: list[ModelAlignment], label: str, path: Path,
                 continue
             bi = {i: n for n, i in enumerate(base.kept)}
             mi = {i: n for n, i in enumerate(m.kept)}
-            pr = paired_aer(base.stats[[bi[i] for i in common]],
-                            m.stats[[mi[i] for i in common]], n_samples, seed)
-            md.append(f"| {m.name} | {pr.delta:+.1%} [{pr.low:+.1%}, {pr.high:+.1%}] | "
-                      f"{pr.p_value:.3f} | {len(common)} |")
+            pr = paired_aer(
+                base.stats[[bi[i] for i in common]],
+                m.stats[[mi[i] for i in common]],
+                n_samples,
+                seed,
+            )
+            md.append(
+                f"| {m.name} | {pr.delta:+.1%} [{pr.low:+.1%}, {pr.high:+.1%}] | "
+                f"{pr.p_value:.3f} | {len(common)} |"
+            )
     return md
 
 
-def alignment_section(models: list[tuple[str, object]], test: tuple[list[str], list[str]],
-                      captions: tuple[list[str], list[str]], split: str | None,
-                      join: int | None, directory: Path | None, label: str, *,
-                      log=lambda message: None, batch_size: int = 64,
-                      n_samples: int = 1000) -> tuple[list[str], list[dict]]:
+def alignment_section(
+    models: list[tuple[str, object]],
+    test: tuple[list[str], list[str]],
+    captions: tuple[list[str], list[str]],
+    split: str | None,
+    join: int | None,
+    directory: Path | None,
+    label: str,
+    *,
+    log=lambda message: None,
+    batch_size: int = 64,
+    n_samples: int = 1000,
+) -> tuple[list[str], list[dict]]:
     """The Markdown section and JSON records of every model's agreement with the reference
     of ``split`` in ``directory``; nothing (and one line to ``log``) when there is no
     split, directory or file. ``models``: (name, loaded checkpoint); ``test``: the (perhaps
@@ -219,19 +272,28 @@ def alignment_section(models: list[tuple[str, object]], test: tuple[list[str], l
     """
     if directory is None or split is None:
         return [], []
-    first = models[0][1]
-    path = reference_path(directory, split, first.cfg.data.src_lang,  # type: ignore[attr-defined]
-                          first.cfg.data.tgt_lang)  # type: ignore[attr-defined]
+    first: Any = models[0][1]  # a loaded checkpoint (nmt.model.checkpoint.Loaded)
+    path = reference_path(directory, split, first.cfg.data.src_lang, first.cfg.data.tgt_lang)
     if not path.exists():
-        log(f"no reference alignment {path} (scripts/align_multi30k.py writes it): "
-            "alignment precision, recall and AER left out")
+        log(
+            f"no reference alignment {path} (scripts/align_multi30k.py writes it): "
+            "alignment precision, recall and AER left out"
+        )
         return [], []
-    reference = load_reference(path, *captions, join)[:len(test[0])]
+    reference = load_reference(path, *captions, join)[: len(test[0])]
     scored = []
     for name, m in models:
         log(f"{name}: attention on the references of {label}, against {path}")
-        weights = forced_weights(m.model, m.src_vocab, m.tgt_vocab,  # type: ignore[attr-defined]
-                                 *test, batch_size=batch_size)
+        loaded: Any = m
+        weights = forced_weights(
+            loaded.model,
+            loaded.src_vocab,
+            loaded.tgt_vocab,
+            *test,
+            batch_size=batch_size,
+        )
         scored.append(model_alignment(name, weights, reference, n_samples=n_samples))
-    return (format_alignment(scored, label, path, n_samples=n_samples),
-            [s.to_json() for s in scored])
+    return (
+        format_alignment(scored, label, path, n_samples=n_samples),
+        [s.to_json() for s in scored],
+    )

@@ -28,8 +28,10 @@ def no_best_checkpoint(run: Path) -> SelectError:
     """The error for a run without ``best.pt``; a checkpoint file given in place of its run
     directory (``runs/x/best.pt``) is told so, not sent looking for ``best.pt/best.pt``."""
     if run.is_file():
-        return SelectError(f"{run} is a file: give the run directory that holds {BEST} "
-                           f"({run.parent}), not a checkpoint")
+        return SelectError(
+            f"{run} is a file: give the run directory that holds {BEST} "
+            f"({run.parent}), not a checkpoint"
+        )
     return SelectError(f"{run / BEST} not found: is {run} a finished training run?")
 
 
@@ -57,8 +59,10 @@ class SelectOptions:
         if not self.test_splits:
             raise SelectError("--test-splits is empty")
         if self.valid_split in self.test_splits:
-            raise SelectError(f"--valid-split {self.valid_split} is also a test split: choosing "
-                              "on it would overstate the test score")
+            raise SelectError(
+                f"--valid-split {self.valid_split} is also a test split: choosing "
+                "on it would overstate the test score"
+            )
 
 
 def parse_alphas(text: str) -> tuple[float, ...]:
@@ -72,8 +76,9 @@ def parse_alphas(text: str) -> tuple[float, ...]:
         try:
             alpha = float(part)
         except ValueError:
-            raise SelectError(f"--alphas: {part!r} is not a number "
-                              "(give e.g. 0.6,1.0,1.4)") from None
+            raise SelectError(
+                f"--alphas: {part!r} is not a number (give e.g. 0.6,1.0,1.4)"
+            ) from None
         if not math.isfinite(alpha) or alpha < 0:
             raise SelectError(f"--alphas: {part!r} must be a finite number >= 0")
         alphas.append(alpha)
@@ -92,9 +97,11 @@ def grid_edge(alpha: float, alphas: tuple[float, ...]) -> str | None:
         side, wider = "smallest", f"0,{alpha / 2:g},{alpha:g}"
     else:
         return None
-    return (f"warning: alpha {alpha:g} is the {side} of --alphas "
-            f"{','.join(f'{a:g}' for a in alphas)}: val BLEU may be higher beyond it; "
-            f"try --alphas {wider} (still chosen on val only)")
+    return (
+        f"warning: alpha {alpha:g} is the {side} of --alphas "
+        f"{','.join(f'{a:g}' for a in alphas)}: val BLEU may be higher beyond it; "
+        f"try --alphas {wider} (still chosen on val only)"
+    )
 
 
 def check_splits(best: Path, splits: list[str], data_path: str | None) -> None:
@@ -105,8 +112,9 @@ def check_splits(best: Path, splits: list[str], data_path: str | None) -> None:
         read_split(data, split, limit=1)
 
 
-def candidate_checkpoints(run: Path, average: int, log: Callable[[str], None]
-                ) -> tuple[list[Path], list[str]]:
+def candidate_checkpoints(
+    run: Path, average: int, log: Callable[[str], None]
+) -> tuple[list[Path], list[str]]:
     """best.pt, and averaged.pt made from the last ``average`` kept checkpoints."""
     kept = sorted(run.glob(STEP_GLOB))[-average:] if average else []
     if average and not kept:
@@ -121,19 +129,36 @@ def candidate_checkpoints(run: Path, average: int, log: Callable[[str], None]
     return [run / BEST, run / "averaged.pt"], [p.name for p in kept]
 
 
-def decode_scores(ckpts: list[Path], opts: SelectOptions, split: str, beam: int, alpha: float,
-                  ensemble: bool = False) -> list[dict[str, Any]]:
+def decode_scores(
+    ckpts: list[Path],
+    opts: SelectOptions,
+    split: str,
+    beam: int,
+    alpha: float,
+    ensemble: bool = False,
+) -> list[dict[str, Any]]:
     """``nmt evaluate``'s JSON records for ``ckpts`` on ``split`` (beam 1: greedy), or with
     ``ensemble`` the one record of their ensemble. Raises as
     :func:`nmt.inference.scoring.score_checkpoints`."""
-    return [s.record for s in score_checkpoints(
-        ckpts, split=split, data_path=opts.data_path, beam_size=beam, alpha=alpha,
-        device=opts.device, batch_size=opts.batch_size, ensemble=ensemble,
-        members=not ensemble)]
+    return [
+        s.record
+        for s in score_checkpoints(
+            ckpts,
+            split=split,
+            data_path=opts.data_path,
+            beam_size=beam,
+            alpha=alpha,
+            device=opts.device,
+            batch_size=opts.batch_size,
+            ensemble=ensemble,
+            members=not ensemble,
+        )
+    ]
 
 
-def score_tests(ckpts: list[Path], opts: SelectOptions, alpha: float,
-                ensemble: bool = False) -> dict[str, dict[str, Any]]:
+def score_tests(
+    ckpts: list[Path], opts: SelectOptions, alpha: float, ensemble: bool = False
+) -> dict[str, dict[str, Any]]:
     """Per test split: BLEU and chrF greedy and with beam ``opts.beam`` at ``alpha``, the
     papers' BLEU, and the signatures; of ``ckpts[0]`` alone, or of the ensemble of
     ``ckpts``. Raises as :func:`decode_scores`."""
@@ -141,12 +166,17 @@ def score_tests(ckpts: list[Path], opts: SelectOptions, alpha: float,
     for split in opts.test_splits:
         g = decode_scores(ckpts, opts, split, 1, 0.0, ensemble)[0]
         b = decode_scores(ckpts, opts, split, opts.beam, alpha, ensemble)[0]
-        tests[split] = {"greedy_bleu": g["bleu"], "beam_bleu": b["bleu"],
-                        "beam_gain": round(b["bleu"] - g["bleu"], 2),
-                        "greedy_chrf": g["chrf"], "beam_chrf": b["chrf"],
-                        "signature": b["signature"], "chrf_signature": b["chrf_signature"],
-                        "greedy_bleu_papers": g["bleu_papers"],
-                        "beam_bleu_papers": b["bleu_papers"],
-                        "papers_signature": b["papers_signature"],
-                        "search": b["search"]}
+        tests[split] = {
+            "greedy_bleu": g["bleu"],
+            "beam_bleu": b["bleu"],
+            "beam_gain": round(b["bleu"] - g["bleu"], 2),
+            "greedy_chrf": g["chrf"],
+            "beam_chrf": b["chrf"],
+            "signature": b["signature"],
+            "chrf_signature": b["chrf_signature"],
+            "greedy_bleu_papers": g["bleu_papers"],
+            "beam_bleu_papers": b["bleu_papers"],
+            "papers_signature": b["papers_signature"],
+            "search": b["search"],
+        }
     return tests

@@ -14,34 +14,48 @@ from nmt.cli.common import DEVICE_OPTION, USER_ERRORS, WORKERS_OPTION, app, fail
 
 @app.command()
 def heads(
-    checkpoint: Path = typer.Argument(..., help="Checkpoint to analyse (any attention but "
-                                      "none; multihead shows every head)."),
-    compare: list[Path] | None = typer.Option(None, "--compare", help="Checkpoint whose "
-                                                 "attention is shown beside the heads, e.g. "
-                                                 "a single-head model (repeatable)."),
-    split: str | None = typer.Option(None, help="Test split of the checkpoint's corpus "
-                                        "(default: its first data.test_splits)."),
+    checkpoint: Path = typer.Argument(
+        ..., help="Checkpoint to analyse (any attention but none; multihead shows every head)."
+    ),
+    compare: list[Path] | None = typer.Option(
+        None,
+        "--compare",
+        help="Checkpoint whose "
+        "attention is shown beside the heads, e.g. "
+        "a single-head model (repeatable).",
+    ),
+    split: str | None = typer.Option(
+        None, help="Test split of the checkpoint's corpus (default: its first data.test_splits)."
+    ),
     src: Path | None = typer.Option(None, help="Source file instead of --split."),
-    ref: Path | None = typer.Option(None, help="Reference file (with --src; unused in "
-                                       "the statistics, read to check the pairing)."),
-    data_path: str | None = typer.Option(None, help="Corpus directory replacing the "
-                                            "checkpoint's data.path."),
-    max_sentences: int | None = typer.Option(None, min=1, help="Use the first N "
-                                                "sentences only."),
-    maps: int = typer.Option(3, min=0, help="Heatmaps of the N sentences (8-25 words) "
-                             "whose heads agree least."),
-    sentence: list[str] | None = typer.Option(None, "--sentence", help="Draw the heads "
-                                                 "for this source sentence instead "
-                                                 "(repeatable)."),
-    out: Path = typer.Option(Path("heads"), "--out", help="Directory for heads.md, "
-                             "heads.json and heads_N.png."),
-    join: int | None = typer.Option(None, help="Join K consecutive test pairs into one "
-                                       "(long input) before the analysis."),
-    alignments: Path | None = typer.Option(Path("data/alignments"), "--alignments",
-                                            help="Directory of reference word alignments "
-                                            "(scripts/align_multi30k.py); each head's "
-                                            "precision, recall and AER when the split's "
-                                            "file is there."),
+    ref: Path | None = typer.Option(
+        None,
+        help="Reference file (with --src; unused in the statistics, read to check the pairing).",
+    ),
+    data_path: str | None = typer.Option(
+        None, help="Corpus directory replacing the checkpoint's data.path."
+    ),
+    max_sentences: int | None = typer.Option(None, min=1, help="Use the first N sentences only."),
+    maps: int = typer.Option(
+        3, min=0, help="Heatmaps of the N sentences (8-25 words) whose heads agree least."
+    ),
+    sentence: list[str] | None = typer.Option(
+        None, "--sentence", help="Draw the heads for this source sentence instead (repeatable)."
+    ),
+    out: Path = typer.Option(
+        Path("heads"), "--out", help="Directory for heads.md, heads.json and heads_N.png."
+    ),
+    join: int | None = typer.Option(
+        None, help="Join K consecutive test pairs into one (long input) before the analysis."
+    ),
+    alignments: Path | None = typer.Option(
+        Path("data/alignments"),
+        "--alignments",
+        help="Directory of reference word alignments "
+        "(scripts/align_multi30k.py); each head's "
+        "precision, recall and AER when the split's "
+        "file is there.",
+    ),
     device: str = DEVICE_OPTION,
 ) -> None:
     """Per-head attention statistics and heatmaps on a test set.
@@ -53,11 +67,22 @@ def heads(
     from nmt.evaluation.alignment import AlignmentError
 
     try:
-        path = heads_report(checkpoint, out, compare=compare or [], split=split, src=src,
-                            ref=ref, data_path=data_path, max_sentences=max_sentences,
-                            maps=maps, sentences=sentence or [], device=device, join=join,
-                            alignments=alignments,
-                            log=lambda message: typer.echo(message, err=True))
+        path = heads_report(
+            checkpoint,
+            out,
+            compare=compare or [],
+            split=split,
+            src=src,
+            ref=ref,
+            data_path=data_path,
+            max_sentences=max_sentences,
+            maps=maps,
+            sentences=sentence or [],
+            device=device,
+            join=join,
+            alignments=alignments,
+            log=lambda message: typer.echo(message, err=True),
+        )
     except (*USER_ERRORS, HeadsError, AlignmentError) as e:
         fail(e)
     typer.echo(f"report: {path}")
@@ -65,30 +90,39 @@ def heads(
 
 @app.command()
 def bench(
-    source: Path = typer.Argument(..., help="A YAML config (a fresh model; the vocabulary is "
-                                  "built on its training data) or a checkpoint (.pt)."),
+    source: Path = typer.Argument(
+        ...,
+        help="A YAML config (a fresh model; the vocabulary is "
+        "built on its training data) or a checkpoint (.pt).",
+    ),
     overrides: list[str] | None = typer.Argument(
-        None, help="key=value overrides of a CONFIG, as for nmt train."),
+        None, help="key=value overrides of a CONFIG, as for nmt train."
+    ),
     warmup: int = typer.Option(5, help="Untimed training steps first."),
     train_steps: int = typer.Option(40, help="Timed training steps."),
-    train_seconds: float = typer.Option(30.0, help="Then a wall-clock window of training "
-                                        "steps, in seconds (0: none)."),
+    train_seconds: float = typer.Option(
+        30.0, help="Then a wall-clock window of training steps, in seconds (0: none)."
+    ),
     split: str = typer.Option("test_2016_flickr", help="Split to decode."),
     sentences: int = typer.Option(1000, help="Decode the first N sentences of --split."),
     batch_size: int = typer.Option(64, help="Sentences per decoding batch."),
     beam: int = typer.Option(5, help="Beam size measured beside greedy search."),
     skip_train: bool = typer.Option(False, "--skip-train", help="Measure decoding only."),
     skip_decode: bool = typer.Option(False, "--skip-decode", help="Measure training only."),
-    threads: int | None = typer.Option(None, help="torch CPU threads (default: the "
-                                          "config's train.threads, else torch's)."),
-    json_out: Path | None = typer.Option(None, "--json", help="Also write the numbers as "
-                                            "JSON."),
+    threads: int | None = typer.Option(
+        None, help="torch CPU threads (default: the config's train.threads, else torch's)."
+    ),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the numbers as JSON."),
     data_path: str | None = typer.Option(None, help="Override data.path."),
-    precision: str | None = typer.Option(None, help="Training precision: auto, fp32, bf16 "
-                                            "or fp16 (default: the run's train.precision)."),
+    precision: str | None = typer.Option(
+        None,
+        help="Training precision: auto, fp32, bf16 or fp16 (default: the run's train.precision).",
+    ),
     decode_precision: str | None = typer.Option(
-        None, help="Search precision of the decoding runs: auto, fp32, bf16 or fp16 "
-        "(default: the checkpoint's search.precision)."),
+        None,
+        help="Search precision of the decoding runs: auto, fp32, bf16 or fp16 "
+        "(default: the checkpoint's search.precision).",
+    ),
     workers: int | None = WORKERS_OPTION,
     device: str = DEVICE_OPTION,
 ) -> None:
@@ -101,13 +135,26 @@ def bench(
     from nmt.analysis.bench_table import format_table
     from nmt.commands.bench import run_bench
 
-    options = BenchOptions(source, overrides=tuple(overrides or ()), threads=threads,
-                           device=device, warmup=warmup, train_steps=train_steps,
-                           train_seconds=train_seconds, sentences=sentences, split=split,
-                           beam=beam, batch_size=batch_size, skip_train=skip_train,
-                           skip_decode=skip_decode, data_path=data_path, json_path=json_out,
-                           precision=precision, workers=workers,
-                           decode_precision=decode_precision)
+    options = BenchOptions(
+        source,
+        overrides=tuple(overrides or ()),
+        threads=threads,
+        device=device,
+        warmup=warmup,
+        train_steps=train_steps,
+        train_seconds=train_seconds,
+        sentences=sentences,
+        split=split,
+        beam=beam,
+        batch_size=batch_size,
+        skip_train=skip_train,
+        skip_decode=skip_decode,
+        data_path=data_path,
+        json_path=json_out,
+        precision=precision,
+        workers=workers,
+        decode_precision=decode_precision,
+    )
     try:
         result = run_bench(options, log=lambda m: typer.echo(m, err=True))
     except USER_ERRORS as e:
@@ -126,28 +173,42 @@ def _echo_tests(summary: dict[str, Any], prefix: str = "") -> None:
     from nmt.evaluation.metrics import PAPERS_LABEL
 
     for split, t in summary["test"].items():
-        typer.echo(f"{prefix}{split}: BLEU greedy {t['greedy_bleu']:.2f}, beam "
-                   f"{summary['beam']} alpha {summary['alpha']:g} {t['beam_bleu']:.2f} "
-                   f"(chrF {t['beam_chrf']:.2f}); {t['signature']}")
-        typer.echo(f"{prefix}{split}: {PAPERS_LABEL} greedy {t['greedy_bleu_papers']:.2f}, "
-                   f"beam {t['beam_bleu_papers']:.2f} (lowercased, Moses-tokenized, as "
-                   f"published; not comparable with the line above); {t['papers_signature']}")
+        typer.echo(
+            f"{prefix}{split}: BLEU greedy {t['greedy_bleu']:.2f}, beam "
+            f"{summary['beam']} alpha {summary['alpha']:g} {t['beam_bleu']:.2f} "
+            f"(chrF {t['beam_chrf']:.2f}); {t['signature']}"
+        )
+        typer.echo(
+            f"{prefix}{split}: {PAPERS_LABEL} greedy {t['greedy_bleu_papers']:.2f}, "
+            f"beam {t['beam_bleu_papers']:.2f} (lowercased, Moses-tokenized, as "
+            f"published; not comparable with the line above); {t['papers_signature']}"
+        )
 
 
 @app.command()
 def select(
-    runs: list[Path] = typer.Argument(..., help="A finished run directory (best.pt, and "
-                                      "step_*.pt when trained with train.keep_checkpoints=N); "
-                                      "several: each is chosen, then their ensemble.",
-                                      metavar="RUN..."),
+    runs: list[Path] = typer.Argument(
+        ...,
+        help="A finished run directory (best.pt, and "
+        "step_*.pt when trained with train.keep_checkpoints=N); "
+        "several: each is chosen, then their ensemble.",
+        metavar="RUN...",
+    ),
     beam: int = typer.Option(5, min=2, help="Beam size (greedy is always decoded too)."),
-    alphas: str = typer.Option("0.6,1.0,1.4", help="GNMT alphas to try on the validation "
-                               "split, comma-separated."),
-    average: int = typer.Option(5, min=0, help="Average the last N kept checkpoints into "
-                                "RUN/averaged.pt and compare it with best.pt (0: off)."),
+    alphas: str = typer.Option(
+        "0.6,1.0,1.4", help="GNMT alphas to try on the validation split, comma-separated."
+    ),
+    average: int = typer.Option(
+        5,
+        min=0,
+        help="Average the last N kept checkpoints into "
+        "RUN/averaged.pt and compare it with best.pt (0: off).",
+    ),
     valid_split: str = typer.Option("val", help="Split to choose checkpoint and alpha on."),
-    test_splits: str = typer.Option("test_2016_flickr,test_2017_flickr",
-                                    help="Splits to score with the choice, comma-separated."),
+    test_splits: str = typer.Option(
+        "test_2016_flickr,test_2017_flickr",
+        help="Splits to score with the choice, comma-separated.",
+    ),
     data_path: str | None = typer.Option(None, help="Override the checkpoint's data.path."),
     json_out: Path | None = typer.Option(None, "--json", help="Write the summary as JSON."),
     device: str = DEVICE_OPTION,
@@ -159,16 +220,30 @@ def select(
     from nmt.commands.select import select_ensemble
 
     try:
-        opts = SelectOptions(beam=beam, alphas=parse_alphas(alphas), average=average,
-                             valid_split=valid_split,
-                             test_splits=tuple(s for s in test_splits.split(",") if s),
-                             data_path=data_path, device=device)
+        opts = SelectOptions(
+            beam=beam,
+            alphas=parse_alphas(alphas),
+            average=average,
+            valid_split=valid_split,
+            test_splits=tuple(s for s in test_splits.split(",") if s),
+            data_path=data_path,
+            device=device,
+        )
         if json_out is not None and (json_out.is_dir() or not json_out.parent.is_dir()):
-            raise ValueError(f"--json {json_out}: " + ("is a directory" if json_out.is_dir()
-                             else f"folder {json_out.parent} does not exist"))
+            raise ValueError(
+                f"--json {json_out}: "
+                + (
+                    "is a directory"
+                    if json_out.is_dir()
+                    else f"folder {json_out.parent} does not exist"
+                )
+            )
         log = lambda m: typer.echo(m, err=True)  # noqa: E731
-        summary = (run_select(runs[0], opts, log=log) if len(runs) == 1
-                   else select_ensemble(runs, opts, log=log))
+        summary = (
+            run_select(runs[0], opts, log=log)
+            if len(runs) == 1
+            else select_ensemble(runs, opts, log=log)
+        )
     except USER_ERRORS as e:
         fail(e)
     if len(runs) == 1:
@@ -186,36 +261,64 @@ def select(
 
 @app.command()
 def serve(
-    model: list[str] | None = typer.Option(None, "--model", help="ID=CHECKPOINT to serve, "
-                                           "e.g. additive=runs/a/best.pt (repeatable; the "
-                                           "only models the server loads; a model folder, "
-                                           "name or hf://ORG/NAME too). Default: the models "
-                                           "shipped in models/."),
-    study: list[Path] | None = typer.Option(None, "--study", help="A study report folder "
-                                             "(reports/NAME) for the study tab "
-                                             "(repeatable)."),
-    host: str = typer.Option("127.0.0.1", help="Address to listen on (other machines reach "
-                             "the server only when this says so, e.g. 0.0.0.0)."),
+    model: list[str] | None = typer.Option(
+        None,
+        "--model",
+        help="ID=CHECKPOINT to serve, "
+        "e.g. additive=runs/a/best.pt (repeatable; the "
+        "only models the server loads; a model folder, "
+        "name or hf://ORG/NAME too). Default: the models "
+        "shipped in models/.",
+    ),
+    study: list[Path] | None = typer.Option(
+        None, "--study", help="A study report folder (reports/NAME) for the study tab (repeatable)."
+    ),
+    host: str = typer.Option(
+        "127.0.0.1",
+        help="Address to listen on (other machines reach "
+        "the server only when this says so, e.g. 0.0.0.0).",
+    ),
     port: int = typer.Option(8000, min=1, max=65535, help="Port to listen on."),
-    threads: int | None = typer.Option(None, min=1, help="torch CPU threads of every search "
-                                       "(default: torch's count); fixed, so concurrent "
-                                       "requests get the same results."),
-    queue: int = typer.Option(16, min=1, help="Requests waiting or running per model; one "
-                              "more is answered 429."),
-    data_path: str | None = typer.Option(None, help="Corpus of the example test sets "
-                                         "(default: the first model's data.path)."),
+    threads: int | None = typer.Option(
+        None,
+        min=1,
+        help="torch CPU threads of every search "
+        "(default: torch's count); fixed, so concurrent "
+        "requests get the same results.",
+    ),
+    queue: int = typer.Option(
+        16, min=1, help="Requests waiting or running per model; one more is answered 429."
+    ),
+    data_path: str | None = typer.Option(
+        None, help="Corpus of the example test sets (default: the first model's data.path)."
+    ),
     device: str = DEVICE_OPTION,
-    max_batch: int = typer.Option(32, min=1, help="Source lines of concurrent requests "
-                                  "searched together at most (1: each request alone)."),
-    batch_wait_ms: float = typer.Option(5.0, min=0, help="How long a request waits for "
-                                        "others to batch with (milliseconds)."),
-    timeout: float = typer.Option(60.0, min=0.001, help="Seconds a request may take, queue "
-                                  "time counted; later it is answered 503."),
-    workers: int = typer.Option(1, min=1, help="Server processes, each with its own models "
-                                "and --threads (see docs/serve.md for choosing both)."),
-    precision: str = typer.Option("fp32", help="Search precision of every model: fp32 "
-                                  "(batched answers equal solo ones), bf16, auto, or "
-                                  "checkpoint (each checkpoint's search.precision)."),
+    max_batch: int = typer.Option(
+        32,
+        min=1,
+        help="Source lines of concurrent requests "
+        "searched together at most (1: each request alone).",
+    ),
+    batch_wait_ms: float = typer.Option(
+        5.0, min=0, help="How long a request waits for others to batch with (milliseconds)."
+    ),
+    timeout: float = typer.Option(
+        60.0,
+        min=0.001,
+        help="Seconds a request may take, queue time counted; later it is answered 503.",
+    ),
+    workers: int = typer.Option(
+        1,
+        min=1,
+        help="Server processes, each with its own models "
+        "and --threads (see docs/serve.md for choosing both).",
+    ),
+    precision: str = typer.Option(
+        "fp32",
+        help="Search precision of every model: fp32 "
+        "(batched answers equal solo ones), bf16, auto, or "
+        "checkpoint (each checkpoint's search.precision).",
+    ),
 ) -> None:
     r"""Serve the models: a JSON API (OpenAPI at /docs) and a page that puts attention next
     to the fixed vector. Needs the serve extra: pip install -e '.\[serve]'."""
@@ -233,10 +336,19 @@ def serve(
     from nmt.serve.batcher import Batching
     from nmt.serve.registry import default_specs
 
-    opts = ServeOptions(models=model or default_specs(), studies=study or [], host=host, port=port,
-                        threads=threads, queue=queue, device=device, data_path=data_path,
-                        batching=Batching(max_batch, batch_wait_ms, timeout),
-                        workers=workers, precision=precision)
+    opts = ServeOptions(
+        models=model or default_specs(),
+        studies=study or [],
+        host=host,
+        port=port,
+        threads=threads,
+        queue=queue,
+        device=device,
+        data_path=data_path,
+        batching=Batching(max_batch, batch_wait_ms, timeout),
+        workers=workers,
+        precision=precision,
+    )
     try:
         run_server(opts, log=lambda m: typer.echo(m, err=True))
     except (*USER_ERRORS, StudyError) as e:

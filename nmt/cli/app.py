@@ -36,7 +36,8 @@ from nmt.ops.files import same_file
 def train(
     config: Path = typer.Argument(..., help="YAML config file."),
     overrides: list[str] | None = typer.Argument(
-        None, help="key=value overrides with dotted keys, e.g. model.attention=dot"),
+        None, help="key=value overrides with dotted keys, e.g. model.attention=dot"
+    ),
     resume: bool = typer.Option(False, "--resume", help="Continue {out_dir}/last.pt."),
 ) -> None:
     """Train a model; checkpoints, config and a JSONL validation log go to train.out_dir."""
@@ -58,10 +59,12 @@ def train(
         raise typer.Exit(130 if state.interrupted == "SIGINT" else 143)
     if os.environ.get("RANK", "0") != "0":
         return
-    typer.echo(f"best val BLEU {state.best_bleu_text()}; trained {state.step} steps "
-               f"({state.epoch} full epoch{'' if state.epoch == 1 else 's'}) "
-               f"in {state.elapsed_s / 60:.1f} min; "
-               f"checkpoint {cfg.out_dir() / 'best.pt'}")
+    typer.echo(
+        f"best val BLEU {state.best_bleu_text()}; trained {state.step} steps "
+        f"({state.epoch} full epoch{'' if state.epoch == 1 else 's'}) "
+        f"in {state.elapsed_s / 60:.1f} min; "
+        f"checkpoint {cfg.out_dir() / 'best.pt'}"
+    )
     warning = undertrained_warning(cfg, state)
     if warning:
         typer.echo(warning, err=True)
@@ -70,9 +73,13 @@ def train(
 @app.command()
 def evaluate(
     checkpoints: list[Path] = typer.Argument(..., help="One or more checkpoints."),
-    ensemble: bool = typer.Option(False, "--ensemble", help="Also decode the checkpoints "
-                                  "together as one ensemble (the mean of their "
-                                  "probabilities at each step), one more system."),
+    ensemble: bool = typer.Option(
+        False,
+        "--ensemble",
+        help="Also decode the checkpoints "
+        "together as one ensemble (the mean of their "
+        "probabilities at each step), one more system.",
+    ),
     split: str | None = typer.Option(None, help="Named split (default: first test split)."),
     src: Path | None = typer.Option(None, help="Source file (instead of --split)."),
     ref: Path | None = typer.Option(None, help="Reference file (with --src)."),
@@ -95,13 +102,23 @@ def evaluate(
     if json_out is not None and not json_out.parent.is_dir():
         fail(ValueError(f"--json: directory {json_out.parent} does not exist"))
     try:
-        report = evaluate_checkpoints(checkpoints, split=split, src=src, ref=ref,
-                                      buckets=buckets, batch_size=batch_size,
-                                      n_examples=examples, data_path=data_path,
-                                      beam_size=beam, alpha=alpha,
-                                      length_penalty=_length_penalty(length_penalty),
-                                      device=device, workers=workers, precision=precision,
-                                      ensemble=ensemble)
+        report = evaluate_checkpoints(
+            checkpoints,
+            split=split,
+            src=src,
+            ref=ref,
+            buckets=buckets,
+            batch_size=batch_size,
+            n_examples=examples,
+            data_path=data_path,
+            beam_size=beam,
+            alpha=alpha,
+            length_penalty=_length_penalty(length_penalty),
+            device=device,
+            workers=workers,
+            precision=precision,
+            ensemble=ensemble,
+        )
     except USER_ERRORS as e:
         fail(e)
     if os.environ.get("RANK", "0") != "0":
@@ -116,20 +133,32 @@ def evaluate(
 
 @app.command()
 def translate(
-    checkpoints: list[Path] = typer.Argument(..., help="Checkpoint file; several: decode them "
-                                             "as one ensemble (the mean of their "
-                                             "probabilities at each step)."),
+    checkpoints: list[Path] = typer.Argument(
+        ...,
+        help="Checkpoint file; several: decode them "
+        "as one ensemble (the mean of their "
+        "probabilities at each step).",
+    ),
     input: Path | None = typer.Option(None, "--input", "-i", help="Input file (default stdin)."),
-    output: Path | None = typer.Option(None, "--output", "-o",
-                                       help="Output file (default stdout)."),
-    attention: bool = typer.Option(False, "--attention",
-                                   help="Show the most-attended source piece per target piece."),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Output file (default stdout)."
+    ),
+    attention: bool = typer.Option(
+        False, "--attention", help="Show the most-attended source piece per target piece."
+    ),
     batch_size: int = typer.Option(64, min=1, help="Sentences per batch in filter mode."),
-    nbest: int = typer.Option(1, min=1, help="Print the N best hypotheses per line as "
-                              "'index ||| text ||| score' (needs --beam >= N)."),
-    plot: Path | None = typer.Option(None, help="Draw the attention heatmap to this image, "
-                                        "in the format of its suffix (.png, .pdf, .svg; "
-                                        "several lines: FILE_1.png, FILE_2.png, ...)."),
+    nbest: int = typer.Option(
+        1,
+        min=1,
+        help="Print the N best hypotheses per line as "
+        "'index ||| text ||| score' (needs --beam >= N).",
+    ),
+    plot: Path | None = typer.Option(
+        None,
+        help="Draw the attention heatmap to this image, "
+        "in the format of its suffix (.png, .pdf, .svg; "
+        "several lines: FILE_1.png, FILE_2.png, ...).",
+    ),
     beam: int | None = BEAM_OPTION,
     alpha: float | None = ALPHA_OPTION,
     length_penalty: str | None = LENGTH_PENALTY_OPTION,
@@ -148,18 +177,27 @@ def translate(
         # the filter writes as it goes, and a heatmap replaces its file: neither may be a
         # file that is read (or, for --plot, the --output)
         read_ckpts = tuple(("checkpoint", c) for c in checkpoints)
-        for name, written, read in (("--output", output, (("--input", input), *read_ckpts)),
-                                    ("--plot", plot, (("--input", input), *read_ckpts,
-                                                      ("--output", output)))):
+        for name, written, read in (
+            ("--output", output, (("--input", input), *read_ckpts)),
+            ("--plot", plot, (("--input", input), *read_ckpts, ("--output", output))),
+        ):
             for option, path in read:
                 if written is not None and path is not None and same_file(written, path):
-                    raise ValueError(f"{name} {written}: is the same file as the {option}; "
-                                     "it would be overwritten")
+                    raise ValueError(
+                        f"{name} {written}: is the same file as the {option}; "
+                        "it would be overwritten"
+                    )
         if plot is not None:
             # checked before any translating: a heatmap that cannot be written loses the work
             if plot.is_dir() or not plot.parent.is_dir():
-                raise ValueError(f"--plot {plot}: " + ("is a directory" if plot.is_dir() else
-                                                       f"folder {plot.parent} does not exist"))
+                raise ValueError(
+                    f"--plot {plot}: "
+                    + (
+                        "is a directory"
+                        if plot.is_dir()
+                        else f"folder {plot.parent} does not exist"
+                    )
+                )
             from nmt.evaluation.plots import image_format
 
             try:
@@ -167,9 +205,16 @@ def translate(
             except ValueError as e:
                 raise ValueError(f"--plot {e}") from None
         translator = Translator.from_paths(
-            checkpoints, device, beam_size=beam, alpha=alpha,
-            length_penalty=_length_penalty(length_penalty), n_best=nbest, precision=precision,
-            batch_size=batch_size, workers=workers)
+            checkpoints,
+            device,
+            beam_size=beam,
+            alpha=alpha,
+            length_penalty=_length_penalty(length_penalty),
+            n_best=nbest,
+            precision=precision,
+            batch_size=batch_size,
+            workers=workers,
+        )
     except USER_ERRORS as e:
         fail(e)
     if input is None and output is None and sys.stdin.isatty():
@@ -178,8 +223,9 @@ def translate(
             raise typer.Exit(code)
         return
     try:
-        run_filter(translator, input_path=input, output_path=output, show_attention=attention,
-                   plot=plot)
+        run_filter(
+            translator, input_path=input, output_path=output, show_attention=attention, plot=plot
+        )
     except BrokenPipeError:
         # the reader stopped (e.g. `| head`): stop quietly, as other filters do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -190,8 +236,11 @@ def translate(
 
 @app.command()
 def average(
-    inputs: list[Path] = typer.Argument(..., help="Checkpoints, or a run directory whose "
-                                        "step_*.pt files (train.keep_checkpoints) are used."),
+    inputs: list[Path] = typer.Argument(
+        ...,
+        help="Checkpoints, or a run directory whose "
+        "step_*.pt files (train.keep_checkpoints) are used.",
+    ),
     output: Path = typer.Option(..., "--output", "-o", help="Averaged checkpoint to write."),
     last: int | None = typer.Option(None, min=1, help="Use only the last N checkpoints."),
 ) -> None:
@@ -204,32 +253,47 @@ def average(
         paths += sorted(p.glob("step_*.pt")) if p.is_dir() else [p]
     if last is not None:
         if len(paths) < last:
-            fail(CheckpointError(f"--last {last}: only {len(paths)} checkpoint(s) found in "
-                                  f"{', '.join(map(str, inputs))} (a run keeps step_*.pt "
-                                  "checkpoints when trained with train.keep_checkpoints=N)"))
+            fail(
+                CheckpointError(
+                    f"--last {last}: only {len(paths)} checkpoint(s) found in "
+                    f"{', '.join(map(str, inputs))} (a run keeps step_*.pt "
+                    "checkpoints when trained with train.keep_checkpoints=N)"
+                )
+            )
         paths = paths[-last:]
     try:
         if not paths:
-            raise CheckpointError(f"no step_*.pt checkpoints in {', '.join(map(str, inputs))} "
-                                  "(train with train.keep_checkpoints=N)")
+            raise CheckpointError(
+                f"no step_*.pt checkpoints in {', '.join(map(str, inputs))} "
+                "(train with train.keep_checkpoints=N)"
+            )
         check_output(paths, output)
         save_atomic(average_checkpoints(paths), output)
     except USER_ERRORS as e:
         fail(e)
-    typer.echo(f"averaged {len(paths)} checkpoint{'s' if len(paths) != 1 else ''} "
-               f"({', '.join(p.name for p in paths)}) into {output}")
+    typer.echo(
+        f"averaged {len(paths)} checkpoint{'s' if len(paths) != 1 else ''} "
+        f"({', '.join(p.name for p in paths)}) into {output}"
+    )
 
 
 @app.command()
 def study(
-    config: Path = typer.Argument(..., help="Study YAML file (e.g. "
-                                  "configs/study_deen_converged.yaml; keys: docs/study.md)."),
-    overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the "
-                                                 "study's own keys (e.g. report_dir=DIR); "
-                                                 "training keys go in its overrides list."),
-    report_only: bool = typer.Option(False, "--report-only",
-                                     help="Do not train; report on finished or archived runs "
-                                     "(into report_dir, which it writes over)."),
+    config: Path = typer.Argument(
+        ..., help="Study YAML file (e.g. configs/study_deen_converged.yaml; keys: docs/study.md)."
+    ),
+    overrides: list[str] | None = typer.Argument(
+        None,
+        help="key=value overrides of the "
+        "study's own keys (e.g. report_dir=DIR); "
+        "training keys go in its overrides list.",
+    ),
+    report_only: bool = typer.Option(
+        False,
+        "--report-only",
+        help="Do not train; report on finished or archived runs "
+        "(into report_dir, which it writes over).",
+    ),
 ) -> None:
     """Train models differing only in attention and compare them by source length. Without
     --report-only it trains every run that is missing (hours on a CPU), resuming
@@ -253,9 +317,12 @@ def study(
 def export(
     source: Path = typer.Argument(..., help="Run directory (its best.pt) or checkpoint file."),
     out_dir: Path = typer.Argument(..., help="The model folder to write (new or empty)."),
-    dtype: str | None = typer.Option(None, help="fp32 | bf16 | fp16: store the weights in this "
-                                     "precision (default: the smallest whose test BLEU stays "
-                                     "within 0.1 of the checkpoint's)."),
+    dtype: str | None = typer.Option(
+        None,
+        help="fp32 | bf16 | fp16: store the weights in this "
+        "precision (default: the smallest whose test BLEU stays "
+        "within 0.1 of the checkpoint's).",
+    ),
     data_path: str | None = typer.Option(None, help="Override data.path of the checkpoint."),
     batch_size: int = typer.Option(64, min=1, help="Sentences per decoding batch."),
     beam: int | None = BEAM_OPTION,
@@ -267,14 +334,23 @@ def export(
     from nmt.commands.export import export_model
 
     try:
-        done = export_model(source, out_dir, dtype=dtype, beam_size=beam, alpha=alpha,
-                            data_path=data_path, batch_size=batch_size,
-                            log=lambda m: typer.echo(m, err=True))
+        done = export_model(
+            source,
+            out_dir,
+            dtype=dtype,
+            beam_size=beam,
+            alpha=alpha,
+            data_path=data_path,
+            batch_size=batch_size,
+            log=lambda m: typer.echo(m, err=True),
+        )
     except USER_ERRORS as e:
         fail(e)
     tried = ", ".join(f"{k} {v:.2f}" for k, v in done.dtype_bleu.items())
-    typer.echo(f"wrote {done.folder} ({done.size_bytes / 1e6:.1f} MB): weights in {done.dtype} "
-               f"(test BLEU {tried})")
+    typer.echo(
+        f"wrote {done.folder} ({done.size_bytes / 1e6:.1f} MB): weights in {done.dtype} "
+        f"(test BLEU {tried})"
+    )
 
 
 import nmt.cli.analysis  # noqa: E402,F401  (registers heads, bench and select on the app)

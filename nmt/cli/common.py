@@ -12,8 +12,11 @@ from nmt.config.schema import ConfigError, LengthPenalty
 from nmt.data.corpus import DataError
 from nmt.model.checkpoint import CheckpointError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="RNN encoder-decoder translation with selectable attention.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="RNN encoder-decoder translation with selectable attention.",
+)
 
 
 def _version(value: bool) -> None:
@@ -27,13 +30,22 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print nmt's and torch's versions and exit.")) -> None:
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_version,
+        is_eager=True,
+        help="Print nmt's and torch's versions and exit.",
+    ),
+) -> None:
     """RNN encoder-decoder translation with selectable attention."""
 
+
 # search options shared by evaluate and translate; defaults come from the checkpoint
-BEAM_OPTION = typer.Option(None, min=1, help="Beam size (1 = greedy); default: the "
-                           "checkpoint's search.beam_size.")
+BEAM_OPTION = typer.Option(
+    None, min=1, help="Beam size (1 = greedy); default: the checkpoint's search.beam_size."
+)
 
 
 def _finite_alpha(value: float | None) -> float | None:
@@ -44,16 +56,24 @@ def _finite_alpha(value: float | None) -> float | None:
     return value
 
 
-ALPHA_OPTION = typer.Option(None, min=0.0, callback=_finite_alpha,
-                            help="GNMT length penalty alpha.")
+ALPHA_OPTION = typer.Option(
+    None, min=0.0, callback=_finite_alpha, help="GNMT length penalty alpha."
+)
 LENGTH_PENALTY_OPTION = typer.Option(None, help="gnmt | average | none.")
-WORKERS_OPTION = typer.Option(None, min=1, help="Batches decoded at once on the CPU, the "
-                              "threads shared among them (default: one per torch thread).")
+WORKERS_OPTION = typer.Option(
+    None,
+    min=1,
+    help="Batches decoded at once on the CPU, the "
+    "threads shared among them (default: one per torch thread).",
+)
 DEVICE_OPTION = typer.Option("auto", help="auto (CUDA when present) | cpu | cuda | cuda:N.")
-PRECISION_OPTION = typer.Option(None, help="Search precision: fp32, bf16, fp16 (CUDA) or "
-                                "auto (bf16 where the device has it); the matrix products "
-                                "only, scores stay fp32. Default: the checkpoint's "
-                                "search.precision.")
+PRECISION_OPTION = typer.Option(
+    None,
+    help="Search precision: fp32, bf16, fp16 (CUDA) or "
+    "auto (bf16 where the device has it); the matrix products "
+    "only, scores stay fp32. Default: the checkpoint's "
+    "search.precision.",
+)
 
 USER_ERRORS = (ConfigError, DataError, CheckpointError, ValueError, OSError)
 

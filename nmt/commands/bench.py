@@ -45,8 +45,9 @@ def load_subject(opts: BenchOptions, log: Callable[[str], None]) -> Subject:
         loaded = load_checkpoint(opts.source, "cpu")
         data = stored_corpus(loaded.cfg.data, opts.data_path)
         train = None if opts.skip_train else training_pairs(data)[1]
-        return Subject("checkpoint", loaded.cfg, loaded.model, loaded.src_vocab,
-                       loaded.tgt_vocab, data, train)
+        return Subject(
+            "checkpoint", loaded.cfg, loaded.model, loaded.src_vocab, loaded.tgt_vocab, data, train
+        )
     cfg = load_config(opts.source, list(opts.overrides))
     data = cfg.data if opts.data_path is None else stored_corpus(cfg.data, opts.data_path)
     raw, train, _ = training_pairs(data)
@@ -54,15 +55,20 @@ def load_subject(opts: BenchOptions, log: Callable[[str], None]) -> Subject:
         raise DataError(f"{opts.source}: no training pairs in split {data.train_split!r}")
     log(f"building the {cfg.subwords.vocab_size}-piece vocabulary on {len(raw)} training pairs")
     src_vocab, tgt_vocab = build_vocabs(cfg, [p for p in raw if p.src and p.tgt], log)
-    check_fits(cfg.model, len(src_vocab), len(tgt_vocab), torch.device("cpu"), training=False,
-               where=str(opts.source))
+    check_fits(
+        cfg.model,
+        len(src_vocab),
+        len(tgt_vocab),
+        torch.device("cpu"),
+        training=False,
+        where=str(opts.source),
+    )
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
     return Subject("config", cfg, model, src_vocab, tgt_vocab, data, train)
 
 
-def run_bench(opts: BenchOptions, log: Callable[[str], None] = lambda _msg: None
-              ) -> dict[str, Any]:
+def run_bench(opts: BenchOptions, log: Callable[[str], None] = lambda _msg: None) -> dict[str, Any]:
     """Everything the module docstring lists, as one JSON-ready dict (see
     :func:`format_table`); sections skipped with ``skip_train`` / ``skip_decode`` are None.
 
@@ -89,18 +95,26 @@ def run_bench(opts: BenchOptions, log: Callable[[str], None] = lambda _msg: None
     bf16 = machine["cpu_bf16"] if device.type == "cpu" else torch.cuda.is_bf16_supported()
     peaks["bf16"] = matmul_peak_gflop_s(device, torch.bfloat16) if bf16 else None
     result: dict[str, Any] = {
-        "source": str(opts.source), "kind": subject.kind, "name": subject.cfg.name,
+        "source": str(opts.source),
+        "kind": subject.kind,
+        "name": subject.cfg.name,
         "attention": subject.cfg.model.attention,
-        "parameters": count_parameters(subject.model), "machine": machine,
-        "matmul_peak_gflop_s": {"shape": "({0}x{1})@({1}x{2})".format(*PEAK_SHAPE),
-                                **{k: None if v is None else round(v, 1)
-                                   for k, v in peaks.items()}},
-        "decode": None, "train": None}
+        "parameters": count_parameters(subject.model),
+        "machine": machine,
+        "matmul_peak_gflop_s": {
+            "shape": "({0}x{1})@({1}x{2})".format(*PEAK_SHAPE),
+            **{k: None if v is None else round(v, 1) for k, v in peaks.items()},
+        },
+        "decode": None,
+        "train": None,
+    }
     if not opts.skip_decode:
         log(f"decoding {len(sources)} sentences of {opts.split}: greedy and beam {opts.beam}")
         result["decode"] = measure_decoding(subject, sources, references, opts, device)
     if batches is not None:
-        log(f"training: {opts.warmup} warm-up steps, {opts.train_steps} timed steps, then a "
-            f"{opts.train_seconds:g} s window")
+        log(
+            f"training: {opts.warmup} warm-up steps, {opts.train_steps} timed steps, then a "
+            f"{opts.train_seconds:g} s window"
+        )
         result["train"] = measure_training(subject, batches, opts, device, peaks)
     return result

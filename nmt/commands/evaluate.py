@@ -30,8 +30,9 @@ def _table(systems: list[Scored], ensemble: list[Path] | None) -> Iterator[str]:
     """One side-by-side table per test set and language pair: checkpoints of different
     pairs are scored on different sources and references, so their BLEU, length buckets
     and signatures would otherwise sit in one table under the first system's header."""
-    groups = [(s.label, s.record["src_lang"], s.record["tgt_lang"], len(s.references))
-              for s in systems]
+    groups = [
+        (s.label, s.record["src_lang"], s.record["tgt_lang"], len(s.references)) for s in systems
+    ]
     for group in dict.fromkeys(groups):
         part = [s for s, g in zip(systems, groups, strict=True) if g == group]
         label, src_lang, tgt_lang, size = group
@@ -39,8 +40,10 @@ def _table(systems: list[Scored], ensemble: list[Path] | None) -> Iterator[str]:
         text = f"test set: {label} ({size} sentences{pair})\n"
         text += "".join(f"decoding of {s.name}: {s.record['search']}\n" for s in part)
         if ensemble and any("ensemble" in s.record for s in part):
-            text += (f"ensemble of {len(ensemble)}: {', '.join(map(str, ensemble))} "
-                     "(mean of the models' probabilities at each step)\n")
+            text += (
+                f"ensemble of {len(ensemble)}: {', '.join(map(str, ensemble))} "
+                "(mean of the models' probabilities at each step)\n"
+            )
         yield text + format_table([s.name for s in part], [s.scores for s in part])
 
 
@@ -49,13 +52,18 @@ def _examples(s: Scored, n: int) -> list[str]:
     lines = []
     for i in range(min(n, len(s.sources))):
         k = i * max(len(s.sources) // max(n, 1), 1)
-        lines += [f"[{s.name}] SRC: {s.sources[k]}", f"[{s.name}] REF: {s.references[k]}",
-                  f"[{s.name}] HYP: {s.hypotheses[k]}", ""]
+        lines += [
+            f"[{s.name}] SRC: {s.sources[k]}",
+            f"[{s.name}] REF: {s.references[k]}",
+            f"[{s.name}] HYP: {s.hypotheses[k]}",
+            "",
+        ]
     return lines
 
 
-def evaluate_checkpoints(checkpoints: list[Path], *, n_examples: int = 0,
-                         ensemble: bool = False, **options: Any) -> Report:
+def evaluate_checkpoints(
+    checkpoints: list[Path], *, n_examples: int = 0, ensemble: bool = False, **options: Any
+) -> Report:
     """Score ``checkpoints`` (and with ``ensemble`` their ensemble) as
     :func:`nmt.inference.scoring.score_checkpoints` does with ``options`` (split, src, ref,
     buckets, batch_size, data_path, beam_size, alpha, length_penalty, device, workers,
@@ -65,8 +73,7 @@ def evaluate_checkpoints(checkpoints: list[Path], *, n_examples: int = 0,
         as :func:`nmt.inference.scoring.score_checkpoints`.
     """
     warnings: list[str] = []
-    systems = score_checkpoints(checkpoints, ensemble=ensemble, warn=warnings.append,
-                                **options)
+    systems = score_checkpoints(checkpoints, ensemble=ensemble, warn=warnings.append, **options)
     table = "\n\n".join(_table(systems, checkpoints if ensemble else None))
     examples = [line for s in systems for line in _examples(s, n_examples)]
     if examples:

@@ -43,8 +43,9 @@ from nmt.model.rundir import BEST, LOG, SUMMARY, read_valid_log
 BLEU_TOLERANCE = 0.1  # BLEU points a smaller precision may lose on test
 # smallest first (bytes a weight), then the finer (fp16 keeps more mantissa bits than bf16):
 # fp16, bf16, fp32
-DTYPE_ORDER: tuple[str, ...] = tuple(sorted(
-    COMPUTE_PRECISIONS, key=lambda p: (DTYPES[p].itemsize, torch.finfo(DTYPES[p]).eps)))
+DTYPE_ORDER: tuple[str, ...] = tuple(
+    sorted(COMPUTE_PRECISIONS, key=lambda p: (DTYPES[p].itemsize, torch.finfo(DTYPES[p]).eps))
+)
 LENGTH_BUCKETS = "1-10,11-20,21-30,31-40,41-50,51-60,61-"  # the converged study's
 
 
@@ -67,12 +68,16 @@ def checkpoint_and_run(source: Path) -> tuple[Path, Path]:
         CheckpointError: a model folder given (it is already exported), or no checkpoint.
     """
     if is_folder(source):
-        raise CheckpointError(f"{source}: is a model folder already; export takes a run "
-                              "directory or a checkpoint file")
+        raise CheckpointError(
+            f"{source}: is a model folder already; export takes a run "
+            "directory or a checkpoint file"
+        )
     if source.is_dir():
         if not (source / BEST).is_file():
-            raise CheckpointError(f"{source / BEST}: not found: give a run directory with a "
-                                  "best.pt, or a checkpoint file")
+            raise CheckpointError(
+                f"{source / BEST}: not found: give a run directory with a "
+                "best.pt, or a checkpoint file"
+            )
         return source / BEST, source
     return source, source.parent
 
@@ -91,22 +96,32 @@ def selected_search(run: Path, sha: str | None) -> dict[str, Any] | None:
         if f.stat().st_size > 2_000_000:
             continue
         data = _read_json(f)
-        if (isinstance(data, dict) and data.get("chosen_checkpoint_sha256") == sha
-                and isinstance(data.get("beam"), int)
-                and isinstance(data.get("alpha"), (int, float))):
+        if (
+            isinstance(data, dict)
+            and data.get("chosen_checkpoint_sha256") == sha
+            and isinstance(data.get("beam"), int)
+            and isinstance(data.get("alpha"), (int, float))
+        ):
             return {"beam": data["beam"], "alpha": float(data["alpha"]), "file": f.name}
     return None
 
 
-def _translate(loaded: Loaded, sources: list[str], decoding: Decoding, batch_size: int
-               ) -> list[str]:
+def _translate(
+    loaded: Loaded, sources: list[str], decoding: Decoding, batch_size: int
+) -> list[str]:
     with torch.inference_mode():
         translator = Translator.from_loaded(loaded, decoding=decoding, batch_size=batch_size)
         return [t.text for t in translator.translate(sources)]
 
 
-def _scored(loaded: Loaded, sources: list[str], refs: list[str], decoding: Decoding,
-            batch_size: int, buckets: str) -> tuple[Scores, list[str]]:
+def _scored(
+    loaded: Loaded,
+    sources: list[str],
+    refs: list[str],
+    decoding: Decoding,
+    batch_size: int,
+    buckets: str,
+) -> tuple[Scores, list[str]]:
     hyps = _translate(loaded, sources, decoding, batch_size)
     ranges = parse_buckets(buckets)
     return score(hyps, refs, sources, ranges, tgt_lang=loaded.cfg.data.tgt_lang), hyps
@@ -117,9 +132,17 @@ def _gz(lines: list[str]) -> bytes:
     return gzip.compress("".join(x + "\n" for x in lines).encode("utf-8"), mtime=0)
 
 
-def choose_dtype(ckpt: Loaded, run_id: str | None, decoding: Decoding, sets: dict[str, Any],
-                 split: str, forced: str | None, batch_size: int, staging: Path,
-                 log: Callable[[str], None]) -> tuple[str, dict[str, float]]:
+def choose_dtype(
+    ckpt: Loaded,
+    run_id: str | None,
+    decoding: Decoding,
+    sets: dict[str, Any],
+    split: str,
+    forced: str | None,
+    batch_size: int,
+    staging: Path,
+    log: Callable[[str], None],
+) -> tuple[str, dict[str, float]]:
     """The precision to ship and the test BLEU of each tried (``checkpoint``: the
     checkpoint's own): the first of :data:`DTYPE_ORDER` (or only ``forced``) whose folder,
     loaded back, scores within :data:`BLEU_TOLERANCE` of the checkpoint on ``split``."""
@@ -138,10 +161,17 @@ def choose_dtype(ckpt: Loaded, run_id: str | None, decoding: Decoding, sets: dic
     raise AssertionError("unreachable: fp32 weights are the checkpoint's own")
 
 
-def export_model(source: Path, out: Path, *, dtype: str | None = None,
-                 beam_size: int | None = None, alpha: float | None = None,
-                 data_path: str | None = None, batch_size: int = 64,
-                 log: Callable[[str], None] = lambda m: None) -> Exported:
+def export_model(
+    source: Path,
+    out: Path,
+    *,
+    dtype: str | None = None,
+    beam_size: int | None = None,
+    alpha: float | None = None,
+    data_path: str | None = None,
+    batch_size: int = 64,
+    log: Callable[[str], None] = lambda m: None,
+) -> Exported:
     """Export the checkpoint of ``source`` (run directory or checkpoint file) as the model
     folder ``out``: see the module docstring.
 
@@ -153,17 +183,20 @@ def export_model(source: Path, out: Path, *, dtype: str | None = None,
     if dtype is not None and dtype not in DTYPE_ORDER:
         raise ValueError(f"--dtype: {dtype!r} is not one of {', '.join(DTYPE_ORDER)}")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise CheckpointError(f"{out}: exists and is not an empty directory; give a new "
-                              "folder (nothing is overwritten)")
+        raise CheckpointError(
+            f"{out}: exists and is not an empty directory; give a new "
+            "folder (nothing is overwritten)"
+        )
     ckpt_path, run = checkpoint_and_run(source)
     ckpt = load_checkpoint(ckpt_path, with_digest=True)  # on the CPU: scores any machine repeats
     cfg = ckpt.cfg
     selected = selected_search(run, ckpt.sha256)
     decoding = Decoding.from_config(
-        cfg, beam_size=beam_size if beam_size is not None else
-        (selected["beam"] if selected else None),
+        cfg,
+        beam_size=beam_size if beam_size is not None else (selected["beam"] if selected else None),
         alpha=alpha if alpha is not None else (selected["alpha"] if selected else None),
-        precision="fp32")
+        precision="fp32",
+    )
     # the folder's config carries the search its numbers were measured with (the alpha chosen
     # on val), so `nmt translate FOLDER` decodes as its card says
     ckpt.payload["config"]["search"].update(beam_size=decoding.beam_size, alpha=decoding.alpha)
@@ -172,10 +205,12 @@ def export_model(source: Path, out: Path, *, dtype: str | None = None,
     names = [*tests, *(t + JOINED_SUFFIX for t in tests), cfg.data.valid_split]
     sets = {n: split_lines(data, n) for n in dict.fromkeys(names)}  # all read before decoding
     run_id = ckpt.payload.get("run_id")
-    with tempfile.TemporaryDirectory(prefix=".nmt-export-", dir=out.parent
-                                     if out.parent.is_dir() else None) as tmp:
-        chosen, dtype_bleu = choose_dtype(ckpt, run_id, decoding, sets, tests[0], dtype,
-                                          batch_size, Path(tmp), log)
+    with tempfile.TemporaryDirectory(
+        prefix=".nmt-export-", dir=out.parent if out.parent.is_dir() else None
+    ) as tmp:
+        chosen, dtype_bleu = choose_dtype(
+            ckpt, run_id, decoding, sets, tests[0], dtype, batch_size, Path(tmp), log
+        )
         shipped = load_checkpoint(Path(tmp) / chosen, with_digest=True)  # what users load
         # the very bytes loaded and scored: safetensors' header order varies between saves
         files = {n: (Path(tmp) / chosen / n).read_bytes() for n in core_files_names()}
@@ -186,8 +221,11 @@ def export_model(source: Path, out: Path, *, dtype: str | None = None,
             hyp_file = f"{name}.hyp.{cfg.data.tgt_lang}.gz"
             files[hyp_file] = _gz(hyps)
             results["test" if name in tests else "other"][name] = {
-                "beam_bleu": round(s.bleu, 2), "search": decoding.describe(),
-                "hypotheses": hyp_file, **s.to_json()}
+                "beam_bleu": round(s.bleu, 2),
+                "search": decoding.describe(),
+                "hypotheses": hyp_file,
+                **s.to_json(),
+            }
             log(f"{name}: BLEU {s.bleu:.2f}, chrF {s.chrf:.2f} ({len(sources)} sentences)")
     training = training_record(run, cfg.to_dict())
     if (run / LOG).is_file():
@@ -196,29 +234,47 @@ def export_model(source: Path, out: Path, *, dtype: str | None = None,
     files["results.json"] = (json.dumps(results, indent=2) + "\n").encode("utf-8")
     files["README.md"] = model_card(results, cfg.to_dict(), tests).encode("utf-8")
     manifest = write_folder(out, files, run_id=run_id, dtype=chosen)
-    size = sum(e["bytes"] for e in manifest["files"].values()) + (out / "manifest.json"
-                                                                  ).stat().st_size
+    size = (
+        sum(e["bytes"] for e in manifest["files"].values()) + (out / "manifest.json").stat().st_size
+    )
     return Exported(out, chosen, size, dtype_bleu)
 
 
-def _results(shipped: Loaded, ckpt_path: Path, ckpt: Loaded, decoding: Decoding,
-             selected: dict[str, Any] | None, chosen: str, dtype_bleu: dict[str, float]
-             ) -> dict[str, Any]:
+def _results(
+    shipped: Loaded,
+    ckpt_path: Path,
+    ckpt: Loaded,
+    decoding: Decoding,
+    selected: dict[str, Any] | None,
+    chosen: str,
+    dtype_bleu: dict[str, float],
+) -> dict[str, Any]:
     """The head of results.json, in the keys of an ``nmt select --json`` summary
     (``chosen_checkpoint_sha256``, ``beam``, ``alpha``, ``test``), which ``nmt serve``
     shows beside the model."""
     return {
-        "name": shipped.cfg.name, "direction": f"{shipped.cfg.data.src_lang}->"
-        f"{shipped.cfg.data.tgt_lang}", "attention": shipped.cfg.model.attention,
+        "name": shipped.cfg.name,
+        "direction": f"{shipped.cfg.data.src_lang}->{shipped.cfg.data.tgt_lang}",
+        "attention": shipped.cfg.model.attention,
         "parameters": sum(p.numel() for p in shipped.model.parameters()),
-        "chosen_checkpoint": WEIGHTS, "chosen_checkpoint_sha256": shipped.sha256,
-        "exported_from": str(ckpt_path), "exported_from_sha256": ckpt.sha256,
-        "weights_dtype": chosen, "dtype_test_bleu": dtype_bleu,
-        "bleu_tolerance": BLEU_TOLERANCE, "beam": decoding.beam_size, "alpha": decoding.alpha,
-        "length_penalty": decoding.length_penalty, "search": decoding.describe(),
-        "search_from": (f"nmt select summary {selected['file']}" if selected else
-                        "the checkpoint's search config or the export options"),
-        "test": {}, "other": {},
+        "chosen_checkpoint": WEIGHTS,
+        "chosen_checkpoint_sha256": shipped.sha256,
+        "exported_from": str(ckpt_path),
+        "exported_from_sha256": ckpt.sha256,
+        "weights_dtype": chosen,
+        "dtype_test_bleu": dtype_bleu,
+        "bleu_tolerance": BLEU_TOLERANCE,
+        "beam": decoding.beam_size,
+        "alpha": decoding.alpha,
+        "length_penalty": decoding.length_penalty,
+        "search": decoding.describe(),
+        "search_from": (
+            f"nmt select summary {selected['file']}"
+            if selected
+            else "the checkpoint's search config or the export options"
+        ),
+        "test": {},
+        "other": {},
     }
 
 
@@ -241,10 +297,12 @@ def training_record(run: Path, config: dict[str, Any]) -> dict[str, Any]:
         "epochs": summary.get("epochs", last.get("epoch")),
         "steps": summary.get("steps", last.get("step")),
         "wall_clock_min": elapsed,
-        "best_val_bleu": summary.get("best_val_bleu",
-                                     max((r["val_bleu"] for r in records), default=None)),
+        "best_val_bleu": summary.get(
+            "best_val_bleu", max((r["val_bleu"] for r in records), default=None)
+        ),
         "validations": len(records),
-        "cpu": summary.get("cpu"), "threads": summary.get("threads", train.get("threads")),
+        "cpu": summary.get("cpu"),
+        "threads": summary.get("threads", train.get("threads")),
         "precision": summary.get("precision", train.get("precision")),
         "command": summary.get("command"),
     }

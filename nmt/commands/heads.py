@@ -24,8 +24,10 @@ from nmt.analysis.heads import (
 def write_json(analyses: list[HeadAnalysis], path: Path, meta: dict) -> Path:
     """``meta`` (commands, split, decoding) and every analysis as JSON at ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**meta, "models": [a.to_json() for a in analyses]}, indent=2)
-                    + "\n", encoding="utf-8")
+    path.write_text(
+        json.dumps({**meta, "models": [a.to_json() for a in analyses]}, indent=2) + "\n",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -36,9 +38,14 @@ def _shorten(text: str, limit: int = 70) -> str:
     return text[:limit].rsplit(" ", 1)[0] + " ..."
 
 
-def _test_sources(loaded, split: str | None, src: Path | None, ref: Path | None,
-                  data_path: str | None, join: int | None
-                  ) -> tuple[str, list[str], list[str], list[str], list[str]]:
+def _test_sources(
+    loaded,
+    split: str | None,
+    src: Path | None,
+    ref: Path | None,
+    data_path: str | None,
+    join: int | None,
+) -> tuple[str, list[str], list[str], list[str], list[str]]:
     """(label, sources, references) of the test set, joined ``join`` pairs at a time if
     given, then the captions' sources and references before joining.
 
@@ -49,8 +56,9 @@ def _test_sources(loaded, split: str | None, src: Path | None, ref: Path | None,
     from nmt.data.longsets import long_sentence_set
     from nmt.data.stored import test_set
 
-    label, sources, references = test_set(loaded, split=split, src=src, ref=ref,
-                                          data_path=data_path)
+    label, sources, references = test_set(
+        loaded, split=split, src=src, ref=ref, data_path=data_path
+    )
     if join is None:
         return label, sources, references, sources, references
     if join < 1:
@@ -58,17 +66,33 @@ def _test_sources(loaded, split: str | None, src: Path | None, ref: Path | None,
     if join > len(sources):
         raise HeadsError(f"--join {join}: the test set has only {len(sources)} pairs")
     joined = long_sentence_set(sources, references, (join,))
-    return (f"{label} joined {join} at a time", joined.sources, joined.references, sources,
-            references)
+    return (
+        f"{label} joined {join} at a time",
+        joined.sources,
+        joined.references,
+        sources,
+        references,
+    )
 
 
-def heads_report(checkpoint: Path, out_dir: Path, *, compare: Sequence[Path] = (),
-                 split: str | None = None, src: Path | None = None, ref: Path | None = None,
-                 data_path: str | None = None, max_sentences: int | None = None,
-                 maps: int = 3, sentences: Sequence[str] = (), device: str = "auto",
-                 batch_size: int = 64, join: int | None = None,
-                 alignments: Path | None = None,
-                 log: Callable[[str], None] = lambda message: None) -> Path:
+def heads_report(
+    checkpoint: Path,
+    out_dir: Path,
+    *,
+    compare: Sequence[Path] = (),
+    split: str | None = None,
+    src: Path | None = None,
+    ref: Path | None = None,
+    data_path: str | None = None,
+    max_sentences: int | None = None,
+    maps: int = 3,
+    sentences: Sequence[str] = (),
+    device: str = "auto",
+    batch_size: int = 64,
+    join: int | None = None,
+    alignments: Path | None = None,
+    log: Callable[[str], None] = lambda message: None,
+) -> Path:
     """Analyse ``checkpoint`` (and each ``compare`` checkpoint) on a test set and write
     ``heads.md``, ``heads.json`` and per-head heatmaps ``heads_N.png`` to ``out_dir``.
 
@@ -99,23 +123,34 @@ def heads_report(checkpoint: Path, out_dir: Path, *, compare: Sequence[Path] = (
         raise HeadsError("--sentence: an empty sentence has nothing to attend to")
     dev = pick_device(device, "--device")
     loaded = load_checkpoint(checkpoint, dev)
-    label, sources, references, cap_src, cap_ref = _test_sources(loaded, split, src, ref,
-                                                                 data_path, join)
+    label, sources, references, cap_src, cap_ref = _test_sources(
+        loaded, split, src, ref, data_path, join
+    )
     sources = sources[:max_sentences] if max_sentences else sources
-    references = references[:len(sources)]
+    references = references[: len(sources)]
     models = [(checkpoint, loaded)] + [(p, load_checkpoint(p, dev)) for p in compare]
     pair = (loaded.cfg.data.src_lang, loaded.cfg.data.tgt_lang)
     analyses, per_model = [], []
     for path, m in models:
         if (m.cfg.data.src_lang, m.cfg.data.tgt_lang) != pair:
-            raise HeadsError(f"--compare {path}: translates {m.cfg.data.src_lang}->"
-                             f"{m.cfg.data.tgt_lang}, but {checkpoint} translates "
-                             f"{pair[0]}->{pair[1]}")
-        log(f"{path}: decoding {len(sources)} sentence{'' if len(sources) == 1 else 's'} of "
-            f"{src or label} (greedy{'' if max_sentences else '; --max-sentences N for fewer'})")
+            raise HeadsError(
+                f"--compare {path}: translates {m.cfg.data.src_lang}->"
+                f"{m.cfg.data.tgt_lang}, but {checkpoint} translates "
+                f"{pair[0]}->{pair[1]}"
+            )
+        log(
+            f"{path}: decoding {len(sources)} sentence{'' if len(sources) == 1 else 's'} of "
+            f"{src or label} (greedy{'' if max_sentences else '; --max-sentences N for fewer'})"
+        )
         try:
-            sents = head_weights_of(m.model, m.src_vocab, m.tgt_vocab, sources,
-                                    batch_size=batch_size, max_ratio=m.cfg.train.max_output_ratio)
+            sents = head_weights_of(
+                m.model,
+                m.src_vocab,
+                m.tgt_vocab,
+                sources,
+                batch_size=batch_size,
+                max_ratio=m.cfg.train.max_output_ratio,
+            )
             analyses.append(analyse(sents, model_name(m.cfg), m.cfg.model.attention))
         except HeadsError as e:
             raise HeadsError(f"{path} on {src or label}: {e}") from None
@@ -129,23 +164,33 @@ def heads_report(checkpoint: Path, out_dir: Path, *, compare: Sequence[Path] = (
         raise HeadsError(f"--out {out_dir}: cannot write there ({e.strerror or e})") from None
     main, main_sents = analyses[0], per_model[0]
     if sentences:
-        drawn = [(s, head_weights_of(loaded.model, loaded.src_vocab, loaded.tgt_vocab, [s])[0])
-                 for s in sentences]
+        drawn = [
+            (s, head_weights_of(loaded.model, loaded.src_vocab, loaded.tgt_vocab, [s])[0])
+            for s in sentences
+        ]
     else:
-        drawn = [(main_sents[i].source, main_sents[i])
-                 for i in disagreeing_sentences(main, main_sents, maps)]
-    md = [f"# Attention heads of {main.name}", "",
-          f"Test set: {label}, {main.sentences} sentences, greedy search; weights read back "
-          "by teacher forcing on each model's own hypothesis. Per head, over every target "
-          "step: the entropy of its attention distribution and of a uniform one over the "
-          "same source; the distance from its most attended source piece to the diagonal "
-          "position t·(S-1)/(T-1), in pieces, as a share of the source length S, and signed "
-          "(offset > 0: the head looks ahead of the diagonal); how "
-          "often the most attended piece is the final `</s>` or punctuation.", "",
-          format_markdown(analyses)]
+        drawn = [
+            (main_sents[i].source, main_sents[i])
+            for i in disagreeing_sentences(main, main_sents, maps)
+        ]
+    md = [
+        f"# Attention heads of {main.name}",
+        "",
+        f"Test set: {label}, {main.sentences} sentences, greedy search; weights read back "
+        "by teacher forcing on each model's own hypothesis. Per head, over every target "
+        "step: the entropy of its attention distribution and of a uniform one over the "
+        "same source; the distance from its most attended source piece to the diagonal "
+        "position t·(S-1)/(T-1), in pieces, as a share of the source length S, and signed "
+        "(offset > 0: the head looks ahead of the diagonal); how "
+        "often the most attended piece is the final `</s>` or punctuation.",
+        "",
+        format_markdown(analyses),
+    ]
     for n, (source, sent) in enumerate(drawn, 1):
-        panels = [(f"head {k + 1}", sent.src_pieces, sent.tgt_pieces, sent.weights[k])
-                  for k in range(sent.weights.size(0))]
+        panels = [
+            (f"head {k + 1}", sent.src_pieces, sent.tgt_pieces, sent.weights[k])
+            for k in range(sent.weights.size(0))
+        ]
         for _path, m in models[1:]:
             other = head_weights_of(m.model, m.src_vocab, m.tgt_vocab, [source])
             if other:
@@ -153,16 +198,35 @@ def heads_report(checkpoint: Path, out_dir: Path, *, compare: Sequence[Path] = (
                 panels.append((model_name(m.cfg), o.src_pieces, o.tgt_pieces, o.weights.mean(0)))
         name = f"heads_{n}.png"
         plot_head_maps(panels, out_dir / name, f"{main.name}: {_shorten(source)}")
-        md += ["", f"**Sentence {n}** source: {source}  ", f"hypothesis: {sent.hypothesis}", "",
-               f"![heads of sentence {n}]({name})"]
+        md += [
+            "",
+            f"**Sentence {n}** source: {source}  ",
+            f"hypothesis: {sent.hypothesis}",
+            "",
+            f"![heads of sentence {n}]({name})",
+        ]
     align_md, align_json = alignment_section(
         [(a.name, m) for a, (_p, m) in zip(analyses, models, strict=True)],
-        (sources, references), (cap_src, cap_ref),
+        (sources, references),
+        (cap_src, cap_ref),
         None if src else label.split(" ")[0],  # the split's name: label starts with it
-        join, alignments, label, log=log, batch_size=batch_size)
+        join,
+        alignments,
+        label,
+        log=log,
+        batch_size=batch_size,
+    )
     path = out_dir / "heads.md"
     path.write_text("\n".join(md + align_md) + "\n", encoding="utf-8")
-    write_json(analyses, out_dir / "heads.json",
-               {"checkpoint": str(checkpoint), "compare": [str(p) for p in compare],
-                "test_set": label, "search": "greedy", "alignment": align_json})
+    write_json(
+        analyses,
+        out_dir / "heads.json",
+        {
+            "checkpoint": str(checkpoint),
+            "compare": [str(p) for p in compare],
+            "test_set": label,
+            "search": "greedy",
+            "alignment": align_json,
+        },
+    )
     return path

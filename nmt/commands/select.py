@@ -51,8 +51,9 @@ from nmt.model.rundir import BEST, LOG, check_run_ids, read_valid_log
 DEFAULTS = SelectOptions()  # frozen: one shared instance is safe as a default
 
 
-def select(run: Path, opts: SelectOptions = DEFAULTS,
-           log: Callable[[str], None] = print) -> dict[str, Any]:
+def select(
+    run: Path, opts: SelectOptions = DEFAULTS, log: Callable[[str], None] = print
+) -> dict[str, Any]:
     """Choose on ``opts.valid_split``, score ``opts.test_splits``; returns the summary
     (choice, validation rows, test BLEU/chrF greedy and beam with signatures, epochs and
     training minutes from the run's valid_log.jsonl).
@@ -74,31 +75,58 @@ def select(run: Path, opts: SelectOptions = DEFAULTS,
     def evaluate(ckpts: list[Path], split: str, beam: int, alpha: float) -> list[dict[str, Any]]:
         return decode_scores(ckpts, opts, split, beam, alpha)
 
-    rows = [{"checkpoint": str(Path(r["checkpoint"])), "beam": 1, "alpha": None,
-             "bleu": r["bleu"], "checkpoint_sha256": r["checkpoint_sha256"]}
-            for r in evaluate(candidates, opts.valid_split, 1, 0.0)]
+    rows = [
+        {
+            "checkpoint": str(Path(r["checkpoint"])),
+            "beam": 1,
+            "alpha": None,
+            "bleu": r["bleu"],
+            "checkpoint_sha256": r["checkpoint_sha256"],
+        }
+        for r in evaluate(candidates, opts.valid_split, 1, 0.0)
+    ]
     for alpha in opts.alphas:
         log(f"{opts.valid_split}: beam {opts.beam}, alpha {alpha:g}")
-        rows += [{"checkpoint": r["checkpoint"], "beam": opts.beam, "alpha": alpha,
-                  "bleu": r["bleu"], "checkpoint_sha256": r["checkpoint_sha256"]}
-                 for r in evaluate(candidates, opts.valid_split, opts.beam, alpha)]
+        rows += [
+            {
+                "checkpoint": r["checkpoint"],
+                "beam": opts.beam,
+                "alpha": alpha,
+                "bleu": r["bleu"],
+                "checkpoint_sha256": r["checkpoint_sha256"],
+            }
+            for r in evaluate(candidates, opts.valid_split, opts.beam, alpha)
+        ]
     chosen = max((r for r in rows if r["alpha"] is not None), key=lambda r: r["bleu"])
     ckpt = Path(chosen["checkpoint"])
-    log(f"chosen on {opts.valid_split}: {ckpt} beam {opts.beam} alpha {chosen['alpha']:g} "
-        f"(val BLEU {chosen['bleu']:.2f})")
+    log(
+        f"chosen on {opts.valid_split}: {ckpt} beam {opts.beam} alpha {chosen['alpha']:g} "
+        f"(val BLEU {chosen['bleu']:.2f})"
+    )
     if edge := grid_edge(chosen["alpha"], opts.alphas):
         log(edge)
     tests = score_tests([ckpt], opts, chosen["alpha"])
     last = log_rows[-1] if log_rows else {}
-    return {"run": str(run), "chosen_checkpoint": str(ckpt),
-            "chosen_checkpoint_sha256": chosen["checkpoint_sha256"], "beam": opts.beam,
-            "alpha": chosen["alpha"], "averaged_from": averaged_from,
-            "epochs": last.get("epochs_done", last.get("epoch")),
-            "training_minutes": (round(last["elapsed_s"] / 60, 1)
-                                 if isinstance(last.get("elapsed_s"), (int, float)) else None),
-            "best_val_bleu_greedy_during_training": max(
-                (r["val_bleu"] for r in log_rows), default=None),
-            "val_selection": rows, "test": tests}
+    return {
+        "run": str(run),
+        "chosen_checkpoint": str(ckpt),
+        "chosen_checkpoint_sha256": chosen["checkpoint_sha256"],
+        "beam": opts.beam,
+        "alpha": chosen["alpha"],
+        "averaged_from": averaged_from,
+        "epochs": last.get("epochs_done", last.get("epoch")),
+        "training_minutes": (
+            round(last["elapsed_s"] / 60, 1)
+            if isinstance(last.get("elapsed_s"), (int, float))
+            else None
+        ),
+        "best_val_bleu_greedy_during_training": max(
+            (r["val_bleu"] for r in log_rows), default=None
+        ),
+        "val_selection": rows,
+        "test": tests,
+    }
+
 
 def check_runs(runs: list[Path]) -> None:
     """Fail before decoding when the runs cannot form an ensemble.
@@ -115,8 +143,10 @@ def check_runs(runs: list[Path]) -> None:
     for run in runs:
         key = run.resolve()
         if key in seen:
-            raise SelectError(f"{run} is given twice{also_as(seen[key], run)}: an ensemble of "
-                              "a model with itself is that model")
+            raise SelectError(
+                f"{run} is given twice{also_as(seen[key], run)}: an ensemble of "
+                "a model with itself is that model"
+            )
         seen[key] = run
         if not (run / BEST).is_file():
             raise no_best_checkpoint(run)
@@ -124,8 +154,9 @@ def check_runs(runs: list[Path]) -> None:
     load_ensemble([run / BEST for run in runs])  # vocabularies and duplicates, on the CPU
 
 
-def select_ensemble(runs: list[Path], opts: SelectOptions = DEFAULTS,
-                    log: Callable[[str], None] = print) -> dict[str, Any]:
+def select_ensemble(
+    runs: list[Path], opts: SelectOptions = DEFAULTS, log: Callable[[str], None] = print
+) -> dict[str, Any]:
     """Choose every run on ``opts.valid_split``, then the ensemble's alpha there; score
     ``opts.test_splits`` with each member and with the ensemble.
 
@@ -151,12 +182,20 @@ def select_ensemble(runs: list[Path], opts: SelectOptions = DEFAULTS,
         r = decode_scores(ckpts, opts, opts.valid_split, opts.beam, alpha, ensemble=True)[0]
         rows.append({"alpha": alpha, "bleu": r["bleu"]})
     chosen = max(rows, key=lambda r: r["bleu"])
-    log(f"chosen on {opts.valid_split}: ensemble alpha {chosen['alpha']:g} "
-        f"(val BLEU {chosen['bleu']:.2f})")
+    log(
+        f"chosen on {opts.valid_split}: ensemble alpha {chosen['alpha']:g} "
+        f"(val BLEU {chosen['bleu']:.2f})"
+    )
     if edge := grid_edge(chosen["alpha"], opts.alphas):
         log(edge)
-    return {"members": members,
-            "ensemble": {"checkpoints": [str(p) for p in ckpts],
-                         "checkpoints_sha256": [m["chosen_checkpoint_sha256"] for m in members],
-                         "beam": opts.beam, "alpha": chosen["alpha"], "val_selection": rows,
-                         "test": score_tests(ckpts, opts, chosen["alpha"], ensemble=True)}}
+    return {
+        "members": members,
+        "ensemble": {
+            "checkpoints": [str(p) for p in ckpts],
+            "checkpoints_sha256": [m["chosen_checkpoint_sha256"] for m in members],
+            "beam": opts.beam,
+            "alpha": chosen["alpha"],
+            "val_selection": rows,
+            "test": score_tests(ckpts, opts, chosen["alpha"], ensemble=True),
+        },
+    }

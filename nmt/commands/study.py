@@ -29,8 +29,9 @@ def _start(run: PlannedRun, study: StudyConfig) -> subprocess.Popen:
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
 
-def train_all(study: StudyConfig, runs: list[PlannedRun],
-              log: Callable[[str], None] = print) -> None:
+def train_all(
+    study: StudyConfig, runs: list[PlannedRun], log: Callable[[str], None] = print
+) -> None:
     """Train or resume every run that needs it, ``study.parallel`` at a time.
 
     Raises:
@@ -57,8 +58,10 @@ def train_all(study: StudyConfig, runs: list[PlannedRun],
                 active.remove((run, proc))
                 if proc.returncode != 0:
                     tail = (run.out_dir / "train.log").read_text(errors="replace")[-800:]
-                    raise StudyError(f"{run.cfg.name}: training failed (exit {proc.returncode});"
-                                     f" see {run.out_dir / 'train.log'}:\n{tail}")
+                    raise StudyError(
+                        f"{run.cfg.name}: training failed (exit {proc.returncode});"
+                        f" see {run.out_dir / 'train.log'}:\n{tail}"
+                    )
                 log(f"{run.cfg.name}: done")
     finally:
         for _run, proc in active:  # Ctrl-C: children got SIGINT too and save last.pt
@@ -68,8 +71,9 @@ def train_all(study: StudyConfig, runs: list[PlannedRun],
             runs[i] = dataclasses.replace(r, action="reuse")
 
 
-def run_study(study: StudyConfig, report_only: bool = False,
-              log: Callable[[str], None] = print) -> Path:
+def run_study(
+    study: StudyConfig, report_only: bool = False, log: Callable[[str], None] = print
+) -> Path:
     """Plan, train what is missing, evaluate, and write the report; returns its path.
 
     Raises:
@@ -80,12 +84,20 @@ def run_study(study: StudyConfig, report_only: bool = False,
         absent = [r for r in runs if r.action == "train"]
         unfinished = [r for r in runs if r.action == "resume"]
         if absent or unfinished:
-            why = [f"unfinished runs (resume them: nmt study without --report-only): "
-                   f"{', '.join(r.cfg.name for r in unfinished)}"] if unfinished else []
+            why = (
+                [
+                    f"unfinished runs (resume them: nmt study without --report-only): "
+                    f"{', '.join(r.cfg.name for r in unfinished)}"
+                ]
+                if unfinished
+                else []
+            )
             if absent:
                 where = ", ".join(str(r.out_dir) for r in absent)
-                why.append(f"no run and no archive for {where} (checkpoints stay out of git; "
-                           "train them: nmt study without --report-only)")
+                why.append(
+                    f"no run and no archive for {where} (checkpoints stay out of git; "
+                    "train them: nmt study without --report-only)"
+                )
             raise StudyError("--report-only: " + "; ".join(why))
     else:
         train_all(study, runs, log)

@@ -54,8 +54,9 @@ TrainingData = tuple[TrainingSet, list[Pair], Vocab, Vocab]  # train set, val pa
 Resumed = tuple[dict, Path, Config]
 
 
-def _memory_training_set(cfg: Config, resumed: Resumed | None, log: Callable[[str], None]
-                         ) -> TrainingData:
+def _memory_training_set(
+    cfg: Config, resumed: Resumed | None, log: Callable[[str], None]
+) -> TrainingData:
     """Every training pair read, filtered and encoded into a list (``data.store: memory``);
     the vocabulary is the resumed checkpoint's or trained on the split."""
     d = cfg.data
@@ -71,33 +72,51 @@ def _memory_training_set(cfg: Config, resumed: Resumed | None, log: Callable[[st
         src_vocab, tgt_vocab = build_vocabs(cfg, [p for p in raw_train if p.src and p.tgt], log)
     sampling = Sampling.from_config(cfg.subwords)
     if sampling is None:
-        return ExampleSet(encode_pairs(train_pairs, src_vocab, tgt_vocab)), valid_pairs, \
-            src_vocab, tgt_vocab
+        return (
+            ExampleSet(encode_pairs(train_pairs, src_vocab, tgt_vocab)),
+            valid_pairs,
+            src_vocab,
+            tgt_vocab,
+        )
     sides = "sources and targets" if sampling.target else "sources"
-    log(f"subword sampling: every epoch samples the segmentation of the training {sides} "
+    log(
+        f"subword sampling: every epoch samples the segmentation of the training {sides} "
         f"(alpha {sampling.alpha}, nbest_size {sampling.nbest_size}); validation and "
-        "decoding keep the best one")
-    return SampledExampleSet(train_pairs, src_vocab, tgt_vocab, sampling), valid_pairs, \
-        src_vocab, tgt_vocab
+        "decoding keep the best one"
+    )
+    return (
+        SampledExampleSet(train_pairs, src_vocab, tgt_vocab, sampling),
+        valid_pairs,
+        src_vocab,
+        tgt_vocab,
+    )
 
 
-def _arrow_training_set(cfg: Config, resumed: Resumed | None, rank: int,
-                        log: Callable[[str], None]) -> TrainingData:
+def _arrow_training_set(
+    cfg: Config, resumed: Resumed | None, rank: int, log: Callable[[str], None]
+) -> TrainingData:
     """The memory-mapped training store of ``{out_dir}/data/`` (``data.store: arrow``),
     reused when it matches and prepared by rank 0 otherwise (nmt/data/store.py)."""
     d, out = cfg.data, cfg.out_dir()
     valid_pairs = read_split(d, d.valid_split, d.valid_limit)  # small: fail before hours of work
     require_scorable(valid_pairs, d, d.valid_split, "data.valid_split")
     vocabs = vocabs_of(*resumed[:2]) if resumed is not None else None
-    opened = open_or_prepare(cfg, out / "data", vocabs=vocabs,
-                             make_vocabs=sample_vocab_trainer(cfg, log), log=log,
-                             prepare=rank == 0)
+    opened = open_or_prepare(
+        cfg,
+        out / "data",
+        vocabs=vocabs,
+        make_vocabs=sample_vocab_trainer(cfg, log),
+        log=log,
+        prepare=rank == 0,
+    )
     log_filter(d, filter_stats(opened.manifest), log)
     if not len(opened.train_set):
         raise DataError(f"no training pairs left in split {d.train_split!r}")
     src_tok, tgt_tok = opened.train_set.token_counts()
-    log(f"training store: {len(opened.train_set):,} pairs, {src_tok:,} source and {tgt_tok:,} "
-        "target pieces, memory-mapped")
+    log(
+        f"training store: {len(opened.train_set):,} pairs, {src_tok:,} source and {tgt_tok:,} "
+        "target pieces, memory-mapped"
+    )
     return opened.train_set, valid_pairs, opened.src_vocab, opened.tgt_vocab
 
 
@@ -111,17 +130,20 @@ def _resume_config(stored: Config, given: Config, path, log: Callable[[str], Non
     """
     changes = resume_conflicts(stored, given)
     if changes.conflicts:
-        raise ConfigError(f"{path}: --resume with a configuration that differs from the one "
-                          f"the run was trained with "
-                          f"({describe_differences(changes.conflicts, 'stored', 'given')}); "
-                          f"only {', '.join(RESUME_ADJUSTABLE)} may change on resume")
+        raise ConfigError(
+            f"{path}: --resume with a configuration that differs from the one "
+            f"the run was trained with "
+            f"({describe_differences(changes.conflicts, 'stored', 'given')}); "
+            f"only {', '.join(RESUME_ADJUSTABLE)} may change on resume"
+        )
     for key, a, b in changes.changed:
         log(f"resume: {key} changed from {a!r} to {b!r}")
     return given
 
 
-def _resumed(cfg: Config, out: Path, rank: int, log: Callable[[str], None]
-             ) -> tuple[dict, Path, Config] | None:
+def _resumed(
+    cfg: Config, out: Path, rank: int, log: Callable[[str], None]
+) -> tuple[dict, Path, Config] | None:
     """The checkpoint ``--resume`` continues (payload, file, the config to continue
     with), after the run's records after it are set aside; None when the directory has
     records but no checkpoint (:func:`restarts_from_scratch`: the run starts from step 0).
@@ -143,8 +165,7 @@ def _resumed(cfg: Config, out: Path, rank: int, log: Callable[[str], None]
     if warning:
         log(warning)
     if rank == 0:
-        note = set_aside_records_after(out, int(payload["train_state"]["counters"]
-                                                .get("step", 0)))
+        note = set_aside_records_after(out, int(payload["train_state"]["counters"].get("step", 0)))
         if note:
             log(note)
     return payload, source, cfg
@@ -160,18 +181,21 @@ def max_tokens_warning(cfg: Config, train_set: TrainingSet) -> str | None:
     batches = train_set.batches(t.batch_size, t.max_tokens, shuffle_seed=None)
     if any(len(b) > 1 for b in batches):
         return None
-    return (f"warning: train.max_tokens={t.max_tokens} is below the padded length of every "
-            f"training pair, so every batch holds a single pair and train.batch_size="
-            f"{t.batch_size} cannot act; raise train.max_tokens (a batch of B pairs takes B "
-            "times its longest side plus one) or leave it unset")
+    return (
+        f"warning: train.max_tokens={t.max_tokens} is below the padded length of every "
+        f"training pair, so every batch holds a single pair and train.batch_size="
+        f"{t.batch_size} cannot act; raise train.max_tokens (a batch of B pairs takes B "
+        "times its longest side plus one) or leave it unset"
+    )
 
 
 def _silent(_msg: str) -> None:
     """The log of the ranks other than 0."""
 
 
-def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] = print
-                 ) -> TrainState:
+def run_training(
+    cfg: Config, resume: bool = False, log: Callable[[str], None] = print
+) -> TrainState:
     """Train a model as configured; with ``resume`` continue ``{out_dir}/last.pt`` (or,
     when it is gone, the run's latest checkpoint, with a warning; see
     nmt/model/rundir.py). A fresh run never writes into a directory holding an earlier
@@ -209,12 +233,15 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
         log(warning)
     d = cfg.data
     valid_ex = encode_pairs([p for p in valid_pairs if p.src and p.tgt], src_vocab, tgt_vocab)
-    check_fits(cfg.model, len(src_vocab), len(tgt_vocab), device, training=True,
-               where=f"run {cfg.name}")  # before torch's allocator fails mid-build
+    check_fits(
+        cfg.model, len(src_vocab), len(tgt_vocab), device, training=True, where=f"run {cfg.name}"
+    )  # before torch's allocator fails mid-build
     torch.manual_seed(cfg.train.seed)  # the initial weights depend on the seed only
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
-    log(f"model: {cfg.model.attention} attention, {cfg.model.step_order} step order, "
-        f"{count_parameters(model):,} parameters")
+    log(
+        f"model: {cfg.model.attention} attention, {cfg.model.step_order} step order, "
+        f"{count_parameters(model):,} parameters"
+    )
     out.mkdir(parents=True, exist_ok=True)
     if rank == 0:
         write_atomic(out / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
@@ -223,8 +250,7 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
 
     valid_decoding = Decoding.from_config(cfg, beam_size=cfg.search.valid_beam_size)
 
-    joined_val = (long_sentence_set(val_src, val_ref, d.valid_join_ks)
-                  if d.valid_join_ks else None)
+    joined_val = long_sentence_set(val_src, val_ref, d.valid_join_ks) if d.valid_join_ks else None
 
     def validate(model) -> dict:
         def bleu_chrf(src: list[str], ref: list[str]):
@@ -237,26 +263,50 @@ def run_training(cfg: Config, resume: bool = False, log: Callable[[str], None] =
             return {"bleu": round(s.bleu, 2), "chrf": round(s.chrf, 2)}
         j = bleu_chrf(joined_val.sources, joined_val.references)
         # the selection score mixes both, so a model that stops early on long input loses
-        return {"bleu": round((s.bleu + j.bleu) / 2, 2), "bleu_plain": round(s.bleu, 2),
-                "chrf": round(s.chrf, 2), "bleu_joined": round(j.bleu, 2),
-                "chrf_joined": round(j.chrf, 2),
-                "len_ratio_joined": round(j.len_ratio or 0.0, 3)}
+        return {
+            "bleu": round((s.bleu + j.bleu) / 2, 2),
+            "bleu_plain": round(s.bleu, 2),
+            "chrf": round(s.chrf, 2),
+            "bleu_joined": round(j.bleu, 2),
+            "chrf_joined": round(j.chrf, 2),
+            "len_ratio_joined": round(j.len_ratio or 0.0, 3),
+        }
 
-    state = train(cfg, model, src_vocab, tgt_vocab, train_set=train_set,
-                  valid_examples=valid_ex, validate=validate,
-                  resume=resumed[0] if resumed else None,
-                  resume_path=resumed[1] if resumed else None, log=log)
+    state = train(
+        cfg,
+        model,
+        src_vocab,
+        tgt_vocab,
+        train_set=train_set,
+        valid_examples=valid_ex,
+        validate=validate,
+        resume=resumed[0] if resumed else None,
+        resume_path=resumed[1] if resumed else None,
+        log=log,
+    )
     if rank != 0:
         return state
-    write_atomic(out / "summary.json", json.dumps(
-        {"name": cfg.name, "best_val_bleu": state.best_bleu, "epochs": state.epoch,
-         "steps": state.step, "elapsed_min": round(state.elapsed_s / 60, 2),
-         "parameters": count_parameters(model),
-         # what a model card says of the run (nmt export): the machine, threads, precision
-         "command": "nmt " + " ".join(sys.argv[1:]), "cpu": cpu_model_and_flags()[0],
-         "threads": torch.get_num_threads(),
-         "precision": str(autocast_dtype(cfg.train.precision, device) or torch.float32
-                          ).removeprefix("torch.")}, indent=2))
+    write_atomic(
+        out / "summary.json",
+        json.dumps(
+            {
+                "name": cfg.name,
+                "best_val_bleu": state.best_bleu,
+                "epochs": state.epoch,
+                "steps": state.step,
+                "elapsed_min": round(state.elapsed_s / 60, 2),
+                "parameters": count_parameters(model),
+                # what a model card says of the run (nmt export): the machine, threads, precision
+                "command": "nmt " + " ".join(sys.argv[1:]),
+                "cpu": cpu_model_and_flags()[0],
+                "threads": torch.get_num_threads(),
+                "precision": str(
+                    autocast_dtype(cfg.train.precision, device) or torch.float32
+                ).removeprefix("torch."),
+            },
+            indent=2,
+        ),
+    )
     return state
 
 
@@ -266,11 +316,17 @@ def undertrained_warning(cfg: Config, state: TrainState) -> str | None:
     quick start, with the steps a busy CPU allows), which a reader of the scores alone would
     take for a broken tool. It names the best val BLEU so far. None otherwise."""
     minutes = cfg.train.max_minutes
-    if (state.interrupted is not None or state.epoch > 0 or minutes is None
-            or state.elapsed_s < minutes * 60):
+    if (
+        state.interrupted is not None
+        or state.epoch > 0
+        or minutes is None
+        or state.elapsed_s < minutes * 60
+    ):
         return None
-    return (f"warning: the time budget (train.max_minutes={minutes:g}) ran out after "
-            f"{state.step} steps, before one full epoch: this model is barely trained (val "
-            f"BLEU {state.best_bleu_text()}) and scores far below a trained one. A busy or slow "
-            "CPU gives fewer steps per minute; continue "
-            "with --resume and a larger train.max_minutes")
+    return (
+        f"warning: the time budget (train.max_minutes={minutes:g}) ran out after "
+        f"{state.step} steps, before one full epoch: this model is barely trained (val "
+        f"BLEU {state.best_bleu_text()}) and scores far below a trained one. A busy or slow "
+        "CPU gives fewer steps per minute; continue "
+        "with --resume and a larger train.max_minutes"
+    )

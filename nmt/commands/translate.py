@@ -60,8 +60,7 @@ def _decode_line(raw: bytes, number: int, invalid: list[int]) -> str:
     return line.rstrip("\r")
 
 
-def read_chunks(stream: BinaryIO, lines_per_chunk: int, invalid: list[int]
-                ) -> Iterator[list[str]]:
+def read_chunks(stream: BinaryIO, lines_per_chunk: int, invalid: list[int]) -> Iterator[list[str]]:
     """The lines of ``stream`` in chunks of ``lines_per_chunk`` (the last may be shorter),
     read as they are needed, so memory holds one chunk whatever the input's size. The
     numbers (from 1) of lines with invalid UTF-8 are appended to ``invalid``."""
@@ -97,8 +96,14 @@ def _model_label(loaded: Any) -> str:
 _CUT = "  [cut at the length limit, no end of sentence]"
 
 
-def run_interactive(translator: Translator, *, show_attention: bool, plot: Path | None = None,
-                    stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
+def run_interactive(
+    translator: Translator,
+    *,
+    show_attention: bool,
+    plot: Path | None = None,
+    stdin: TextIO = sys.stdin,
+    stdout: TextIO = sys.stdout,
+) -> int:
     """Prompt, translate each line with ``translator`` (:meth:`Translator.from_paths`: it
     keeps the checkpoints it was loaded from), print; empty lines are skipped;
     Ctrl-D/Ctrl-C quit. With ``decoding.n_best`` > 1 the N best hypotheses are listed,
@@ -112,8 +117,10 @@ def run_interactive(translator: Translator, *, show_attention: bool, plot: Path 
     """
     loaded, decoding = translator.loaded, translator.decoding
     d = loaded.cfg.data
-    stdout.write(f"nmt {d.src_lang}->{d.tgt_lang} ({_model_label(loaded)}; "
-                 f"{decoding.describe()}). Type a sentence; Ctrl-D to quit.\n")
+    stdout.write(
+        f"nmt {d.src_lang}->{d.tgt_lang} ({_model_label(loaded)}; "
+        f"{decoding.describe()}). Type a sentence; Ctrl-D to quit.\n"
+    )
     if stdin is sys.stdin:  # a terminal in another encoding must not end the session
         stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
     while True:
@@ -133,23 +140,38 @@ def run_interactive(translator: Translator, *, show_attention: bool, plot: Path 
         if tr.truncated:
             stdout.write(f"(warning: input cut to the first {MAX_SOURCE_PIECES} pieces)\n")
         if tr.unknown:
-            stdout.write("(warning: the model knows no piece of this input (<unk>); "
-                         "the translation is a guess)\n")
+            stdout.write(
+                "(warning: the model knows no piece of this input (<unk>); "
+                "the translation is a guess)\n"
+            )
         if decoding.n_best > 1 and tr.nbest:
-            stdout.write("".join(f"{k}. {_one_line(text)}{'' if done else _CUT}  ({sc:.4f})\n"
-                                 for k, (text, sc, done) in enumerate(tr.nbest, 1)))
+            stdout.write(
+                "".join(
+                    f"{k}. {_one_line(text)}{'' if done else _CUT}  ({sc:.4f})\n"
+                    for k, (text, sc, done) in enumerate(tr.nbest, 1)
+                )
+            )
         else:
             stdout.write(_one_line(tr.text) + ("" if tr.complete else _CUT) + "\n")
         if show_attention:
             stdout.write("\n".join(_attention_lines(tr)) + "\n")
         if plot is not None:
-            stdout.write(f"(heatmap: {plot})\n" if draw(tr, plot)
-                         else "(no heatmap: this model has no attention weights)\n")
+            stdout.write(
+                f"(heatmap: {plot})\n"
+                if draw(tr, plot)
+                else "(no heatmap: this model has no attention weights)\n"
+            )
 
 
-def run_filter(translator: Translator, *, input_path: Path | None, output_path: Path | None,
-               show_attention: bool, plot: Path | None = None,
-               lines_per_chunk: int | None = None) -> None:
+def run_filter(
+    translator: Translator,
+    *,
+    input_path: Path | None,
+    output_path: Path | None,
+    show_attention: bool,
+    plot: Path | None = None,
+    lines_per_chunk: int | None = None,
+) -> None:
     """Translate every line of ``input_path`` (or stdin) to ``output_path`` (or stdout)
     with ``translator`` (:meth:`Translator.from_paths`: its decoding settings, batch size
     and workers).
@@ -174,13 +196,17 @@ def run_filter(translator: Translator, *, input_path: Path | None, output_path: 
         what = "is a directory" if input_path.is_dir() else "no such file"
         raise ValueError(f"--input {input_path}: {what}")
     if output_path is not None and (output_path.is_dir() or not output_path.parent.is_dir()):
-        what = ("is a directory" if output_path.is_dir()
-                else f"folder {output_path.parent} does not exist")
+        what = (
+            "is a directory"
+            if output_path.is_dir()
+            else f"folder {output_path.parent} does not exist"
+        )
         raise ValueError(f"--output {output_path}: {what}")
     decoding = translator.decoding
     if plot is not None and all(a == "none" for a in _attention_types(translator.loaded)):
-        raise ValueError("--plot: the fixed-vector model (attention: none) has no attention "
-                         "weights to draw")
+        raise ValueError(
+            "--plot: the fixed-vector model (attention: none) has no attention weights to draw"
+        )
     lines_per_chunk = lines_per_chunk or 16 * translator.batch_size
     where = str(input_path or "stdin")
     source = open_bytes(input_path) if input_path is not None else sys.stdin.buffer
@@ -222,21 +248,25 @@ def run_filter(translator: Translator, *, input_path: Path | None, output_path: 
                 else:
                     out.write(_one_line(tr.text) + "\n")
                 if show_attention:  # of the best hypothesis, also with --nbest
-                    print("\n".join([tr.source.strip()] + _attention_lines(tr)),
-                          file=sys.stderr)
+                    print("\n".join([tr.source.strip()] + _attention_lines(tr)), file=sys.stderr)
             out.flush()
             first += len(chunk)
             chunk = following if plot is not None else next(chunks, [])
     except GZIP_ERRORS as e:
-        raise ValueError(f"--input {where}: damaged gzip file ({e}); the lines before the "
-                         f"damage ({first}) were translated") from None
+        raise ValueError(
+            f"--input {where}: damaged gzip file ({e}); the lines before the "
+            f"damage ({first}) were translated"
+        ) from None
     finally:
         if output_path:
             out.close()
         if input_path is not None:
             source.close()
-    for warning in (invalid_lines_warning(invalid, where), cut_lines_warning(cut, where),
-                    unknown_lines_warning(unknown, where),
-                    unfinished_lines_warning(unfinished, where, decoding.n_best > 1)):
+    for warning in (
+        invalid_lines_warning(invalid, where),
+        cut_lines_warning(cut, where),
+        unknown_lines_warning(unknown, where),
+        unfinished_lines_warning(unfinished, where, decoding.n_best > 1),
+    ):
         if warning:
             print(warning, file=sys.stderr)

@@ -15,8 +15,7 @@ from nmt.config.schema import RESUME_ADJUSTABLE, Config
 Difference = tuple[str, Any, Any]  # (dotted key, value in a, value in b)
 
 
-def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = ""
-                       ) -> list[Difference]:
+def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[Difference]:
     """Every dotted key whose value differs between two nested config dicts, in key order,
     as ``(key, value in a, value in b)``."""
     out = []

@@ -145,24 +145,33 @@ def _validate(cfg: Config) -> None:
     if cfg.search.alpha < 0:
         raise ConfigError(f"search.alpha: must be >= 0, got {cfg.search.alpha}")
     if any(k < 2 for k in d.train_join_ks):
-        raise ConfigError("data.train_join_ks: every k must be at least 2, "
-                          f"got {list(d.train_join_ks)}")
+        raise ConfigError(
+            f"data.train_join_ks: every k must be at least 2, got {list(d.train_join_ks)}"
+        )
     if d.store == "arrow" and d.train_join_ks:
-        raise ConfigError(f"data.train_join_ks: joined training pairs need data.store memory "
-                          f"(got {list(d.train_join_ks)} with data.store arrow)")
+        raise ConfigError(
+            f"data.train_join_ks: joined training pairs need data.store memory "
+            f"(got {list(d.train_join_ks)} with data.store arrow)"
+        )
     if d.store == "arrow" and d.source in ("hf", "tsv"):
-        raise ConfigError(f"data.store: arrow streams a directory of {{split}}.{{lang}}[.gz] "
-                          f"files; data.source {d.source} needs data.store memory")
+        raise ConfigError(
+            f"data.store: arrow streams a directory of {{split}}.{{lang}}[.gz] "
+            f"files; data.source {d.source} needs data.store memory"
+        )
     if any(k < 2 for k in d.valid_join_ks):
-        raise ConfigError("data.valid_join_ks: every k must be at least 2, "
-                          f"got {list(d.valid_join_ks)}")
+        raise ConfigError(
+            f"data.valid_join_ks: every k must be at least 2, got {list(d.valid_join_ks)}"
+        )
     if not 0.0 <= m.dropout < 1.0:
         raise ConfigError(f"model.dropout: must be in [0, 1), got {m.dropout}")
     if not 0.0 <= t.label_smoothing < 1.0:
         raise ConfigError(f"train.label_smoothing: must be in [0, 1), got {t.label_smoothing}")
     above_zero: dict[str, float | None] = {
-        "train.lr": t.lr, "train.clip_norm": t.clip_norm,
-        "train.max_output_ratio": t.max_output_ratio, "train.max_minutes": t.max_minutes}
+        "train.lr": t.lr,
+        "train.clip_norm": t.clip_norm,
+        "train.max_output_ratio": t.max_output_ratio,
+        "train.max_minutes": t.max_minutes,
+    }
     for key, amount in above_zero.items():
         if amount is not None and amount <= 0:
             raise ConfigError(f"{key}: must be positive, got {amount}")
@@ -180,8 +189,11 @@ def _validate(cfg: Config) -> None:
             f"model.attention: {m.attention!r} scores s.h_i and needs model.dec_hidden "
             f"== 2 * model.enc_hidden, got {m.dec_hidden} and 2 * {m.enc_hidden}"
         )
-    if (m.attention in LOCAL_KINDS and m.local_score in ("dot", "scaled_dot")
-            and m.dec_hidden != 2 * m.enc_hidden):
+    if (
+        m.attention in LOCAL_KINDS
+        and m.local_score in ("dot", "scaled_dot")
+        and m.dec_hidden != 2 * m.enc_hidden
+    ):
         raise ConfigError(
             f"model.local_score: {m.local_score!r} scores s.h_i and needs model.dec_hidden "
             f"== 2 * model.enc_hidden, got {m.dec_hidden} and 2 * {m.enc_hidden}"
@@ -203,9 +215,11 @@ def _validate(cfg: Config) -> None:
             f"model.emb_dim ({m.emb_dim})"
         )
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", cfg.name):
-        raise ConfigError(f"name: {cfg.name!r} must be ASCII letters (A-Z, a-z), digits (0-9), "
-                          "'.', '_' or '-', beginning with a letter or digit (it names the run "
-                          "directory)")
+        raise ConfigError(
+            f"name: {cfg.name!r} must be ASCII letters (A-Z, a-z), digits (0-9), "
+            "'.', '_' or '-', beginning with a letter or digit (it names the run "
+            "directory)"
+        )
     if d.src_lang == d.tgt_lang:
         raise ConfigError(f"data.tgt_lang: same as data.src_lang ({d.src_lang!r})")
     if t.device != "auto" and not (t.device == "cpu" or t.device.startswith("cuda")):
@@ -254,8 +268,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             if nxt is None:
                 nxt = node[part] = {}
             if not isinstance(nxt, dict):
-                raise ConfigError(f"override {text!r}: {'.'.join(path[: i + 1])} is not a "
-                                  "section")
+                raise ConfigError(f"override {text!r}: {'.'.join(path[: i + 1])} is not a section")
             node = nxt
         node[path[-1]] = value
     return raw
@@ -287,11 +300,13 @@ def _refuse_overrides_the_study_sets(overrides: tuple[str, ...]) -> None:
             parts = key.split(".")
             # model.attention=dot, or the whole section: model={attention: dot, ...}
             node: Any = {path[-1]: value}
-            for part in parts[len(path) - 1:]:
+            for part in parts[len(path) - 1 :]:
                 node = node.get(part) if isinstance(node, dict) else None
-            if parts[:len(path)] == path and node is not None:
-                raise ConfigError(f"overrides: {text!r} sets {key}, which the study sets for "
-                                  f"each model itself, so it would be ignored; {instead}")
+            if parts[: len(path)] == path and node is not None:
+                raise ConfigError(
+                    f"overrides: {text!r} sets {key}, which the study sets for "
+                    f"each model itself, so it would be ignored; {instead}"
+                )
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
@@ -317,15 +332,21 @@ def ignored_overrides(cfg: Config, overrides: list[str] | None) -> list[str]:
     types one expects it to act. One line per override, in the order given; [] when all act.
     """
     m, sw = cfg.model, cfg.subwords
-    local = (m.attention not in LOCAL_KINDS,
-             f"model.attention={m.attention} (only local_m and local_p use it)")
+    local = (
+        m.attention not in LOCAL_KINDS,
+        f"model.attention={m.attention} (only local_m and local_p use it)",
+    )
     unused = {
-        "model.heads": (m.attention != "multihead", f"model.attention={m.attention} (only "
-                        "multihead uses it)"),
+        "model.heads": (
+            m.attention != "multihead",
+            f"model.attention={m.attention} (only multihead uses it)",
+        ),
         "model.local_window": local,
         "model.local_score": local,
-        "subwords.nbest_size": (sw.sampling_alpha is None, "subwords.sampling_alpha unset "
-                                "(it is used only when sampling)"),
+        "subwords.nbest_size": (
+            sw.sampling_alpha is None,
+            "subwords.sampling_alpha unset (it is used only when sampling)",
+        ),
         "model.word_dropout_target": (m.word_dropout == 0, "model.word_dropout=0"),
     }
     warnings = []

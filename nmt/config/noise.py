@@ -19,22 +19,32 @@ def validate_noise(cfg: Config) -> None:
     """
     s, m = cfg.subwords, cfg.model
     if s.sampling_alpha is not None and s.sampling_alpha < 0:
-        raise ConfigError(f"subwords.sampling_alpha: must be >= 0 (0 or null: no sampling), "
-                          f"got {s.sampling_alpha}")
+        raise ConfigError(
+            f"subwords.sampling_alpha: must be >= 0 (0 or null: no sampling), "
+            f"got {s.sampling_alpha}"
+        )
     if s.nbest_size != -1 and not 2 <= s.nbest_size <= 512:
-        raise ConfigError(f"subwords.nbest_size: must be -1 (sample from the whole lattice) or "
-                          f"2..512 (from the n best segmentations), got {s.nbest_size}")
+        raise ConfigError(
+            f"subwords.nbest_size: must be -1 (sample from the whole lattice) or "
+            f"2..512 (from the n best segmentations), got {s.nbest_size}"
+        )
     if s.sampling_alpha:
         if s.model_type == "bpe" and s.sampling_alpha >= 1:
-            raise ConfigError(f"subwords.sampling_alpha: with bpe it is BPE-dropout's "
-                              f"probability of dropping a merge and must be below 1, got "
-                              f"{s.sampling_alpha}")
+            raise ConfigError(
+                f"subwords.sampling_alpha: with bpe it is BPE-dropout's "
+                f"probability of dropping a merge and must be below 1, got "
+                f"{s.sampling_alpha}"
+            )
         if s.model_type == "bpe" and s.nbest_size != -1:
-            raise ConfigError(f"subwords.nbest_size: bpe samples by BPE-dropout, which has no "
-                              f"n-best list; leave it at -1 (got {s.nbest_size})")
+            raise ConfigError(
+                f"subwords.nbest_size: bpe samples by BPE-dropout, which has no "
+                f"n-best list; leave it at -1 (got {s.nbest_size})"
+            )
         if cfg.data.store == "arrow":
-            raise ConfigError("subwords.sampling_alpha: subword sampling needs data.store "
-                              "memory (the arrow store keeps piece ids, not the text to "
-                              "segment again)")
+            raise ConfigError(
+                "subwords.sampling_alpha: subword sampling needs data.store "
+                "memory (the arrow store keeps piece ids, not the text to "
+                "segment again)"
+            )
     if not 0.0 <= m.word_dropout < 1.0:
         raise ConfigError(f"model.word_dropout: must be in [0, 1), got {m.word_dropout}")

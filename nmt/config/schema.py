@@ -290,17 +290,28 @@ class StudyConfig:
 
 # Keys the study sets for each of its models (nmt/study/plan.py run_overrides),
 # with what to do instead of overriding them: the study's ``overrides`` may not set them.
-STUDY_SET_KEYS = {"model.attention": "list the models' attentions in attentions "
-                                     "(and cap_attentions) instead",
-                  "name": "the runs are named {run_prefix}_{model}: set run_prefix instead"}
+STUDY_SET_KEYS = {
+    "model.attention": "list the models' attentions in attentions (and cap_attentions) instead",
+    "name": "the runs are named {run_prefix}_{model}: set run_prefix instead",
+}
 
 
 # Keys that only extend or budget a run: ``--resume`` applies (and logs) new values of
 # these; any other difference from the stored configuration is refused.
-RESUME_ADJUSTABLE = ("train.max_epochs", "train.max_minutes", "train.max_steps",
-                     "train.patience",
-                     "train.valid_every_steps", "train.keep_checkpoints", "train.progress",
-                     "train.threads", "train.device", "train.precision", "train.out_dir", "name")
+RESUME_ADJUSTABLE = (
+    "train.max_epochs",
+    "train.max_minutes",
+    "train.max_steps",
+    "train.patience",
+    "train.valid_every_steps",
+    "train.keep_checkpoints",
+    "train.progress",
+    "train.threads",
+    "train.device",
+    "train.precision",
+    "train.out_dir",
+    "name",
+)
 
 
 def plain(x: Any) -> Any:

@@ -27,16 +27,18 @@ def check_study(cfg: StudyConfig) -> None:
             raise ConfigError(f"cap_attentions: {a!r} is not in attentions")
     if any(c <= 0 for c in cfg.extra_caps):
         raise ConfigError("extra_caps: every cap must be a positive number of words")
-    if (any(h <= 0 for h in cfg.head_counts)
-            or len(set(cfg.head_counts)) != len(cfg.head_counts)):
-        raise ConfigError(f"head_counts: expected distinct positive head counts, got "
-                          f"{list(cfg.head_counts)}")
+    if any(h <= 0 for h in cfg.head_counts) or len(set(cfg.head_counts)) != len(cfg.head_counts):
+        raise ConfigError(
+            f"head_counts: expected distinct positive head counts, got {list(cfg.head_counts)}"
+        )
     if len(set(cfg.extra_seeds)) != len(cfg.extra_seeds) or bool(cfg.seed_models) != bool(
-            cfg.extra_seeds):  # both set or neither
-        raise ConfigError(f"extra_seeds: expected distinct seeds, given together with "
-                          f"seed_models; got {list(cfg.extra_seeds)}, {list(cfg.seed_models)}")
-    if (len(cfg.long_heatmap_words) != 2
-            or cfg.long_heatmap_words[0] > cfg.long_heatmap_words[1]):
+        cfg.extra_seeds
+    ):  # both set or neither
+        raise ConfigError(
+            f"extra_seeds: expected distinct seeds, given together with "
+            f"seed_models; got {list(cfg.extra_seeds)}, {list(cfg.seed_models)}"
+        )
+    if len(cfg.long_heatmap_words) != 2 or cfg.long_heatmap_words[0] > cfg.long_heatmap_words[1]:
         raise ConfigError("long_heatmap_words: expected [low, high] with low <= high")
     if cfg.baseline not in cfg.attentions:
         raise ConfigError(f"baseline: {cfg.baseline!r} is not in attentions")
@@ -52,10 +54,12 @@ def check_study(cfg: StudyConfig) -> None:
         except ValueError as e:
             raise ConfigError(str(e)) from None
     if len(parse_buckets(cfg.drop_buckets, "drop_buckets")) != 2:
-        raise ConfigError(f"drop_buckets: expected two ranges such as '1-10,51-60', "
-                          f"got {cfg.drop_buckets!r}")
+        raise ConfigError(
+            f"drop_buckets: expected two ranges such as '1-10,51-60', got {cfg.drop_buckets!r}"
+        )
     if cfg.beam_size < 1:
         raise ConfigError(f"beam_size: must be at least 1 (1 = greedy), got {cfg.beam_size}")
     if cfg.beam_size > 1 and (not cfg.alphas or any(a < 0 for a in cfg.alphas)):
-        raise ConfigError(f"alphas: expected GNMT alphas >= 0 to choose from, got "
-                          f"{list(cfg.alphas)}")
+        raise ConfigError(
+            f"alphas: expected GNMT alphas >= 0 to choose from, got {list(cfg.alphas)}"
+        )

@@ -27,8 +27,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             line = key_node.start_mark.line + 1
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"the key {key!r} is given twice (first at line {seen[key]}); "
-                    "YAML would keep only the last", key_node.start_mark)
+                    None,
+                    None,
+                    f"the key {key!r} is given twice (first at line {seen[key]}); "
+                    "YAML would keep only the last",
+                    key_node.start_mark,
+                )
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
 
@@ -45,8 +49,10 @@ def read_yaml(path: Path) -> dict[str, Any]:
     except OSError as e:
         raise ConfigError(f"{path}: cannot read config ({e.strerror or e})") from e
     except UnicodeDecodeError as e:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset "
-                          f"{e.start}); save the config as UTF-8") from None
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset "
+            f"{e.start}); save the config as UTF-8"
+        ) from None
     try:
         raw = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
     except yaml.YAMLError as e:
@@ -57,8 +63,10 @@ def read_yaml(path: Path) -> dict[str, Any]:
     if raw is None:
         # an empty file is a mistake (a wrong path, an unsaved editor), not "all defaults":
         # it would start a long run nobody asked for
-        raise ConfigError(f"{path}: the config is empty; start from a file in configs/ "
-                          "(e.g. configs/quickstart_deen.yaml)")
+        raise ConfigError(
+            f"{path}: the config is empty; start from a file in configs/ "
+            "(e.g. configs/quickstart_deen.yaml)"
+        )
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return raw

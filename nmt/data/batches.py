@@ -51,8 +51,13 @@ class Batch:
 
     def to(self, device: torch.device) -> Batch:
         """The same batch with its id tensors on ``device`` (lengths stay on CPU for packing)."""
-        return Batch(self.src.to(device), self.src_len, self.tgt_in.to(device),
-                     self.tgt_out.to(device), self.index)
+        return Batch(
+            self.src.to(device),
+            self.src_len,
+            self.tgt_in.to(device),
+            self.tgt_out.to(device),
+            self.index,
+        )
 
     @property
     def n_tokens(self) -> int:
@@ -89,8 +94,9 @@ def skip_reason(src: str, tgt: str, max_words: int | None) -> str | None:
     return None
 
 
-def filter_training_pairs(pairs: list[Pair], max_words: int | None
-                          ) -> tuple[list[Pair], FilterStats]:
+def filter_training_pairs(
+    pairs: list[Pair], max_words: int | None
+) -> tuple[list[Pair], FilterStats]:
     """Drop pairs with an empty side or more than ``max_words`` words on a side
     (:func:`skip_reason`).
 
@@ -122,8 +128,9 @@ def evenly_spaced(n: int, m: int | None) -> list[int]:
     return [i * n // m for i in range(m)]
 
 
-def add_joined_pairs(pairs: list[Pair], ks: tuple[int, ...],
-                     per_k: int | None = None) -> list[Pair]:
+def add_joined_pairs(
+    pairs: list[Pair], ks: tuple[int, ...], per_k: int | None = None
+) -> list[Pair]:
     """``pairs`` plus, for each k, blocks of k consecutive pairs joined into one pair
     (source to source, target to target; see :mod:`nmt.data.longsets`).
 
@@ -138,13 +145,17 @@ def add_joined_pairs(pairs: list[Pair], ks: tuple[int, ...],
         joined = join_consecutive([p.src for p in pairs], [p.tgt for p in pairs], k)
         for j in evenly_spaced(len(joined), per_k):
             i = joined.start[j]
-            out.append(Pair(joined.sources[j], joined.references[j],
-                            f"{pairs[i].origin} (+{k - 1} joined)"))
+            out.append(
+                Pair(
+                    joined.sources[j], joined.references[j], f"{pairs[i].origin} (+{k - 1} joined)"
+                )
+            )
     return out
 
 
-def encode_pairs(pairs: list[Pair], src_vocab: Vocab, tgt_vocab: Vocab,
-                 max_src_pieces: int | None = None) -> list[Example]:
+def encode_pairs(
+    pairs: list[Pair], src_vocab: Vocab, tgt_vocab: Vocab, max_src_pieces: int | None = None
+) -> list[Example]:
     """Encode pairs to piece ids; sources longer than ``max_src_pieces`` are cut."""
     examples = []
     for i, p in enumerate(pairs):
@@ -187,8 +198,10 @@ def make_batches(
     and, if ``max_tokens`` is set, at most that many padded source or target tokens.
     """
     rng = random.Random(shuffle_seed)
-    keyed = [(len(e.src), len(e.tgt), rng.random() if shuffle_seed is not None else 0.0, e)
-             for e in examples]
+    keyed = [
+        (len(e.src), len(e.tgt), rng.random() if shuffle_seed is not None else 0.0, e)
+        for e in examples
+    ]
     keyed.sort(key=lambda k: k[:3])
     batches: list[list[Example]] = []
     current: list[Example] = []
@@ -230,16 +243,21 @@ class IndexBatches(Sequence):
     def __getitem__(self, i):  # int -> (B,) row ids; slice -> IndexBatches
         if isinstance(i, slice):
             return IndexBatches(self.order, self.starts[i], self.ends[i])
-        return self.order[self.starts[i]:self.ends[i]]
+        return self.order[self.starts[i] : self.ends[i]]
 
     def __iter__(self) -> Iterator[np.ndarray]:
         for a, b in zip(self.starts.tolist(), self.ends.tolist(), strict=True):
             yield self.order[a:b]
 
 
-def token_batches(src_len: np.ndarray, tgt_len: np.ndarray, batch_size: int, *,
-                  max_tokens: int | None = None, shuffle_seed: int | None = None
-                  ) -> IndexBatches:
+def token_batches(
+    src_len: np.ndarray,
+    tgt_len: np.ndarray,
+    batch_size: int,
+    *,
+    max_tokens: int | None = None,
+    shuffle_seed: int | None = None,
+) -> IndexBatches:
     """The rule of :func:`make_batches` on length arrays: sort by (source length,
     target length), ties broken randomly with ``shuffle_seed`` (kept in split order
     without), cut greedily into batches of at most ``batch_size`` pairs and, with
@@ -267,8 +285,9 @@ def token_batches(src_len: np.ndarray, tgt_len: np.ndarray, batch_size: int, *,
     starts: list[int] = []
     count = longest = 0
     # not strict: with no pairs (n == 0) there is one empty run [0, 0) and no width
-    for at, end, width in zip(run_starts.tolist(), run_ends.tolist(), widths.tolist(),
-                              strict=False):
+    for at, end, width in zip(
+        run_starts.tolist(), run_ends.tolist(), widths.tolist(), strict=False
+    ):
         while at < end:
             wider = max(longest, width)
             cap = batch_size if max_tokens is None else min(batch_size, max_tokens // wider)
@@ -298,8 +317,9 @@ class TrainingSet(Protocol):
         """Number of training pairs."""
         ...
 
-    def batches(self, batch_size: int, max_tokens: int | None,
-                shuffle_seed: int | None) -> Sequence[Any]:
+    def batches(
+        self, batch_size: int, max_tokens: int | None, shuffle_seed: int | None
+    ) -> Sequence[Any]:
         """The epoch's batches by the rule of :func:`make_batches`, deterministic for a seed."""
         ...
 
@@ -321,11 +341,13 @@ class ExampleSet:
     def __len__(self) -> int:
         return len(self.examples)
 
-    def batches(self, batch_size: int, max_tokens: int | None,
-                shuffle_seed: int | None) -> list[list[Example]]:
+    def batches(
+        self, batch_size: int, max_tokens: int | None, shuffle_seed: int | None
+    ) -> list[list[Example]]:
         """:func:`make_batches` of the examples."""
-        return make_batches(self.examples, batch_size, max_tokens=max_tokens,
-                            shuffle_seed=shuffle_seed)
+        return make_batches(
+            self.examples, batch_size, max_tokens=max_tokens, shuffle_seed=shuffle_seed
+        )
 
     def collate(self, batch: list[Example]) -> Batch:
         """:func:`collate` of one batch."""
@@ -333,5 +355,4 @@ class ExampleSet:
 
     def token_counts(self) -> tuple[int, int]:
         """(source, target) pieces, each sentence with its EOS."""
-        return (sum(len(e.src) for e in self.examples),
-                sum(len(e.tgt) + 1 for e in self.examples))
+        return (sum(len(e.src) for e in self.examples), sum(len(e.tgt) + 1 for e in self.examples))

@@ -132,17 +132,19 @@ _NOT_IN_SHARED_COPY = frozenset({"test_2017_mscoco"})
 
 
 def _find_split_file(directory: Path, split: str, lang: str) -> Path:
-    found = [directory / n for n in (f"{split}.{lang}", f"{split}.{lang}.gz")
-             if (directory / n).exists()]
+    found = [
+        directory / n for n in (f"{split}.{lang}", f"{split}.{lang}.gz") if (directory / n).exists()
+    ]
     if len(found) == 2:  # never guess which of two copies is meant
-        raise DataError(f"{directory}: both {found[0].name} and {found[1].name} exist; "
-                        "remove or rename one so the split is unambiguous")
+        raise DataError(
+            f"{directory}: both {found[0].name} and {found[1].name} exist; "
+            "remove or rename one so the split is unambiguous"
+        )
     if found:
         return found[0]
     names = [p.name.removesuffix(".gz") for p in directory.iterdir()] if directory.is_dir() else []
     splits = sorted({n.rsplit(".", 1)[0] for n in names if n.endswith(f".{lang}")})
-    hint = ("; data/README.md says where to download it"
-            if split in _NOT_IN_SHARED_COPY else "")
+    hint = "; data/README.md says where to download it" if split in _NOT_IN_SHARED_COPY else ""
     raise DataError(
         f"{directory}: no file {split}.{lang} or {split}.{lang}.gz "
         f"(splits with .{lang} files here: {', '.join(splits) or 'none'}){hint}"
@@ -174,12 +176,19 @@ def split_files(directory: Path, split: str, src_lang: str, tgt_lang: str) -> tu
     if not directory.is_dir():
         where = "" if directory.is_absolute() else f" (relative to {Path.cwd()})"
         raise DataError(f"{directory}: corpus directory not found{where}")
-    return (_find_split_file(directory, split, src_lang),
-            _find_split_file(directory, split, tgt_lang))
+    return (
+        _find_split_file(directory, split, src_lang),
+        _find_split_file(directory, split, tgt_lang),
+    )
 
 
-def iter_dir_split(directory: Path, split: str, src_lang: str, tgt_lang: str,
-                   digests: tuple[Any, Any] | None = None) -> Iterator[Pair]:
+def iter_dir_split(
+    directory: Path,
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    digests: tuple[Any, Any] | None = None,
+) -> Iterator[Pair]:
     """The pairs of :func:`read_dir_split`, one at a time: both files are read in step,
     line by line, so memory does not grow with the corpus. Every pair is yielded before the
     problems of the files are raised, so a consumer must treat its output as provisional
@@ -196,16 +205,15 @@ def iter_dir_split(directory: Path, split: str, src_lang: str, tgt_lang: str,
     n_src = n_tgt = 0
     d_src, d_tgt = digests or (None, None)
     # None (never a line) marks the end of the shorter file
-    for s, t in zip_longest(iter_lines(src_path, bad_src, d_src),
-                            iter_lines(tgt_path, bad_tgt, d_tgt)):
+    for s, t in zip_longest(
+        iter_lines(src_path, bad_src, d_src), iter_lines(tgt_path, bad_tgt, d_tgt)
+    ):
         n_src += s is not None
         n_tgt += t is not None
         if s is not None and t is not None:
             yield Pair(s, t, f"{src_path}:{n_src}")
-    _raise_all(bad_src, f"lines of {src_path} are not UTF-8",
-               f"line of {src_path} is not UTF-8")
-    _raise_all(bad_tgt, f"lines of {tgt_path} are not UTF-8",
-               f"line of {tgt_path} is not UTF-8")
+    _raise_all(bad_src, f"lines of {src_path} are not UTF-8", f"line of {src_path} is not UTF-8")
+    _raise_all(bad_tgt, f"lines of {tgt_path} are not UTF-8", f"line of {tgt_path} is not UTF-8")
     if n_src != n_tgt:
         raise DataError(
             f"{src_path} has {n_src} lines but {tgt_path} has {n_tgt}: "
@@ -232,8 +240,10 @@ def read_tsv_split(path: Path) -> list[Pair]:
                     continue
                 fields = text.split("\t")
                 if len(fields) != 2:
-                    bad.append(f"{path}:{lineno}: expected 2 tab-separated fields "
-                               f"(source, target), found {len(fields)}")
+                    bad.append(
+                        f"{path}:{lineno}: expected 2 tab-separated fields "
+                        f"(source, target), found {len(fields)}"
+                    )
                     continue
                 pairs.append(Pair(_clean(fields[0]), _clean(fields[1]), f"{path}:{lineno}"))
     except GZIP_ERRORS as e:
@@ -260,8 +270,7 @@ def _hub_reachable(timeout_s: float = 5.0) -> bool:
 
     def probe() -> None:
         try:
-            socket.create_connection((parsed.hostname or "huggingface.co", port),
-                                     timeout_s).close()
+            socket.create_connection((parsed.hostname or "huggingface.co", port), timeout_s).close()
             result.append(True)
         except OSError:
             result.append(False)
@@ -288,15 +297,18 @@ def read_hf_split(cfg: DataConfig, split: str) -> list[Pair]:
     name = f"{cfg.hf_name}" + (f" ({cfg.hf_config})" if cfg.hf_config else "")
     offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("HF_DATASETS_OFFLINE")
     if not offline and not _hub_reachable():
-        raise DataError(f"cannot load {name}: the Hugging Face hub is unreachable (no network?). "
-                        f"{OFFLINE_HINT} A copy already in the datasets cache is used with "
-                        "HF_HUB_OFFLINE=1.")
+        raise DataError(
+            f"cannot load {name}: the Hugging Face hub is unreachable (no network?). "
+            f"{OFFLINE_HINT} A copy already in the datasets cache is used with "
+            "HF_HUB_OFFLINE=1."
+        )
     try:
         ds = datasets.load_dataset(cfg.hf_name, cfg.hf_config, split=hub_split)
     except (ConnectionError, OSError) as e:
         why = "offline mode is set" if offline else "the Hugging Face hub is unreachable"
-        raise DataError(f"cannot load {name} split {hub_split!r}: {why} ({e}). "
-                        f"{OFFLINE_HINT}") from e
+        raise DataError(
+            f"cannot load {name} split {hub_split!r}: {why} ({e}). {OFFLINE_HINT}"
+        ) from e
     except Exception as e:  # datasets raises many types for bad names/splits
         raise DataError(f"cannot load {name} split {hub_split!r}: {e}. {OFFLINE_HINT}") from e
     return pairs_from_records(ds, cfg.src_lang, cfg.tgt_lang, f"{name}[{hub_split}]")
@@ -319,17 +331,24 @@ def pairs_from_records(rows, src_lang: str, tgt_lang: str, where: str) -> list[P
             continue
         record = row.get("translation", row)
         if "translation" in row and (src_lang in row or tgt_lang in row):
-            bad.append(f"{loc}: both a 'translation' column and {src_lang!r}/{tgt_lang!r} "
-                       "columns; ambiguous")
+            bad.append(
+                f"{loc}: both a 'translation' column and {src_lang!r}/{tgt_lang!r} "
+                "columns; ambiguous"
+            )
             continue
         if not isinstance(record, dict) or src_lang not in record or tgt_lang not in record:
             keys = sorted(record) if isinstance(record, dict) else type(record).__name__
-            bad.append(f"{loc}: no {src_lang!r}/{tgt_lang!r} keys (found {keys}); set "
-                       "data.src_lang and data.tgt_lang")
+            bad.append(
+                f"{loc}: no {src_lang!r}/{tgt_lang!r} keys (found {keys}); set "
+                "data.src_lang and data.tgt_lang"
+            )
             continue
         values = {lang: record[lang] for lang in (src_lang, tgt_lang)}
-        wrong = [f"{lang!r} is {'missing (None)' if v is None else type(v).__name__}"
-                 for lang, v in values.items() if not isinstance(v, str)]
+        wrong = [
+            f"{lang!r} is {'missing (None)' if v is None else type(v).__name__}"
+            for lang, v in values.items()
+            if not isinstance(v, str)
+        ]
         if wrong:
             bad.append(f"{loc}: {', '.join(wrong)}, expected text")
             continue
@@ -368,8 +387,9 @@ def read_split(cfg: DataConfig, split: str, limit: int | None = None) -> list[Pa
         except DataError as e:
             if cfg.source == "auto" and cfg.path:
                 # say why the hub was tried: a relative data.path resolves from the cwd
-                raise DataError(f"data.path {cfg.path!r} is not a directory from here "
-                                f"({Path.cwd()}), so data.source auto tried the hub: {e}"
-                                ) from None
+                raise DataError(
+                    f"data.path {cfg.path!r} is not a directory from here "
+                    f"({Path.cwd()}), so data.source auto tried the hub: {e}"
+                ) from None
             raise
     return pairs[:limit] if limit is not None else pairs

@@ -78,20 +78,22 @@ def join_consecutive(sources: list[str], references: list[str], k: int) -> Joine
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     if len(sources) != len(references):
-        raise ValueError(f"{len(sources)} sources but {len(references)} references: "
-                         "counts must match")
+        raise ValueError(
+            f"{len(sources)} sources but {len(references)} references: counts must match"
+        )
     starts = list(range(0, len(sources) - k + 1, k))
     return JoinedSet(
-        sources=[_join(sources[i:i + k]) for i in starts],
-        references=[_join(references[i:i + k]) for i in starts],
+        sources=[_join(sources[i : i + k]) for i in starts],
+        references=[_join(references[i : i + k]) for i in starts],
         k=[k] * len(starts),
         start=starts,
         name=f"joined-k{k}",
     )
 
 
-def long_sentence_set(sources: list[str], references: list[str],
-                      ks: tuple[int, ...] = (1, 2, 3, 4)) -> JoinedSet:
+def long_sentence_set(
+    sources: list[str], references: list[str], ks: tuple[int, ...] = (1, 2, 3, 4)
+) -> JoinedSet:
     """The sets from :func:`join_consecutive` for each ``k`` in ``ks``, concatenated in
     that order; ``sum(len(sources) // k for k in ks)`` lines.
 

@@ -70,8 +70,9 @@ class SampledExampleSet:
         sampling: what to sample.
     """
 
-    def __init__(self, pairs: Sequence[Pair], src_vocab: Vocab, tgt_vocab: Vocab,
-                 sampling: Sampling):
+    def __init__(
+        self, pairs: Sequence[Pair], src_vocab: Vocab, tgt_vocab: Vocab, sampling: Sampling
+    ):
         self.sources = [p.src for p in pairs]
         self.targets = [p.tgt for p in pairs]
         self.vocabs = (src_vocab, tgt_vocab)
@@ -91,19 +92,29 @@ class SampledExampleSet:
                 (:meth:`nmt.data.vocab.Vocab.sample_batch`).
         """
         a, n = self.sampling.alpha, self.sampling.nbest_size
-        src = self.vocabs[0].sample_batch(self.sources, alpha=a, nbest_size=n,
-                                          seed=derived_seed(seed, 0))
-        tgt = (self.vocabs[1].sample_batch(self.targets, alpha=a, nbest_size=n,
-                                           seed=derived_seed(seed, 1))
-               if self.sampling.target else [e.tgt for e in self.fixed])
+        src = self.vocabs[0].sample_batch(
+            self.sources, alpha=a, nbest_size=n, seed=derived_seed(seed, 0)
+        )
+        tgt = (
+            self.vocabs[1].sample_batch(
+                self.targets, alpha=a, nbest_size=n, seed=derived_seed(seed, 1)
+            )
+            if self.sampling.target
+            else [e.tgt for e in self.fixed]
+        )
         return [Example(s + [EOS], t, i) for i, (s, t) in enumerate(zip(src, tgt, strict=True))]
 
-    def batches(self, batch_size: int, max_tokens: int | None,
-                shuffle_seed: int | None) -> list[list[Example]]:
+    def batches(
+        self, batch_size: int, max_tokens: int | None, shuffle_seed: int | None
+    ) -> list[list[Example]]:
         """:func:`make_batches` of :meth:`examples` sampled under ``shuffle_seed`` (0 when
         None), bucketed by the sampled lengths."""
-        return make_batches(self.examples(shuffle_seed or 0), batch_size,
-                            max_tokens=max_tokens, shuffle_seed=shuffle_seed)
+        return make_batches(
+            self.examples(shuffle_seed or 0),
+            batch_size,
+            max_tokens=max_tokens,
+            shuffle_seed=shuffle_seed,
+        )
 
     def collate(self, batch: list[Example]) -> Batch:
         """:func:`collate` of one batch."""

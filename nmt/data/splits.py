@@ -36,8 +36,10 @@ def require_scorable(pairs: list[Pair], cfg: DataConfig, split: str, option: str
     """
     if any(p.src and p.tgt for p in pairs):
         return
-    what = ("is empty" if not pairs
-            else f"has no pair with both sides non-empty ({len(pairs)} lines)")
-    raise DataError(f"{option}: split {split!r} ({split_origin(cfg, split)}) {what}, so it "
-                    "cannot be scored; give a split with sentence pairs")
-
+    what = (
+        "is empty" if not pairs else f"has no pair with both sides non-empty ({len(pairs)} lines)"
+    )
+    raise DataError(
+        f"{option}: split {split!r} ({split_origin(cfg, split)}) {what}, so it "
+        "cannot be scored; give a split with sentence pairs"
+    )

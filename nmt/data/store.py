@@ -78,23 +78,28 @@ class ArrowTrainingSet:
             self.src_len = self.dataset.data.column("src_len").to_numpy()  # (N,) int32
             self.tgt_len = self.dataset.data.column("tgt_len").to_numpy()
         except (OSError, KeyError, pa.ArrowException) as e:
-            raise DataError(f"{path}: not a readable training store ({e}); delete the "
-                            "folder to have it prepared again") from e
+            raise DataError(
+                f"{path}: not a readable training store ({e}); delete the "
+                "folder to have it prepared again"
+            ) from e
         self._rows = self.dataset.with_format("arrow")
 
     def __len__(self) -> int:
         return len(self.src_len)
 
-    def batches(self, batch_size: int, max_tokens: int | None,
-                shuffle_seed: int | None) -> IndexBatches:
+    def batches(
+        self, batch_size: int, max_tokens: int | None, shuffle_seed: int | None
+    ) -> IndexBatches:
         """:func:`token_batches` over the store's lengths."""
-        return token_batches(self.src_len, self.tgt_len, batch_size, max_tokens=max_tokens,
-                             shuffle_seed=shuffle_seed)
+        return token_batches(
+            self.src_len, self.tgt_len, batch_size, max_tokens=max_tokens, shuffle_seed=shuffle_seed
+        )
 
     def token_counts(self) -> tuple[int, int]:
         """(source, target) pieces, each sentence with its EOS."""
-        return int(self.src_len.sum(dtype=np.int64)), int(self.tgt_len.sum(dtype=np.int64)
-                                                          + len(self.tgt_len))
+        return int(self.src_len.sum(dtype=np.int64)), int(
+            self.tgt_len.sum(dtype=np.int64) + len(self.tgt_len)
+        )
 
     def rows(self, index: np.ndarray) -> tuple[list[list[int]], list[list[int]]]:
         """(source ids with EOS, target ids) of the rows ``index``, as lists (for tests)."""
@@ -129,8 +134,14 @@ def _flat_ids(column: pa.ChunkedArray) -> torch.Tensor:
     return torch.from_numpy(flat.astype(np.int64))
 
 
-def prepare_store(d: DataConfig, cache: Path, *, vocabs: tuple[Vocab, Vocab],
-                  want: dict[str, Any], log: Callable[[str], None]) -> dict[str, Any]:
+def prepare_store(
+    d: DataConfig,
+    cache: Path,
+    *,
+    vocabs: tuple[Vocab, Vocab],
+    want: dict[str, Any],
+    log: Callable[[str], None],
+) -> dict[str, Any]:
     """Stream the training split, filter it (:func:`nmt.data.batches.skip_reason`), encode it
     with ``vocabs`` ``CHUNK_PAIRS`` pairs at a time and write ``{cache}/train.arrow``,
     the vocabulary files and, last, the manifest (fingerprint ``want`` plus the vocabulary
@@ -152,8 +163,9 @@ def prepare_store(d: DataConfig, cache: Path, *, vocabs: tuple[Vocab, Vocab],
     began = time.monotonic()
     wide = max(len(v) for v in vocabs) > 2**16
     ids = pa.list_(pa.int32() if wide else pa.uint16())  # uint16 halves the file
-    schema = pa.schema([("src", ids), ("tgt", ids), ("src_len", pa.int32()),
-                        ("tgt_len", pa.int32())])
+    schema = pa.schema(
+        [("src", ids), ("tgt", ids), ("src_len", pa.int32()), ("tgt_len", pa.int32())]
+    )
     counts = {"read": 0, "kept": 0, "empty": 0, "too_long": 0, "src_tokens": 0, "tgt_tokens": 0}
     skipped: list[str] = []
     tmp = cache / f".{TABLE}.tmp"
@@ -174,25 +186,35 @@ def prepare_store(d: DataConfig, cache: Path, *, vocabs: tuple[Vocab, Vocab],
                     writer.write_batch(_encode_chunk(chunk, vocabs, schema, counts))
                     chunk = []
                 if counts["read"] % 1_000_000 == 0:
-                    log(f"preparing: {counts['read']:,} pairs read, "
-                        f"{time.monotonic() - began:.0f} s")
+                    log(
+                        f"preparing: {counts['read']:,} pairs read, "
+                        f"{time.monotonic() - began:.0f} s"
+                    )
             if chunk or counts["kept"] == 0:
                 writer.write_batch(_encode_chunk(chunk, vocabs, schema, counts))
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     os.replace(tmp, cache / TABLE)
-    manifest = {**want, "vocab_sha256": vocab_hashes(*vocabs), "rows": counts["kept"],
-                "stats": {k: counts[k] for k in ("read", "kept", "empty", "too_long")},
-                "skipped": skipped,
-                "tokens": {"src": counts["src_tokens"], "tgt": counts["tgt_tokens"]},
-                "prepare_s": round(time.monotonic() - began, 1)}
+    manifest = {
+        **want,
+        "vocab_sha256": vocab_hashes(*vocabs),
+        "rows": counts["kept"],
+        "stats": {k: counts[k] for k in ("read", "kept", "empty", "too_long")},
+        "skipped": skipped,
+        "tokens": {"src": counts["src_tokens"], "tgt": counts["tgt_tokens"]},
+        "prepare_s": round(time.monotonic() - began, 1),
+    }
     write_atomic(cache / MANIFEST, json.dumps(manifest, indent=1).encode())
     return manifest
 
 
-def _encode_chunk(chunk: list[tuple[str, str]], vocabs: tuple[Vocab, Vocab],
-                  schema: pa.Schema, counts: dict[str, int]) -> pa.RecordBatch:
+def _encode_chunk(
+    chunk: list[tuple[str, str]],
+    vocabs: tuple[Vocab, Vocab],
+    schema: pa.Schema,
+    counts: dict[str, int],
+) -> pa.RecordBatch:
     """One record batch of encoded pairs (source ids end in EOS, as
     :func:`nmt.data.batches.encode_pairs`); adds to ``counts``."""
     src = [ids + [EOS] for ids in vocabs[0].encode_batch([s for s, _ in chunk])]
@@ -202,16 +224,27 @@ def _encode_chunk(chunk: list[tuple[str, str]], vocabs: tuple[Vocab, Vocab],
     counts["kept"] += len(chunk)
     counts["src_tokens"] += int(src_len.sum(dtype=np.int64))
     counts["tgt_tokens"] += int(tgt_len.sum(dtype=np.int64)) + len(tgt)
-    return pa.record_batch([pa.array(src, schema.field("src").type),
-                            pa.array(tgt, schema.field("tgt").type),
-                            pa.array(src_len), pa.array(tgt_len)], schema=schema)
+    return pa.record_batch(
+        [
+            pa.array(src, schema.field("src").type),
+            pa.array(tgt, schema.field("tgt").type),
+            pa.array(src_len),
+            pa.array(tgt_len),
+        ],
+        schema=schema,
+    )
 
 
 def filter_stats(manifest: dict[str, Any]) -> FilterStats:
     """The filter statistics a manifest records, for the log."""
     st = manifest["stats"]
-    return FilterStats(st["kept"], st["empty"], st["too_long"], tuple(manifest["skipped"]),
-                       n_skipped=st["empty"] + st["too_long"])
+    return FilterStats(
+        st["kept"],
+        st["empty"],
+        st["too_long"],
+        tuple(manifest["skipped"]),
+        n_skipped=st["empty"] + st["too_long"],
+    )
 
 
 @dataclass(frozen=True)
@@ -225,10 +258,16 @@ class OpenedStore:
     reused: bool  # True: the cache matched and nothing was prepared
 
 
-def open_or_prepare(cfg: Config, cache: Path, *, vocabs: tuple[Vocab, Vocab] | None,
-                    make_vocabs: Callable[[list[str], list[str]], tuple[Vocab, Vocab]],
-                    log: Callable[[str], None], prepare: bool = True,
-                    poll_s: float = 1.0) -> OpenedStore:
+def open_or_prepare(
+    cfg: Config,
+    cache: Path,
+    *,
+    vocabs: tuple[Vocab, Vocab] | None,
+    make_vocabs: Callable[[list[str], list[str]], tuple[Vocab, Vocab]],
+    log: Callable[[str], None],
+    prepare: bool = True,
+    poll_s: float = 1.0,
+) -> OpenedStore:
     """The training store in ``cache``: reused when it matches (:func:`stale_reason`),
     otherwise prepared (:func:`prepare_store`), with the vocabulary trained first by
     ``make_vocabs(sources, targets)`` on :func:`sample_pairs` when ``vocabs`` is None.
@@ -251,20 +290,26 @@ def open_or_prepare(cfg: Config, cache: Path, *, vocabs: tuple[Vocab, Vocab] | N
         manifest = read_manifest(cache)
         assert manifest is not None
         vocabs = vocabs or cached_vocabs(cache)
-        log(f"training store: reused {cache} ({manifest['rows']:,} pairs, encoded in "
-            f"{manifest['prepare_s']:.0f} s); not preparing again")
+        log(
+            f"training store: reused {cache} ({manifest['rows']:,} pairs, encoded in "
+            f"{manifest['prepare_s']:.0f} s); not preparing again"
+        )
         return OpenedStore(ArrowTrainingSet(cache / TABLE), *vocabs, manifest, True)
     log(f"training store: preparing {cache} ({why})")
     began = time.monotonic()
     if vocabs is None:
-        sources, targets = sample_pairs(cfg.data, cfg.subwords.sample_size,
-                                        seed=cfg.train.seed, log=log, want=want)
+        sources, targets = sample_pairs(
+            cfg.data, cfg.subwords.sample_size, seed=cfg.train.seed, log=log, want=want
+        )
         if not sources:
-            raise DataError(f"no training pairs with both sides non-empty in split "
-                            f"{cfg.data.train_split!r}")
+            raise DataError(
+                f"no training pairs with both sides non-empty in split {cfg.data.train_split!r}"
+            )
         vocabs = make_vocabs(sources, targets)
         del sources, targets
     manifest = prepare_store(cfg.data, cache, vocabs=vocabs, want=want, log=log)
-    log(f"training store: prepared {manifest['rows']:,} pairs in "
-        f"{time.monotonic() - began:.0f} s (encoding {manifest['prepare_s']:.0f} s)")
+    log(
+        f"training store: prepared {manifest['rows']:,} pairs in "
+        f"{time.monotonic() - began:.0f} s (encoding {manifest['prepare_s']:.0f} s)"
+    )
     return OpenedStore(ArrowTrainingSet(cache / TABLE), *vocabs, manifest, False)

@@ -37,14 +37,15 @@ def source_files(d: DataConfig) -> tuple[Path, Path]:
             file is missing.
     """
     if resolve_source(d) != "dir" or not d.path:
-        raise DataError(f"data.store: arrow streams a directory of {{split}}.{{lang}}[.gz] "
-                        f"files, but data.path {d.path!r} is not a directory from here "
-                        f"({Path.cwd()}); set data.path, or data.store=memory for the hub")
+        raise DataError(
+            f"data.store: arrow streams a directory of {{split}}.{{lang}}[.gz] "
+            f"files, but data.path {d.path!r} is not a directory from here "
+            f"({Path.cwd()}); set data.path, or data.store=memory for the hub"
+        )
     return split_files(Path(d.path).expanduser(), d.train_split, d.src_lang, d.tgt_lang)
 
 
-def iter_training_pairs(d: DataConfig, digests: tuple[Any, Any] | None = None
-                        ) -> Iterator[Pair]:
+def iter_training_pairs(d: DataConfig, digests: tuple[Any, Any] | None = None) -> Iterator[Pair]:
     """The training split's pairs as read (the first ``data.train_limit`` of them), one at
     a time; the rest of the files is still read to check them, as the in-memory reader
     does. ``digests``: two ``hashlib`` objects fed the files' bytes as they are read.
@@ -75,12 +76,20 @@ def checked_pairs(d: DataConfig, want: dict[str, Any] | None) -> Iterator[Pair]:
     yield from iter_training_pairs(d, digests)
     for source, h in zip(want["sources"], digests, strict=True):
         if h.hexdigest() != source["sha256"]:
-            raise DataError(f"{source['path']}: changed while the training store was being "
-                            "prepared from it; nothing was kept, run again")
+            raise DataError(
+                f"{source['path']}: changed while the training store was being "
+                "prepared from it; nothing was kept, run again"
+            )
 
 
-def sample_pairs(d: DataConfig, size: int, *, seed: int, log: Callable[[str], None],
-                 want: dict[str, Any] | None = None) -> tuple[list[str], list[str]]:
+def sample_pairs(
+    d: DataConfig,
+    size: int,
+    *,
+    seed: int,
+    log: Callable[[str], None],
+    want: dict[str, Any] | None = None,
+) -> tuple[list[str], list[str]]:
     """A uniform sample of at most ``size`` training pairs with both sides non-empty (the
     pairs the in-memory vocabulary is trained on), drawn in one streaming pass by
     reservoir sampling (Vitter's algorithm R) with ``random.Random(seed)``: deterministic,
@@ -109,8 +118,10 @@ def sample_pairs(d: DataConfig, size: int, *, seed: int, log: Callable[[str], No
         seen += 1
         if seen % 1_000_000 == 0:
             log(f"vocabulary sample: {seen:,} pairs read, {time.monotonic() - began:.0f} s")
-    log(f"vocabulary sample: {len(reservoir):,} of {seen:,} pairs "
-        f"({time.monotonic() - began:.0f} s)")
+    log(
+        f"vocabulary sample: {len(reservoir):,} of {seen:,} pairs "
+        f"({time.monotonic() - began:.0f} s)"
+    )
     return [s for s, _ in reservoir], [t for _, t in reservoir]
 
 
@@ -138,10 +149,21 @@ def fingerprint(cfg: Config, files: tuple[Path, Path]) -> dict[str, Any]:
     return {
         "format": STORE_FORMAT,
         "sources": [{"path": str(f.resolve()), "sha256": content_sha256(f)} for f in files],
-        "data": {"src_lang": d.src_lang, "tgt_lang": d.tgt_lang, "train_split": d.train_split,
-                 "max_train_words": d.max_train_words, "train_limit": d.train_limit},
-        "vocab_settings": {**{f"subwords.{k}": v for k, v in cfg.to_dict()["subwords"].items()
-                              if k not in SEGMENTATION_ONLY}, "train.seed": cfg.train.seed},
+        "data": {
+            "src_lang": d.src_lang,
+            "tgt_lang": d.tgt_lang,
+            "train_split": d.train_split,
+            "max_train_words": d.max_train_words,
+            "train_limit": d.train_limit,
+        },
+        "vocab_settings": {
+            **{
+                f"subwords.{k}": v
+                for k, v in cfg.to_dict()["subwords"].items()
+                if k not in SEGMENTATION_ONLY
+            },
+            "train.seed": cfg.train.seed,
+        },
     }
 
 
@@ -165,8 +187,9 @@ def _source_change(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> str 
     return None
 
 
-def stale_reason(cache: Path, want: dict[str, Any], vocabs: tuple[Vocab, Vocab] | None
-                 ) -> str | None:
+def stale_reason(
+    cache: Path, want: dict[str, Any], vocabs: tuple[Vocab, Vocab] | None
+) -> str | None:
     """Why the cache in ``cache`` cannot serve a run with fingerprint ``want`` (a phrase
     for the log), or None when it can. With ``vocabs`` (a resumed run) the cached
     encoding must be theirs; without, the cached vocabulary must have been trained with
@@ -186,8 +209,11 @@ def stale_reason(cache: Path, want: dict[str, Any], vocabs: tuple[Vocab, Vocab] 
         if manifest.get("vocab_sha256") != vocab_hashes(*vocabs):
             return "it was encoded with another vocabulary"
         return None
-    changed = [k for k, v in want["vocab_settings"].items()
-               if manifest.get("vocab_settings", {}).get(k) != v]
+    changed = [
+        k
+        for k, v in want["vocab_settings"].items()
+        if manifest.get("vocab_settings", {}).get(k) != v
+    ]
     if changed:
         return f"{changed[0]} changed"
     if not all((cache / f).exists() for f in VOCAB_FILES):

@@ -23,8 +23,9 @@ from nmt.data.longsets import JOINED_KS, joined_base, long_sentence_set
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
-def stored_corpus(data: DataConfig, data_path: str | None = None,
-                  files_option: bool = True) -> DataConfig:
+def stored_corpus(
+    data: DataConfig, data_path: str | None = None, files_option: bool = True
+) -> DataConfig:
     """A checkpoint's data config, with ``data_path`` (``--data-path``) replacing ``data.path``.
 
     A relative ``data.path`` (``auto`` or ``dir`` source) that is not a directory from the
@@ -63,13 +64,14 @@ def stored_corpus(data: DataConfig, data_path: str | None = None,
             f"is not a directory {where}: pass --data-path DIR, a directory of "
             f"{{split}}.{data.src_lang}[.gz] and {{split}}.{data.tgt_lang}[.gz] files "
             f"(splits {splits}; {PROJECT_ROOT / 'data' / 'README.md'} says where to get "
-            "Multi30k)"
-            + (", or --src/--ref files" if files_option else ""))
+            "Multi30k)" + (", or --src/--ref files" if files_option else "")
+        )
     return data
 
 
-def test_set(loaded, *, split: str | None, src: Path | None, ref: Path | None,
-              data_path: str | None) -> tuple[str, list[str], list[str]]:
+def test_set(
+    loaded, *, split: str | None, src: Path | None, ref: Path | None, data_path: str | None
+) -> tuple[str, list[str], list[str]]:
     """(label, sources, references) from files or a named split of the checkpoint's corpus."""
     if src is not None or ref is not None:
         if src is None or ref is None:
@@ -80,10 +82,12 @@ def test_set(loaded, *, split: str | None, src: Path | None, ref: Path | None,
         for option, path, lang in (("--src", src, data.src_lang), ("--ref", ref, data.tgt_lang)):
             named = file_language(path)
             if named is not None and named != lang.lower():
-                raise DataError(f"{option} {path}: a {named} file by its name, but the model "
-                                f"translates {data.src_lang}->{data.tgt_lang}: give its "
-                                f"{data.src_lang} sources and {data.tgt_lang} references, or "
-                                "a model of this language pair")
+                raise DataError(
+                    f"{option} {path}: a {named} file by its name, but the model "
+                    f"translates {data.src_lang}->{data.tgt_lang}: give its "
+                    f"{data.src_lang} sources and {data.tgt_lang} references, or "
+                    "a model of this language pair"
+                )
         sources, references = read_lines(src), read_lines(ref)
         if len(sources) != len(references):
             raise DataError(f"{src} has {len(sources)} lines but {ref} has {len(references)}")

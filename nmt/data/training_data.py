@@ -15,8 +15,9 @@ from nmt.data.corpus import Pair, read_split
 from nmt.data.vocab import Vocab, train_vocab
 
 
-def build_vocabs(cfg: Config, pairs: list[Pair], log: Callable[[str], None] = print
-                 ) -> tuple[Vocab, Vocab]:
+def build_vocabs(
+    cfg: Config, pairs: list[Pair], log: Callable[[str], None] = print
+) -> tuple[Vocab, Vocab]:
     """Train SentencePiece on the training pairs only (joint or one per side); see
     :func:`vocabs_from_sentences`.
 
@@ -26,9 +27,14 @@ def build_vocabs(cfg: Config, pairs: list[Pair], log: Callable[[str], None] = pr
     return vocabs_from_sentences(cfg, [p.src for p in pairs], [p.tgt for p in pairs], log=log)
 
 
-def vocabs_from_sentences(cfg: Config, sources: list[str], targets: list[str], *,
-                          log: Callable[[str], None] = print,
-                          input_sentence_size: int = 2_000_000) -> tuple[Vocab, Vocab]:
+def vocabs_from_sentences(
+    cfg: Config,
+    sources: list[str],
+    targets: list[str],
+    *,
+    log: Callable[[str], None] = print,
+    input_sentence_size: int = 2_000_000,
+) -> tuple[Vocab, Vocab]:
     """Train SentencePiece on aligned training sentences (joint or one per side); of more
     than ``input_sentence_size`` sentences per model it samples that many. A corpus too
     small for ``subwords.vocab_size`` gets a smaller model and a visible warning.
@@ -38,31 +44,45 @@ def vocabs_from_sentences(cfg: Config, sources: list[str], targets: list[str], *
     """
     s = cfg.subwords
     if s.joint:
-        joint = train_vocab(sources + targets, s.vocab_size, model_type=s.model_type,
-                            character_coverage=s.character_coverage,
-                            input_sentence_size=input_sentence_size)
+        joint = train_vocab(
+            sources + targets,
+            s.vocab_size,
+            model_type=s.model_type,
+            character_coverage=s.character_coverage,
+            input_sentence_size=input_sentence_size,
+        )
         sides = {"joint": joint}
     else:
-        sides = {side: train_vocab(text, s.vocab_size, model_type=s.model_type,
-                                   character_coverage=s.character_coverage,
-                                   input_sentence_size=input_sentence_size)
-                 for side, text in (("src", sources), ("tgt", targets))}
+        sides = {
+            side: train_vocab(
+                text,
+                s.vocab_size,
+                model_type=s.model_type,
+                character_coverage=s.character_coverage,
+                input_sentence_size=input_sentence_size,
+            )
+            for side, text in (("src", sources), ("tgt", targets))
+        }
     for side, vocab in sides.items():
         if len(vocab) < s.vocab_size:
-            log(f"warning: subwords.vocab_size: {s.vocab_size} is more than the {side} side of "
-                f"this corpus supports; using {len(vocab)} pieces")
+            log(
+                f"warning: subwords.vocab_size: {s.vocab_size} is more than the {side} side of "
+                f"this corpus supports; using {len(vocab)} pieces"
+            )
     if s.joint:
         return sides["joint"], sides["joint"]
     return sides["src"], sides["tgt"]
 
 
-def sample_vocab_trainer(cfg: Config, log: Callable[[str], None] = print
-                         ) -> Callable[[list[str], list[str]], tuple[Vocab, Vocab]]:
+def sample_vocab_trainer(
+    cfg: Config, log: Callable[[str], None] = print
+) -> Callable[[list[str], list[str]], tuple[Vocab, Vocab]]:
     """The arrow store's vocabulary step: :func:`vocabs_from_sentences` on the whole
     reservoir sample (``subwords.sample_size`` already bounds it), as a callable of
     (sources, targets)."""
     return lambda src, tgt: vocabs_from_sentences(
-        cfg, src, tgt, log=log, input_sentence_size=max(2_000_000, 2 * len(src)))
+        cfg, src, tgt, log=log, input_sentence_size=max(2_000_000, 2 * len(src))
+    )
 
 
 def training_pairs(d: DataConfig) -> tuple[list[Pair], list[Pair], FilterStats]:
@@ -85,9 +105,11 @@ def training_pairs(d: DataConfig) -> tuple[list[Pair], list[Pair], FilterStats]:
 
 def log_filter(d: DataConfig, stats: FilterStats, log: Callable[[str], None]) -> None:
     joined = f" (with joined pairs for k in {list(d.train_join_ks)})" if d.train_join_ks else ""
-    log(f"train {d.src_lang}->{d.tgt_lang}{joined}: kept {stats.kept} pairs, skipped "
+    log(
+        f"train {d.src_lang}->{d.tgt_lang}{joined}: kept {stats.kept} pairs, skipped "
         f"{stats.empty} with an empty side and {stats.too_long} longer than "
-        f"{d.max_train_words} words")
+        f"{d.max_train_words} words"
+    )
     if stats.skipped:
         n = stats.skipped_count
         more = f", and {n - 10} more" if n > 10 else ""

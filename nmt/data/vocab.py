@@ -37,8 +37,9 @@ class Vocab:
         SentencePiece for the whole list, which is faster for many sentences)."""
         return self.sp.encode(texts, out_type=int)
 
-    def sample_batch(self, texts: list[str], *, alpha: float, nbest_size: int,
-                     seed: int) -> list[list[int]]:
+    def sample_batch(
+        self, texts: list[str], *, alpha: float, nbest_size: int, seed: int
+    ) -> list[list[int]]:
         """A sampled segmentation of each text, as piece ids (no BOS/EOS): subword
         regularisation (Kudo 2018: unigram, from the ``nbest_size`` best or, with
         -1, from the whole lattice, P(x)^alpha smoothed), or for a BPE model BPE-dropout
@@ -55,8 +56,14 @@ class Vocab:
         # global seed stays set (SentencePiece cannot restore its default of random_device):
         # a SentencePiece model trained later in the process samples its input with it
         spm.set_random_generator_seed(seed)
-        return self.sp.encode(texts, out_type=int, enable_sampling=True, alpha=alpha,
-                              nbest_size=nbest_size, num_threads=1)
+        return self.sp.encode(
+            texts,
+            out_type=int,
+            enable_sampling=True,
+            alpha=alpha,
+            nbest_size=nbest_size,
+            num_threads=1,
+        )
 
     def pieces(self, text: str) -> list[str]:
         """Pieces of ``text`` as strings (for showing alignments)."""
@@ -98,8 +105,15 @@ def train_vocab(
         raise ValueError("cannot train SentencePiece: no non-empty training sentence")
     buf = io.BytesIO()
     try:
-        _train_spm(data, buf, vocab_size, model_type, character_coverage, seed_sentencepiece_size,
-                   input_sentence_size)
+        _train_spm(
+            data,
+            buf,
+            vocab_size,
+            model_type,
+            character_coverage,
+            seed_sentencepiece_size,
+            input_sentence_size,
+        )
     except (RuntimeError, ValueError, OSError) as e:  # SentencePiece's own errors
         msg = str(e).strip()
         low = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", msg)
@@ -108,17 +122,26 @@ def train_vocab(
                 f"subwords.vocab_size: {vocab_size} is too small for this corpus: its "
                 f"characters alone need {low.group(2)} pieces (at character_coverage "
                 f"{character_coverage}); set subwords.vocab_size to at least {low.group(2)}, "
-                "or lower subwords.character_coverage") from None
+                "or lower subwords.character_coverage"
+            ) from None
         first = msg.splitlines()[-1] if msg else type(e).__name__
-        raise ValueError(f"subwords: SentencePiece refused vocab_size={vocab_size}, "
-                         f"model_type={model_type}, character_coverage={character_coverage}: "
-                         f"{first}") from None
+        raise ValueError(
+            f"subwords: SentencePiece refused vocab_size={vocab_size}, "
+            f"model_type={model_type}, character_coverage={character_coverage}: "
+            f"{first}"
+        ) from None
     return Vocab(buf.getvalue())
 
 
-def _train_spm(data: list[str], buf: io.BytesIO, vocab_size: int, model_type: str,
-               character_coverage: float, seed_sentencepiece_size: int,
-               input_sentence_size: int) -> None:
+def _train_spm(
+    data: list[str],
+    buf: io.BytesIO,
+    vocab_size: int,
+    model_type: str,
+    character_coverage: float,
+    seed_sentencepiece_size: int,
+    input_sentence_size: int,
+) -> None:
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(data),
         model_writer=buf,

@@ -79,8 +79,7 @@ def read_pharaoh(path: Path) -> list[Alignment]:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise AlignmentError(f"{path}: cannot read ({e.strerror or e})") from None
-    return [parse_pharaoh(line, f"{path}, line {n}") for n, line in
-            enumerate(text.splitlines(), 1)]
+    return [parse_pharaoh(line, f"{path}, line {n}") for n, line in enumerate(text.splitlines(), 1)]
 
 
 def check_bounds(links: Alignment, n_src: int, n_tgt: int, where: str) -> None:
@@ -88,12 +87,15 @@ def check_bounds(links: Alignment, n_src: int, n_tgt: int, where: str) -> None:
     bad = [(i, j) for i, j in links if i >= n_src or j >= n_tgt]
     if bad:
         i, j = bad[0]
-        raise AlignmentError(f"{where}: link {i}-{j} outside the pair of {n_src} source and "
-                             f"{n_tgt} target words (alignment of another corpus?)")
+        raise AlignmentError(
+            f"{where}: link {i}-{j} outside the pair of {n_src} source and "
+            f"{n_tgt} target words (alignment of another corpus?)"
+        )
 
 
-def join_alignments(alignments: Sequence[Alignment], sources: Sequence[str],
-                    targets: Sequence[str], k: int) -> list[Alignment]:
+def join_alignments(
+    alignments: Sequence[Alignment], sources: Sequence[str], targets: Sequence[str], k: int
+) -> list[Alignment]:
     """Alignments of :func:`nmt.data.longsets.join_consecutive`'s lines: block ``b`` joins
     pairs ``b*k .. b*k+k-1``; each caption's links are shifted by the whitespace words of
     the captions before it in the block (source side for i, target side for j).
@@ -104,8 +106,10 @@ def join_alignments(alignments: Sequence[Alignment], sources: Sequence[str],
     if k < 1:
         raise AlignmentError(f"k must be at least 1, got {k}")
     if not len(alignments) == len(sources) == len(targets):
-        raise AlignmentError(f"{len(alignments)} alignments for {len(sources)} sources and "
-                             f"{len(targets)} targets: counts must match")
+        raise AlignmentError(
+            f"{len(alignments)} alignments for {len(sources)} sources and "
+            f"{len(targets)} targets: counts must match"
+        )
     out = []
     for start in range(0, len(sources) - k + 1, k):
         links: set[tuple[int, int]] = set()
@@ -117,8 +121,12 @@ def join_alignments(alignments: Sequence[Alignment], sources: Sequence[str],
     return out
 
 
-def long_alignments(alignments: Sequence[Alignment], sources: Sequence[str],
-                    targets: Sequence[str], ks: Sequence[int]) -> list[Alignment]:
+def long_alignments(
+    alignments: Sequence[Alignment],
+    sources: Sequence[str],
+    targets: Sequence[str],
+    ks: Sequence[int],
+) -> list[Alignment]:
     """:func:`join_alignments` for each k in ``ks``, concatenated in that order (the line
     order of :func:`nmt.data.longsets.long_sentence_set`)."""
     return [a for k in ks for a in join_alignments(alignments, sources, targets, k)]
@@ -135,8 +143,9 @@ def piece_words(pieces: Sequence[str]) -> list[int]:
     return words
 
 
-def word_attention(weights: np.ndarray, src_pieces: Sequence[str],
-                   tgt_pieces: Sequence[str]) -> np.ndarray:
+def word_attention(
+    weights: np.ndarray, src_pieces: Sequence[str], tgt_pieces: Sequence[str]
+) -> np.ndarray:
     """(J, I) attention of J target words over I source words: source pieces summed into
     words, target rows averaged over a word's pieces; the final ``</s>`` on both sides left
     out (``weights`` is (T, S) with T = len(tgt_pieces), S = len(src_pieces), both ending
@@ -147,8 +156,10 @@ def word_attention(weights: np.ndarray, src_pieces: Sequence[str],
     """
     T, S = weights.shape
     if (T, S) != (len(tgt_pieces), len(src_pieces)):
-        raise AlignmentError(f"weights of shape {(T, S)} for {len(tgt_pieces)} target and "
-                             f"{len(src_pieces)} source pieces")
+        raise AlignmentError(
+            f"weights of shape {(T, S)} for {len(tgt_pieces)} target and "
+            f"{len(src_pieces)} source pieces"
+        )
     src_w, tgt_w = piece_words(src_pieces[:-1]), piece_words(tgt_pieces[:-1])
     n_src = src_w[-1] + 1 if src_w else 0  # I source words
     n_tgt = tgt_w[-1] + 1 if tgt_w else 0  # J target words
@@ -160,8 +171,9 @@ def word_attention(weights: np.ndarray, src_pieces: Sequence[str],
     return to_tgt @ weights[:-1, :-1] @ to_src  # (J, I)
 
 
-def attention_links(weights: np.ndarray, src_pieces: Sequence[str],
-                    tgt_pieces: Sequence[str]) -> Alignment:
+def attention_links(
+    weights: np.ndarray, src_pieces: Sequence[str], tgt_pieces: Sequence[str]
+) -> Alignment:
     """One link per target word, to its most attended source word (ties: the first);
     see :func:`word_attention`. Empty when either side has no word."""
     w = word_attention(weights, src_pieces, tgt_pieces)  # (J, I)
@@ -215,8 +227,10 @@ def count_matrix(predicted: Sequence[Alignment], reference: Sequence[Alignment])
         AlignmentError: the lists differ in length.
     """
     if len(predicted) != len(reference):
-        raise AlignmentError(f"{len(predicted)} predicted alignments but {len(reference)} "
-                             "reference alignments: counts must match")
+        raise AlignmentError(
+            f"{len(predicted)} predicted alignments but {len(reference)} "
+            "reference alignments: counts must match"
+        )
     rows = [counts(a, s) for a, s in zip(predicted, reference, strict=True)]
     return np.asarray(rows, dtype=np.float64).reshape(len(rows), 3)
 
@@ -227,10 +241,12 @@ def aer_interval(stats: np.ndarray, n_samples: int = 1000, seed: int = 12345) ->
     return bootstrap_sums(stats, _aer, n_samples, seed)
 
 
-def paired_aer(baseline: np.ndarray, system: np.ndarray, n_samples: int = 1000,
-               seed: int = 12345) -> PairedResult:
+def paired_aer(
+    baseline: np.ndarray, system: np.ndarray, n_samples: int = 1000, seed: int = 12345
+) -> PairedResult:
     """AER of ``system`` minus ``baseline`` (both (N, 3) over the same sentences) on the same
     resamples; ``p_value``: the share of resamples where the system's AER is not lower."""
     score_fn: Callable[[np.ndarray], float] = _aer
-    return paired_bootstrap_sums(baseline, system, score_fn, n_samples, seed,
-                                 higher_is_better=False)
+    return paired_bootstrap_sums(
+        baseline, system, score_fn, n_samples, seed, higher_is_better=False
+    )

@@ -124,13 +124,16 @@ class _Resampled:
     samples: np.ndarray  # (n_samples,)
 
 
-def bucket_indices(sources: list[str], buckets: tuple[tuple[int, int | None], ...]
-                   ) -> list[list[int]]:
+def bucket_indices(
+    sources: list[str], buckets: tuple[tuple[int, int | None], ...]
+) -> list[list[int]]:
     """For each ``(lo, hi)`` bucket, the indices of the sources with ``lo..hi`` whitespace
     words (``hi`` None: no upper bound), in input order."""
     lengths = [len(s.split()) for s in sources]
-    return [[i for i, n in enumerate(lengths) if n >= lo and (hi is None or n <= hi)]
-            for lo, hi in buckets]
+    return [
+        [i for i, n in enumerate(lengths) if n >= lo and (hi is None or n <= hi)]
+        for lo, hi in buckets
+    ]
 
 
 def _metric(name: str) -> BLEU | CHRF:
@@ -162,9 +165,11 @@ def _draw_counts(n: int, n_samples: int, seed: int):
 def _resample(metric: BLEU | CHRF, stats: np.ndarray, n_samples: int, seed: int) -> _Resampled:
     """Score of ``stats`` (N, d) summed, and of each of ``n_samples`` resamples."""
     score = metric._compute_score_from_stats(stats.sum(0)).score
-    samples = [metric._compute_score_from_stats(row).score
-               for counts in _draw_counts(len(stats), n_samples, seed)
-               for row in counts @ stats]  # (C, d) summed statistics per resample
+    samples = [
+        metric._compute_score_from_stats(row).score
+        for counts in _draw_counts(len(stats), n_samples, seed)
+        for row in counts @ stats
+    ]  # (C, d) summed statistics per resample
     return _Resampled(score, np.asarray(samples))
 
 
@@ -177,8 +182,13 @@ def _paired(base: _Resampled, system: _Resampled) -> PairedResult:
     """Both must come from the same draws (same seed, same sentences)."""
     diffs = system.samples - base.samples  # (n_samples,)
     low, high = np.percentile(diffs, [2.5, 97.5])
-    return PairedResult(float(system.score - base.score), float(low), float(high),
-                        float(np.mean(diffs <= 0)), len(diffs))
+    return PairedResult(
+        float(system.score - base.score),
+        float(low),
+        float(high),
+        float(np.mean(diffs <= 0)),
+        len(diffs),
+    )
 
 
 def _check(n_samples: int, refs: list[str], lists: dict[str, list[str]]) -> None:
@@ -192,8 +202,13 @@ def _check(n_samples: int, refs: list[str], lists: dict[str, list[str]]) -> None
             raise ValueError(f"{len(h)} {name} but {len(refs)} references: counts must match")
 
 
-def bootstrap_ci(hyps: list[str], refs: list[str], n_samples: int = 1000,
-                 seed: int = 12345, metric: MetricName = "bleu") -> Interval:
+def bootstrap_ci(
+    hyps: list[str],
+    refs: list[str],
+    n_samples: int = 1000,
+    seed: int = 12345,
+    metric: MetricName = "bleu",
+) -> Interval:
     """Corpus BLEU or chrF (0-100) of ``hyps`` with a 95% bootstrap percentile interval.
 
     Raises:
@@ -204,27 +219,39 @@ def bootstrap_ci(hyps: list[str], refs: list[str], n_samples: int = 1000,
     return _interval(_resample(m, _sentence_stats(m, hyps, refs), n_samples, seed))
 
 
-def paired_bootstrap(baseline_hyps: list[str], system_hyps: list[str], refs: list[str],
-                     n_samples: int = 1000, seed: int = 12345,
-                     metric: MetricName = "bleu") -> PairedResult:
+def paired_bootstrap(
+    baseline_hyps: list[str],
+    system_hyps: list[str],
+    refs: list[str],
+    n_samples: int = 1000,
+    seed: int = 12345,
+    metric: MetricName = "bleu",
+) -> PairedResult:
     """Koehn (2004) paired bootstrap: system minus baseline, with the one-sided p-value
     defined in the module docstring (fraction of resamples where system <= baseline).
 
     Raises:
         ValueError: empty or mismatched lists, ``n_samples < 1``, unknown ``metric``.
     """
-    _check(n_samples, refs, {"baseline hypotheses": baseline_hyps,
-                              "system hypotheses": system_hyps})
+    _check(
+        n_samples, refs, {"baseline hypotheses": baseline_hyps, "system hypotheses": system_hyps}
+    )
     m = _metric(metric)
     base = _resample(m, _sentence_stats(m, baseline_hyps, refs), n_samples, seed)
     system = _resample(m, _sentence_stats(m, system_hyps, refs), n_samples, seed)
     return _paired(base, system)
 
 
-def study_table(systems: dict[str, list[str]], refs: list[str], sources: list[str],
-                buckets: tuple[tuple[int, int | None], ...], baseline: str | None = "none",
-                min_bucket: int = 30, n_samples: int = 1000,
-                seed: int = 12345) -> list[BucketRow]:
+def study_table(
+    systems: dict[str, list[str]],
+    refs: list[str],
+    sources: list[str],
+    buckets: tuple[tuple[int, int | None], ...],
+    baseline: str | None = "none",
+    min_bucket: int = 30,
+    n_samples: int = 1000,
+    seed: int = 12345,
+) -> list[BucketRow]:
     """BLEU and chrF with intervals, and paired BLEU deltas against ``baseline``, for every
     bucket (outer loop, in order) and system (baseline first, then the dict order).
 
@@ -249,30 +276,51 @@ def study_table(systems: dict[str, list[str]], refs: list[str], sources: list[st
     bleu = BLEU()  # = _metric("bleu"), typed as BLEU for its BLEUScore below
     metrics = {"bleu": bleu, "chrf": _metric("chrf")}
     # Per-sentence statistics once per system; a bucket is a row slice of them.
-    stats = {(s, m): _sentence_stats(metric, systems[s], refs)
-             for s in names for m, metric in metrics.items()}
+    stats = {
+        (s, m): _sentence_stats(metric, systems[s], refs)
+        for s in names
+        for m, metric in metrics.items()
+    }
     lengths = np.array([len(s.split()) for s in sources])
     rows = []
     for (lo, hi), idx in zip(buckets, bucket_indices(sources, buckets), strict=True):
-        scored = {(s, m): _resample(metric, stats[s, m][idx], n_samples, seed)
-                  for s in names for m, metric in metrics.items()} if idx else {}
+        scored = (
+            {
+                (s, m): _resample(metric, stats[s, m][idx], n_samples, seed)
+                for s in names
+                for m, metric in metrics.items()
+            }
+            if idx
+            else {}
+        )
         for s in names:
-            whole = (bleu._compute_score_from_stats(stats[s, "bleu"][idx].sum(0))
-                     if idx else None)
+            whole = bleu._compute_score_from_stats(stats[s, "bleu"][idx].sum(0)) if idx else None
             paired = None
             if idx and baseline is not None and s != baseline:
                 paired = _paired(scored[baseline, "bleu"], scored[s, "bleu"])
-            rows.append(BucketRow(
-                min_len=lo, max_len=hi, system=s, baseline=baseline, n=len(idx),
-                mean_src_words=float(lengths[idx].mean()) if idx else None,
-                too_few=0 < len(idx) < min_bucket, min_bucket=min_bucket,
-                bleu=_interval(scored[s, "bleu"]) if idx else None,
-                chrf=_interval(scored[s, "chrf"]) if idx else None,
-                vs_baseline=paired,
-                len_ratio=whole.sys_len / whole.ref_len if whole and whole.ref_len else None,
-                brevity_penalty=whole.bp if whole else None,
-                over_long=(sum(len(systems[s][i].split()) > 1.5 * len(refs[i].split())
-                               for i in idx) / len(idx)) if idx else None))
+            rows.append(
+                BucketRow(
+                    min_len=lo,
+                    max_len=hi,
+                    system=s,
+                    baseline=baseline,
+                    n=len(idx),
+                    mean_src_words=float(lengths[idx].mean()) if idx else None,
+                    too_few=0 < len(idx) < min_bucket,
+                    min_bucket=min_bucket,
+                    bleu=_interval(scored[s, "bleu"]) if idx else None,
+                    chrf=_interval(scored[s, "chrf"]) if idx else None,
+                    vs_baseline=paired,
+                    len_ratio=whole.sys_len / whole.ref_len if whole and whole.ref_len else None,
+                    brevity_penalty=whole.bp if whole else None,
+                    over_long=(
+                        sum(len(systems[s][i].split()) > 1.5 * len(refs[i].split()) for i in idx)
+                        / len(idx)
+                    )
+                    if idx
+                    else None,
+                )
+            )
     return rows
 
 
@@ -298,22 +346,32 @@ def format_markdown(rows: list[BucketRow]) -> str:
     ``+5.2 (p=0.001)`` against the baseline. Empty buckets show ``–``."""
     baseline = next((r.baseline for r in rows if r.baseline is not None), None)
     delta_head = f"ΔBLEU vs {baseline} (p)" if baseline is not None else "ΔBLEU"
-    lines = [f"| Source words | System | n | BLEU [95% CI] | chrF [95% CI] | hyp/ref length "
-             f"| BP | hyp > 1.5× ref | {delta_head} |",
-             "|---|---|---:|---|---|---:|---:|---:|---|"]
+    lines = [
+        f"| Source words | System | n | BLEU [95% CI] | chrF [95% CI] | hyp/ref length "
+        f"| BP | hyp > 1.5× ref | {delta_head} |",
+        "|---|---|---:|---|---|---:|---:|---:|---|",
+    ]
     for r in rows:
         n = f"{r.n} (n<{r.min_bucket})" if r.too_few else str(r.n)
         ratio = "–" if r.len_ratio is None else f"{r.len_ratio:.2f}"
         bp = "–" if r.brevity_penalty is None else f"{r.brevity_penalty:.2f}"
         loops = "–" if r.over_long is None else f"{100 * r.over_long:.0f}%"
-        lines.append(f"| {r.label} | {r.system} | {n} | {_cell(r.bleu)} | {_cell(r.chrf)} "
-                     f"| {ratio} | {bp} | {loops} | {_delta_cell(r)} |")
+        lines.append(
+            f"| {r.label} | {r.system} | {n} | {_cell(r.bleu)} | {_cell(r.chrf)} "
+            f"| {ratio} | {bp} | {loops} | {_delta_cell(r)} |"
+        )
     return "\n".join(lines)
 
 
-def bucket_drop(hyps: list[str], refs: list[str], sources: list[str],
-                high_bucket: tuple[int, int | None], low_bucket: tuple[int, int | None],
-                n_samples: int = 1000, seed: int = 12345) -> PairedResult | None:
+def bucket_drop(
+    hyps: list[str],
+    refs: list[str],
+    sources: list[str],
+    high_bucket: tuple[int, int | None],
+    low_bucket: tuple[int, int | None],
+    n_samples: int = 1000,
+    seed: int = 12345,
+) -> PairedResult | None:
     """How much BLEU one system loses from one source-length bucket to another: BLEU on
     ``high_bucket`` (e.g. 1-10 words) minus BLEU on ``low_bucket`` (e.g. 51-60 words).
 
@@ -336,8 +394,9 @@ def bucket_drop(hyps: list[str], refs: list[str], sources: list[str],
     return _paired(b, a)  # a - b: the drop
 
 
-def bootstrap_sums(stats: np.ndarray, score_fn, n_samples: int = 1000,
-                   seed: int = 12345) -> Interval:
+def bootstrap_sums(
+    stats: np.ndarray, score_fn, n_samples: int = 1000, seed: int = 12345
+) -> Interval:
     """A corpus score that is a function of summed per-sentence statistics (``score_fn``
     of a (d,) sum, e.g. AER from link counts) with its 95% percentile interval over
     ``n_samples`` resamples of the N rows of ``stats`` (N, d).
@@ -348,9 +407,15 @@ def bootstrap_sums(stats: np.ndarray, score_fn, n_samples: int = 1000,
     return _interval(_resample_sums(stats, score_fn, n_samples, seed))
 
 
-def paired_bootstrap_sums(baseline: np.ndarray, system: np.ndarray, score_fn,
-                          n_samples: int = 1000, seed: int = 12345, *,
-                          higher_is_better: bool = True) -> PairedResult:
+def paired_bootstrap_sums(
+    baseline: np.ndarray,
+    system: np.ndarray,
+    score_fn,
+    n_samples: int = 1000,
+    seed: int = 12345,
+    *,
+    higher_is_better: bool = True,
+) -> PairedResult:
     """:func:`bootstrap_sums` of two systems on the same resamples of the same N sentences:
     system minus baseline; ``p_value`` counts resamples where the system is not better
     (with ``higher_is_better=False``, where its score is not lower).
@@ -359,8 +424,9 @@ def paired_bootstrap_sums(baseline: np.ndarray, system: np.ndarray, score_fn,
         ValueError: different row counts, no rows, ``n_samples < 1``.
     """
     if len(baseline) != len(system):
-        raise ValueError(f"{len(system)} system rows but {len(baseline)} baseline rows: "
-                         "counts must match")
+        raise ValueError(
+            f"{len(system)} system rows but {len(baseline)} baseline rows: counts must match"
+        )
     base = _resample_sums(baseline, score_fn, n_samples, seed)
     sys_ = _resample_sums(system, score_fn, n_samples, seed)
     result = _paired(base, sys_)
@@ -374,6 +440,9 @@ def _resample_sums(stats: np.ndarray, score_fn, n_samples: int, seed: int) -> _R
         raise ValueError(f"n_samples must be at least 1, got {n_samples}")
     if len(stats) == 0:
         raise ValueError("cannot bootstrap an empty test set")
-    samples = [score_fn(row) for counts in _draw_counts(len(stats), n_samples, seed)
-               for row in counts @ stats]  # (C, d) summed statistics per resample
+    samples = [
+        score_fn(row)
+        for counts in _draw_counts(len(stats), n_samples, seed)
+        for row in counts @ stats
+    ]  # (C, d) summed statistics per resample
     return _Resampled(score_fn(stats.sum(0)), np.asarray(samples))

@@ -97,19 +97,25 @@ def papers_bleu(hypotheses: list[str], references: list[str], lang: str) -> tupl
         ValueError: the lists differ in length.
     """
     if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses and {len(references)} references: "
-                         "counts must match")
+        raise ValueError(
+            f"{len(hypotheses)} hypotheses and {len(references)} references: counts must match"
+        )
     # force: the input is tokenized on purpose, so sacreBLEU's "forgot to detokenize"
     # warning (100 lines ending in " .") would be a false alarm; the signature is unchanged
     bleu = BLEU(tokenize="none", lowercase=True, force=True)
-    result = bleu.corpus_score(moses_tokenize(hypotheses, lang),
-                               [list(_tokenized_references(tuple(references), lang))])
+    result = bleu.corpus_score(
+        moses_tokenize(hypotheses, lang), [list(_tokenized_references(tuple(references), lang))]
+    )
     return result.score, f"{bleu.get_signature()}+moses-tok.{lang}+lc"
 
 
-def score(hypotheses: list[str], references: list[str], sources: list[str],
-          buckets: tuple[tuple[int, int | None], ...] = DEFAULT_BUCKETS,
-          tgt_lang: str | None = None) -> Scores:
+def score(
+    hypotheses: list[str],
+    references: list[str],
+    sources: list[str],
+    buckets: tuple[tuple[int, int | None], ...] = DEFAULT_BUCKETS,
+    tgt_lang: str | None = None,
+) -> Scores:
     """Corpus BLEU and chrF of detokenized ``hypotheses`` against ``references``, and
     BLEU per bucket of source length (whitespace words of the source sentence). With
     ``tgt_lang`` also the papers' BLEU (:func:`papers_bleu`) in that language.
@@ -118,8 +124,10 @@ def score(hypotheses: list[str], references: list[str], sources: list[str],
         ValueError: the three lists differ in length.
     """
     if not len(hypotheses) == len(references) == len(sources):
-        raise ValueError(f"{len(hypotheses)} hypotheses, {len(references)} references and "
-                         f"{len(sources)} sources: counts must match")
+        raise ValueError(
+            f"{len(hypotheses)} hypotheses, {len(references)} references and "
+            f"{len(sources)} sources: counts must match"
+        )
     bleu, chrf, bleu_lc = BLEU(), CHRF(), BLEU(lowercase=True)
     b = bleu.corpus_score(hypotheses, [references])
     c = chrf.corpus_score(hypotheses, [references])
@@ -130,14 +138,29 @@ def score(hypotheses: list[str], references: list[str], sources: list[str],
         idx = [i for i, n in enumerate(lengths) if n >= lo and (hi is None or n <= hi)]
         value = None
         if idx:
-            value = BLEU().corpus_score([hypotheses[i] for i in idx],
-                                        [[references[i] for i in idx]]).score
+            value = (
+                BLEU()
+                .corpus_score([hypotheses[i] for i in idx], [[references[i] for i in idx]])
+                .score
+            )
         per_bucket.append(BucketScore(lo, hi, len(idx), value))
-    papers, papers_sig = (None, None) if tgt_lang is None else \
-        papers_bleu(hypotheses, references, tgt_lang)
-    return Scores(b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()),
-                  per_bucket, lc.score, str(bleu_lc.get_signature()), len(hypotheses),
-                  b.sys_len / b.ref_len if b.ref_len else None, b.bp, papers, papers_sig)
+    papers, papers_sig = (
+        (None, None) if tgt_lang is None else papers_bleu(hypotheses, references, tgt_lang)
+    )
+    return Scores(
+        b.score,
+        c.score,
+        str(bleu.get_signature()),
+        str(chrf.get_signature()),
+        per_bucket,
+        lc.score,
+        str(bleu_lc.get_signature()),
+        len(hypotheses),
+        b.sys_len / b.ref_len if b.ref_len else None,
+        b.bp,
+        papers,
+        papers_sig,
+    )
 
 
 def format_table(names: list[str], results: list[Scores]) -> str:
@@ -147,13 +170,18 @@ def format_table(names: list[str], results: list[Scores]) -> str:
     rows = [head, "-" * len(head)]
     rows.append(f"{'BLEU':<24}" + "".join(f"{r.bleu:>{width}.2f}" for r in results))
     rows.append(f"{'chrF':<24}" + "".join(f"{r.chrf:>{width}.2f}" for r in results))
-    rows.append(f"{'BLEU lowercased':<24}"
-                + "".join(f"{r.bleu_lowercase:>{width}.2f}" for r in results))
+    rows.append(
+        f"{'BLEU lowercased':<24}" + "".join(f"{r.bleu_lowercase:>{width}.2f}" for r in results)
+    )
     papers = any(r.bleu_papers is not None for r in results)
     if papers:
-        rows.append(f"{PAPERS_LABEL:<24}" + "".join(
-            f"{'-' if r.bleu_papers is None else format(r.bleu_papers, '.2f'):>{width}}"
-            for r in results))
+        rows.append(
+            f"{PAPERS_LABEL:<24}"
+            + "".join(
+                f"{'-' if r.bleu_papers is None else format(r.bleu_papers, '.2f'):>{width}}"
+                for r in results
+            )
+        )
     for k, bucket in enumerate(results[0].buckets):
         label = f"BLEU {bucket_label(bucket.min_len, bucket.max_len)} (n={bucket.n})"
         cells = []
@@ -167,10 +195,13 @@ def format_table(names: list[str], results: list[Scores]) -> str:
     rows.append("")
     rows.append(f"BLEU signature: {results[0].signature}")
     rows.append(f"chrF signature: {results[0].chrf_signature}")
-    rows.append("lowercased BLEU (for comparison with papers only): "
-                f"{results[0].lowercase_signature}")
+    rows.append(
+        f"lowercased BLEU (for comparison with papers only): {results[0].lowercase_signature}"
+    )
     if papers:
         sig = next(r.papers_signature for r in results if r.papers_signature)
-        rows.append(f"{PAPERS_LABEL} signature (lowercased, Moses-tokenized, as published "
-                    f"Multi30k numbers; not comparable with BLEU above): {sig}")
+        rows.append(
+            f"{PAPERS_LABEL} signature (lowercased, Moses-tokenized, as published "
+            f"Multi30k numbers; not comparable with BLEU above): {sig}"
+        )
     return "\n".join(rows)

@@ -37,8 +37,7 @@ def grow_diag_final_and(forward: Links, backward: Links) -> Links:
         for i, j in sorted(links):
             for di, dj in _NEIGHBOURS:
                 p = (i + di, j + dj)
-                if p in union and p not in links and (p[0] not in src_done
-                                                      or p[1] not in tgt_done):
+                if p in union and p not in links and (p[0] not in src_done or p[1] not in tgt_done):
                     links.add(p)
                     src_done.add(p[0])
                     tgt_done.add(p[1])
@@ -57,12 +56,18 @@ def intersection(forward: Links, backward: Links) -> Links:
     return forward & backward
 
 
-def tokens_to_words(links: Links, src_word_of: Sequence[int], tgt_word_of: Sequence[int],
-                    src_split: Sequence[bool], tgt_split: Sequence[bool]) -> Links:
+def tokens_to_words(
+    links: Links,
+    src_word_of: Sequence[int],
+    tgt_word_of: Sequence[int],
+    src_split: Sequence[bool],
+    tgt_split: Sequence[bool],
+) -> Links:
     """Token links -> whitespace-word links. ``*_word_of[t]`` is token t's word; ``*_split[t]``
     is True for a punctuation token split off a word that has letters or digits too: its
     links are dropped (otherwise "Fluss." - "river." would also link through the two
     full stops whatever the words), so such punctuation is aligned only through its word.
     A word linked through several of its tokens gets one link."""
-    return frozenset((src_word_of[i], tgt_word_of[j]) for i, j in links
-                     if not src_split[i] and not tgt_split[j])
+    return frozenset(
+        (src_word_of[i], tgt_word_of[j]) for i, j in links if not src_split[i] and not tgt_split[j]
+    )

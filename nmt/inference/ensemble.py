@@ -61,22 +61,28 @@ class Ensemble(nn.Module):
         # typed as the searches see them (ModuleList's items type as bare Modules)
         self._models: list[Any] = list(models)
 
-    def encode(self, src: torch.Tensor, src_len: torch.Tensor
-               ) -> tuple[EnsembleParts, EnsembleParts]:
+    def encode(
+        self, src: torch.Tensor, src_len: torch.Tensor
+    ) -> tuple[EnsembleParts, EnsembleParts]:
         """(B, S) source ids and (B,) lengths -> every member's memory and initial state."""
         pairs = [m.encode(src, src_len) for m in self._models]
-        return (EnsembleParts(tuple(mem for mem, _ in pairs)),
-                EnsembleParts(tuple(state for _, state in pairs)))
+        return (
+            EnsembleParts(tuple(mem for mem, _ in pairs)),
+            EnsembleParts(tuple(state for _, state in pairs)),
+        )
 
-    def step(self, prev: torch.Tensor, state: EnsembleParts, mem: EnsembleParts
-             ) -> tuple[torch.Tensor, EnsembleParts, torch.Tensor | None]:
+    def step(
+        self, prev: torch.Tensor, state: EnsembleParts, mem: EnsembleParts
+    ) -> tuple[torch.Tensor, EnsembleParts, torch.Tensor | None]:
         """One search step of every member: (B,) previous ids -> log of the mean
         probability (B, V) in fp32 (fp64 when a member's is: a float64 model stays fp64;
         one member's own dtype when alone), the members' new states, and the mean attention
         weights (B, S) of the members that have attention (None when none has: the
         fixed-vector model reads no source position)."""
-        outs = [m.step(prev, s, mm)
-                for m, s, mm in zip(self._models, state.parts, mem.parts, strict=True)]
+        outs = [
+            m.step(prev, s, mm)
+            for m, s, mm in zip(self._models, state.parts, mem.parts, strict=True)
+        ]
         new_state = EnsembleParts(tuple(o[1] for o in outs))
         if len(outs) == 1:  # one member: its own numbers, bit for bit
             return outs[0][0], new_state, outs[0][2]
@@ -99,14 +105,17 @@ def vocab_mismatch(a: Loaded, b: Loaded) -> str | None:
     name, that does not change how text is cut or ids are read)."""
     da, db = a.cfg.data, b.cfg.data
     if (da.src_lang, da.tgt_lang) != (db.src_lang, db.tgt_lang):
-        return (f"language pair {db.src_lang}->{db.tgt_lang}, not "
-                f"{da.src_lang}->{da.tgt_lang}")
-    for side, va, vb in (("source", a.src_vocab, b.src_vocab),
-                         ("target", a.tgt_vocab, b.tgt_vocab)):
+        return f"language pair {db.src_lang}->{db.tgt_lang}, not {da.src_lang}->{da.tgt_lang}"
+    for side, va, vb in (
+        ("source", a.src_vocab, b.src_vocab),
+        ("target", a.tgt_vocab, b.tgt_vocab),
+    ):
         if va.model_bytes != vb.model_bytes and _pieces(va) != _pieces(vb):
-            return (f"another {side} vocabulary ({len(vb)} SentencePiece pieces, not "
-                    f"{len(va)})" if len(va) != len(vb) else f"another {side} vocabulary "
-                    f"(other pieces or scores, both {len(va)} pieces)")
+            return (
+                f"another {side} vocabulary ({len(vb)} SentencePiece pieces, not {len(va)})"
+                if len(va) != len(vb)
+                else f"another {side} vocabulary (other pieces or scores, both {len(va)} pieces)"
+            )
     return None
 
 
@@ -138,8 +147,9 @@ class LoadedEnsemble:
         return f"ensemble of {len(self.members)} ({', '.join(self.attention_types)})"
 
 
-def load_ensemble(paths: Sequence[str | Path], device: torch.device | str = "cpu"
-                  ) -> LoadedEnsemble:
+def load_ensemble(
+    paths: Sequence[str | Path], device: torch.device | str = "cpu"
+) -> LoadedEnsemble:
     """Load checkpoints (safe loading, :func:`nmt.model.checkpoint.load_checkpoint`, each
     file read once) and ensemble them (:func:`ensemble_of`).
 
@@ -173,15 +183,23 @@ def ensemble_of(paths: Sequence[Path], members: Sequence[Loaded]) -> LoadedEnsem
     for path, loaded in zip(files[1:], members[1:], strict=True):
         why = vocab_mismatch(first, loaded)
         if why:
-            raise CheckpointError(f"{path}: cannot be ensembled with {files[0]}: {why}; an "
-                                  "ensemble's models share one source and one target "
-                                  "vocabulary (same data and subwords settings)")
-    return LoadedEnsemble(list(members), first.cfg, Ensemble([m.model for m in members]),
-                          first.src_vocab, first.tgt_vocab)
+            raise CheckpointError(
+                f"{path}: cannot be ensembled with {files[0]}: {why}; an "
+                "ensemble's models share one source and one target "
+                "vocabulary (same data and subwords settings)"
+            )
+    return LoadedEnsemble(
+        list(members),
+        first.cfg,
+        Ensemble([m.model for m in members]),
+        first.src_vocab,
+        first.tgt_vocab,
+    )
 
 
-def load_models(paths: Sequence[str | Path], device: torch.device | str = "cpu"
-                ) -> Loaded | LoadedEnsemble:
+def load_models(
+    paths: Sequence[str | Path], device: torch.device | str = "cpu"
+) -> Loaded | LoadedEnsemble:
     """One checkpoint loaded alone (its own model, not an ensemble of one), several as
     their ensemble (:func:`load_ensemble`): what ``nmt translate`` and
     :meth:`nmt.inference.translator.Translator.from_checkpoints` decode.

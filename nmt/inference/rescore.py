@@ -23,8 +23,9 @@ def autocast_on(device: torch.device) -> bool:
 
 
 @torch.inference_mode()
-def fp32_log_probs(model, src: torch.Tensor, src_len: torch.Tensor, sentence: list[int],
-                   tokens: list[list[int]]) -> tuple[list[float], list[torch.Tensor | None]]:
+def fp32_log_probs(
+    model, src: torch.Tensor, src_len: torch.Tensor, sentence: list[int], tokens: list[list[int]]
+) -> tuple[list[float], list[torch.Tensor | None]]:
     """Teacher-forced fp32 log-probabilities of N hypotheses, each followed by EOS.
 
     Args:
@@ -58,7 +59,7 @@ def fp32_log_probs(model, src: torch.Tensor, src_len: torch.Tensor, sentence: li
         attn_all: torch.Tensor | None = None  # (N, T, S)
         for t in range(T):
             logp, state, attn = model.step(prev, state, mem)  # (N, V), (N, S) or None
-            step_lp = logp.double().gather(1, target[:, t:t + 1]).squeeze(1)  # (N,)
+            step_lp = logp.double().gather(1, target[:, t : t + 1]).squeeze(1)  # (N,)
             total += torch.where(t < lengths, step_lp, torch.zeros_like(step_lp))
             if attn is not None:
                 if attn_all is None:
@@ -67,7 +68,8 @@ def fp32_log_probs(model, src: torch.Tensor, src_len: torch.Tensor, sentence: li
             prev = target[:, t]
     src_lens = src_len.tolist()
     cpu_attn = None if attn_all is None else attn_all.float().cpu()
-    attentions = [None if cpu_attn is None
-                  else cpu_attn[i, : len(seq) + 1, : src_lens[sentence[i]]].clone()
-                  for i, seq in enumerate(tokens)]
+    attentions = [
+        None if cpu_attn is None else cpu_attn[i, : len(seq) + 1, : src_lens[sentence[i]]].clone()
+        for i, seq in enumerate(tokens)
+    ]
     return total.tolist(), attentions

@@ -44,8 +44,9 @@ class Scored:
     record: dict[str, Any]
 
 
-def _systems(checkpoints: list[Path], dev: torch.device, ensemble: bool
-             ) -> Iterator[tuple[str, Loaded | LoadedEnsemble]]:
+def _systems(
+    checkpoints: list[Path], dev: torch.device, ensemble: bool
+) -> Iterator[tuple[str, Loaded | LoadedEnsemble]]:
     """(the checkpoint argument as typed, loaded) for each checkpoint, then, with
     ``ensemble``, for their ensemble, built from the same loaded models: each file is read
     once. Without ``ensemble`` memory holds one model at a time; with it, all of them.
@@ -94,20 +95,32 @@ def one_pair(checkpoints: list[Path]) -> None:
         here = (path, data.src_lang, data.tgt_lang)
         first = first or here
         if here[1:] != first[1:]:  # one reference file cannot be in two languages
-            raise DataError(f"--src/--ref hold one language pair, but {first[0]} translates "
-                            f"{first[1]}->{first[2]} and {path} {here[1]}->{here[2]}: "
-                            "evaluate them separately, or use --split")
+            raise DataError(
+                f"--src/--ref hold one language pair, but {first[0]} translates "
+                f"{first[1]}->{first[2]} and {path} {here[1]}->{here[2]}: "
+                "evaluate them separately, or use --split"
+            )
 
 
-def score_checkpoints(checkpoints: list[Path], *, split: str | None = None,
-                      src: Path | None = None, ref: Path | None = None,
-                      buckets: str = "1-10,11-20,21-30,31-", batch_size: int = 64,
-                      data_path: str | None = None, beam_size: int | None = None,
-                      alpha: float | None = None, length_penalty: str | None = None,
-                      device: str = "auto", workers: int | None = None,
-                      precision: str | None = None, ensemble: bool = False,
-                      members: bool = True, warn: Callable[[str], None] = lambda m: None
-                      ) -> list[Scored]:
+def score_checkpoints(
+    checkpoints: list[Path],
+    *,
+    split: str | None = None,
+    src: Path | None = None,
+    ref: Path | None = None,
+    buckets: str = "1-10,11-20,21-30,31-",
+    batch_size: int = 64,
+    data_path: str | None = None,
+    beam_size: int | None = None,
+    alpha: float | None = None,
+    length_penalty: str | None = None,
+    device: str = "auto",
+    workers: int | None = None,
+    precision: str | None = None,
+    ensemble: bool = False,
+    members: bool = True,
+    warn: Callable[[str], None] = lambda m: None,
+) -> list[Scored]:
     """Translate the test set with each checkpoint and score it. Search settings default
     to each checkpoint's ``search`` config; given values override them
     (:meth:`Translator.from_loaded`). ``workers``: batches decoded at once. ``precision``:
@@ -142,29 +155,46 @@ def score_checkpoints(checkpoints: list[Path], *, split: str | None = None,
             continue
         else:
             parts, digest = [loaded], loaded.sha256
-        label, sources, references = test_set(parts[0], split=split, src=src, ref=ref,
-                                              data_path=data_path)
+        label, sources, references = test_set(
+            parts[0], split=split, src=src, ref=ref, data_path=data_path
+        )
         with torch.inference_mode():
             translator = Translator.from_loaded(
-                loaded, beam_size=beam_size, alpha=alpha, length_penalty=length_penalty,
-                precision=precision, batch_size=batch_size, workers=workers, warn=warn)
+                loaded,
+                beam_size=beam_size,
+                alpha=alpha,
+                length_penalty=length_penalty,
+                precision=precision,
+                batch_size=batch_size,
+                workers=workers,
+                warn=warn,
+            )
             translations = translator.translate(sources)
         decoding = translator.decoding  # a beam over the vocabulary is capped to it
         hyps = [t.text for t in translations]
-        for warning in (truncation_warning(translations, f"{label} ({path})"),
-                        unfinished_warning(translations, f"{label} ({path})")):
+        for warning in (
+            truncation_warning(translations, f"{label} ({path})"),
+            unfinished_warning(translations, f"{label} ({path})"),
+        ):
             if warning:
                 warn(warning)
         s = score(hyps, references, sources, ranges, tgt_lang=loaded.cfg.data.tgt_lang)
         base = f"ensemble of {len(parts)}" if is_ensemble else loaded.cfg.name
         name = system_label(path, is_ensemble, len(parts), [o.name for o in out])
         data = loaded.cfg.data
-        record = {"checkpoint": path, "checkpoint_sha256": digest, "name": base,
-                  "label": name, "test_set": label, "src_lang": data.src_lang,
-                  "tgt_lang": data.tgt_lang,
-                  "attention": ", ".join(m.cfg.model.attention for m in parts),
-                  "search": decoding.describe(), "search_precision": decoding.precision,
-                  **({"ensemble": [str(p) for p in checkpoints]} if is_ensemble else {}),
-                  **s.to_json()}
+        record = {
+            "checkpoint": path,
+            "checkpoint_sha256": digest,
+            "name": base,
+            "label": name,
+            "test_set": label,
+            "src_lang": data.src_lang,
+            "tgt_lang": data.tgt_lang,
+            "attention": ", ".join(m.cfg.model.attention for m in parts),
+            "search": decoding.describe(),
+            "search_precision": decoding.precision,
+            **({"ensemble": [str(p) for p in checkpoints]} if is_ensemble else {}),
+            **s.to_json(),
+        }
         out.append(Scored(name, label, sources, references, hyps, s, record))
     return out

@@ -55,8 +55,9 @@ def max_output_length(src_len: torch.Tensor, ratio: float, extra: int = 10) -> t
 
 
 @torch.inference_mode()
-def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = _MAX_RATIO
-           ) -> list[Hypothesis]:
+def greedy(
+    model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = _MAX_RATIO
+) -> list[Hypothesis]:
     """Batched greedy search: pick the most probable piece at each step.
 
     Sentences that have produced EOS leave the batch, so each step costs only the rows
@@ -116,7 +117,7 @@ def greedy(model, src: torch.Tensor, src_len: torch.Tensor, max_ratio: float = _
     for b in range(B):
         seq, limit = out[b], int(limits[b])
         n = seq.index(EOS) if EOS in seq[:limit] else limit  # limit only when limit is 0
-        a = None if attn_all is None else attn_all[b, :n + 1, : int(src_len[b])].clone()
+        a = None if attn_all is None else attn_all[b, : n + 1, : int(src_len[b])].clone()
         hyps.append(Hypothesis(seq[:n], scores_l[b], a, scores_l[b], complete=not cut_l[b]))
     if autocast_on(dev):  # bf16 scores depend on the batch: recompute them in fp32
         _rescore(model, src, src_len, [[h] for h in hyps], "none", 0.0)
@@ -157,8 +158,9 @@ def _check_beam_options(beam_size: int, n_best: int, length_penalty: str, alpha:
     if n_best < 1 or n_best > beam_size:
         raise ValueError(f"n_best must be in 1..beam_size ({beam_size}), got {n_best}")
     if length_penalty not in LENGTH_PENALTIES:
-        raise ValueError(f"length_penalty: unknown option {length_penalty!r}; "
-                         f"expected one of {LENGTH_PENALTIES}")
+        raise ValueError(
+            f"length_penalty: unknown option {length_penalty!r}; expected one of {LENGTH_PENALTIES}"
+        )
     if alpha < 0:
         raise ValueError(f"alpha must be >= 0 (the length penalty must not shrink), got {alpha}")
 
@@ -174,8 +176,13 @@ class _Open:
     tokens: torch.Tensor
     attention: torch.Tensor | None
 
-    def extend(self, rows: torch.Tensor, log_prob: torch.Tensor, tokens: torch.Tensor,
-               step_attn: torch.Tensor | None) -> _Open:
+    def extend(
+        self,
+        rows: torch.Tensor,
+        log_prob: torch.Tensor,
+        tokens: torch.Tensor,
+        step_attn: torch.Tensor | None,
+    ) -> _Open:
         """Children: parents ``rows`` (N',) followed by ``tokens`` (N',) with totals
         ``log_prob`` (N',); ``step_attn`` (N, S) is this step's attention of every parent."""
         toks = torch.cat([self.tokens.index_select(0, rows), tokens[:, None]], dim=1)  # (N', t+1)
@@ -190,12 +197,14 @@ class _Open:
     def select(self, rows: torch.Tensor) -> _Open:
         """Rows ``rows`` (N,) of every open-hypothesis tensor."""
         attention = None if self.attention is None else self.attention.index_select(0, rows)
-        return _Open(self.log_prob.index_select(0, rows), self.tokens.index_select(0, rows),
-                     attention)
+        return _Open(
+            self.log_prob.index_select(0, rows), self.tokens.index_select(0, rows), attention
+        )
 
 
-def _candidates(logp: torch.Tensor, open_lp: torch.Tensor, K: int
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _candidates(
+    logp: torch.Tensor, open_lp: torch.Tensor, K: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The 2K best one-piece extensions of each sentence's K beams, best first.
 
     Args:
@@ -220,7 +229,8 @@ def _candidates(logp: torch.Tensor, open_lp: torch.Tensor, K: int
         straddle = (lp_m[:, n1 - 1] == lp_m[:, n1]).nonzero().squeeze(1)
         if straddle.numel():
             whole = at_least_fp32(logp.index_select(0, straddle)).sort(
-                dim=-1, descending=True, stable=True)
+                dim=-1, descending=True, stable=True
+            )
             lp1, tok1 = lp1.clone(), tok1.clone()
             lp1[straddle], tok1[straddle] = whole.values[:, :n1], whole.indices[:, :n1]
     tok1, by_id = tok1.sort(dim=-1)
@@ -233,9 +243,16 @@ def _candidates(logp: torch.Tensor, open_lp: torch.Tensor, K: int
     return total.gather(1, order), rows, tok1.view(B, K * n1).gather(1, order)
 
 
-def _collect(finished: list[list[Hypothesis]], cands: _Open, final: torch.Tensor,
-             length: int, src_len: list[int], kind: str, alpha: float,
-             cut: torch.Tensor | None = None):
+def _collect(
+    finished: list[list[Hypothesis]],
+    cands: _Open,
+    final: torch.Tensor,
+    length: int,
+    src_len: list[int],
+    kind: str,
+    alpha: float,
+    cut: torch.Tensor | None = None,
+):
     """Append the candidates marked in ``final`` (B, 2K) to ``finished`` (EOS stripped);
     ``cut`` (B, 2K) marks those whose EOS was forced at the length limit."""
     B, C = final.shape
@@ -274,10 +291,16 @@ def _is_done(hyps: list[Hypothesis], K: int, n_best: int, bound: float) -> bool:
 
 
 @torch.inference_mode()
-def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int = _SEARCH.beam_size,
-                alpha: float = _SEARCH.alpha, length_penalty: str = _SEARCH.length_penalty,
-                max_ratio: float = _MAX_RATIO,
-                n_best: int = 1) -> list[list[Hypothesis]]:
+def beam_search(
+    model,
+    src: torch.Tensor,
+    src_len: torch.Tensor,
+    beam_size: int = _SEARCH.beam_size,
+    alpha: float = _SEARCH.alpha,
+    length_penalty: str = _SEARCH.length_penalty,
+    max_ratio: float = _MAX_RATIO,
+    n_best: int = 1,
+) -> list[list[Hypothesis]]:
     """Batched beam search over sentences and beams (one ``model.step`` on B*K rows a step).
 
     Each step every sentence takes the 2K best extensions of its K beams (ranked by total
@@ -355,15 +378,17 @@ def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int 
         final[:, :K] = is_eos[:, :K]
         final &= cand_lp.isfinite()
         cut = None if chose_eos is None else ~chose_eos[rows]  # (n, 2K) EOS forced
-        _collect([finished[b] for b in sent], cands, final, t + 1, lens, length_penalty, alpha,
-                 cut)
+        _collect([finished[b] for b in sent], cands, final, t + 1, lens, length_penalty, alpha, cut)
         pick = (torch.arange(n, device=dev)[:, None] * 2 * K + keep).view(-1)  # (n*K,)
         beams = cands.select(pick)
         state = state.index_select(rows.view(-1).index_select(0, pick))
         prev = beams.tokens[:, -1]
         bound = (beams.log_prob.view(n, K).max(dim=1).values / lp_limit).tolist()  # (n,)
-        going = [i for i, b in enumerate(sent) if not (
-            bool(at_limit[i]) or _is_done(finished[b], K, n_best, bound[i]))]
+        going = [
+            i
+            for i, b in enumerate(sent)
+            if not (bool(at_limit[i]) or _is_done(finished[b], K, n_best, bound[i]))
+        ]
         if not going:
             break
         if len(going) < n:  # finished sentences leave the batch: later steps skip their rows
@@ -382,13 +407,20 @@ def beam_search(model, src: torch.Tensor, src_len: torch.Tensor, beam_size: int 
     return nbest
 
 
-def _rescore(model, src: torch.Tensor, src_len: torch.Tensor, nbest: list[list[Hypothesis]],
-             kind: str, alpha: float) -> None:
+def _rescore(
+    model,
+    src: torch.Tensor,
+    src_len: torch.Tensor,
+    nbest: list[list[Hypothesis]],
+    kind: str,
+    alpha: float,
+) -> None:
     """Replace in place the log P, score and attention of each hypothesis of ``nbest`` (per
     sentence of ``src`` (B, S)) by fp32 values (rescore.py); tokens and ``complete`` stay."""
     flat = [(b, h) for b, hyps in enumerate(nbest) for h in hyps]
-    lps, atts = fp32_log_probs(model, src, src_len, [b for b, _ in flat],
-                               [h.tokens for _, h in flat])
+    lps, atts = fp32_log_probs(
+        model, src, src_len, [b for b, _ in flat], [h.tokens for _, h in flat]
+    )
     for (_, h), lp, att in zip(flat, lps, atts, strict=True):
         h.log_prob, h.score = lp, float(normalised_score(lp, len(h.tokens) + 1, kind, alpha))
         h.attention = att if h.attention is not None else None

@@ -9,8 +9,9 @@ import torch
 from nmt.data.vocab import EOS
 
 
-def ended_by_choice(rows: torch.Tensor, toks: torch.Tensor, at_limit: torch.Tensor, K: int
-                     ) -> torch.Tensor:
+def ended_by_choice(
+    rows: torch.Tensor, toks: torch.Tensor, at_limit: torch.Tensor, K: int
+) -> torch.Tensor:
     """Which beams (n*K,) end with an EOS of their own choosing: their EOS extension is
     among the K best candidates of the step (``rows``, ``toks`` (n, 2K) from the
     search's candidate selection), as it would be finished anywhere else; beams of sentences not at

@@ -78,9 +78,13 @@ class Decoding:
             TypeError: a ``given`` name that is not a field.
         """
         s = cfg.search
-        values = {"beam_size": s.beam_size, "length_penalty": s.length_penalty,
-                  "alpha": s.alpha, "max_ratio": cfg.train.max_output_ratio,
-                  "precision": s.precision}
+        values = {
+            "beam_size": s.beam_size,
+            "length_penalty": s.length_penalty,
+            "alpha": s.alpha,
+            "max_ratio": cfg.train.max_output_ratio,
+            "precision": s.precision,
+        }
         values.update({k: v for k, v in given.items() if v is not None})
         return cls(**values)
 
@@ -90,9 +94,15 @@ class Decoding:
         prec = f", {self.precision} matrix products"
         if self.beam_size == 1:
             return f"greedy search{prec}"
-        lp = "no length penalty" if self.length_penalty == "none" else (
-            f"GNMT length penalty alpha={self.alpha}" if self.length_penalty == "gnmt"
-            else "length-normalised scores")
+        lp = (
+            "no length penalty"
+            if self.length_penalty == "none"
+            else (
+                f"GNMT length penalty alpha={self.alpha}"
+                if self.length_penalty == "gnmt"
+                else "length-normalised scores"
+            )
+        )
         return f"beam search, beam {self.beam_size}, {lp}{prec}"
 
     def capped(self, vocab_size: int) -> tuple[Decoding, str | None]:
@@ -109,13 +119,15 @@ class Decoding:
             raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
         if self.beam_size <= vocab_size and self.n_best <= vocab_size:
             return self, None
-        also = (f" and n_best {self.n_best} to {vocab_size}" if self.n_best > vocab_size
-                else "")
-        return (dataclasses.replace(self, beam_size=min(self.beam_size, vocab_size),
-                                    n_best=min(self.n_best, vocab_size)),
-                f"warning: beam {self.beam_size} is more than the {vocab_size} pieces of the "
-                f"target vocabulary; searching with beam {min(self.beam_size, vocab_size)}"
-                f"{also}")
+        also = f" and n_best {self.n_best} to {vocab_size}" if self.n_best > vocab_size else ""
+        return (
+            dataclasses.replace(
+                self, beam_size=min(self.beam_size, vocab_size), n_best=min(self.n_best, vocab_size)
+            ),
+            f"warning: beam {self.beam_size} is more than the {vocab_size} pieces of the "
+            f"target vocabulary; searching with beam {min(self.beam_size, vocab_size)}"
+            f"{also}",
+        )
 
     def on(self, device: torch.device, option: str = "search.precision") -> Decoding:
         """This decoding with ``auto`` precision resolved for ``device`` (fp32 or bf16), so
@@ -140,34 +152,40 @@ def strongest_alignment(tr: Translation) -> list[tuple[str, str, float]]:
     return out
 
 
-def truncation_warning(translations: list[Translation], where: str,
-                       max_src_pieces: int = MAX_SOURCE_PIECES) -> str | None:
+def truncation_warning(
+    translations: list[Translation], where: str, max_src_pieces: int = MAX_SOURCE_PIECES
+) -> str | None:
     """The warning every command prints when sources were cut to ``max_src_pieces``
     pieces: ``where`` (a file or test set) and the cut lines, counting from 1 (the first
     10, then "..."); None when nothing was cut. Nothing is ever cut silently."""
-    return cut_lines_warning([i + 1 for i, t in enumerate(translations) if t.truncated],
-                             where, max_src_pieces)
+    return cut_lines_warning(
+        [i + 1 for i, t in enumerate(translations) if t.truncated], where, max_src_pieces
+    )
 
 
 def unfinished_warning(translations: list[Translation], where: str) -> str | None:
     """The warning for lines whose translation reached the length limit before ``</s>``
     (:attr:`Translation.complete` false: the output is cut); None when there are none."""
-    return unfinished_lines_warning([i + 1 for i, t in enumerate(translations)
-                                     if t.text and not t.complete], where)
+    return unfinished_lines_warning(
+        [i + 1 for i, t in enumerate(translations) if t.text and not t.complete], where
+    )
 
 
-def unfinished_lines_warning(lines: list[int], where: str, nbest: bool = False
-                             ) -> str | None:
+def unfinished_lines_warning(lines: list[int], where: str, nbest: bool = False) -> str | None:
     """:func:`unfinished_warning` from the numbers (from 1) of the lines; ``nbest``: the
     lines whose n-best list holds such a hypothesis (listed after the complete ones)."""
-    what = ("with hypotheses that reached the length limit without an end of sentence, "
-            "listed after the complete ones" if nbest else
-            "translated up to the length limit without an end of sentence: the output is cut")
+    what = (
+        "with hypotheses that reached the length limit without an end of sentence, "
+        "listed after the complete ones"
+        if nbest
+        else "translated up to the length limit without an end of sentence: the output is cut"
+    )
     return _lines_warning(lines, where, f"{what} (train.max_output_ratio)")
 
 
-def cut_lines_warning(cut: list[int], where: str,
-                      max_src_pieces: int = MAX_SOURCE_PIECES) -> str | None:
+def cut_lines_warning(
+    cut: list[int], where: str, max_src_pieces: int = MAX_SOURCE_PIECES
+) -> str | None:
     """:func:`truncation_warning` from the numbers (from 1) of the cut lines."""
     return _lines_warning(cut, where, f"cut to the first {max_src_pieces} pieces")
 
@@ -181,8 +199,11 @@ def invalid_lines_warning(invalid: list[int], where: str) -> str | None:
 def unknown_lines_warning(unknown: list[int], where: str) -> str | None:
     """The warning for input lines (numbers from 1) of which the model knows no piece
     (:attr:`Translation.unknown`); None when there are none."""
-    return _lines_warning(unknown, where, "made only of pieces the model does not know "
-                          "(<unk>): translated, but as guesses")
+    return _lines_warning(
+        unknown,
+        where,
+        "made only of pieces the model does not know (<unk>): translated, but as guesses",
+    )
 
 
 def _lines_warning(lines: list[int], where: str, what: str) -> str | None:

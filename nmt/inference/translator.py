@@ -48,21 +48,34 @@ class EncodedSource:
     unknown: bool
 
 
-def _search(model: Any, src: torch.Tensor, src_len: torch.Tensor, decoding: Decoding,
-            amp_dtype: torch.dtype | None = None) -> list[list[Any]]:
+def _search(
+    model: Any,
+    src: torch.Tensor,
+    src_len: torch.Tensor,
+    decoding: Decoding,
+    amp_dtype: torch.dtype | None = None,
+) -> list[list[Any]]:
     """n-best lists (best first) for every sentence of the batch; ``amp_dtype``: the
     autocast dtype of the search steps (None: fp32). Autocast is per thread, so each
     search worker enters it itself."""
     with autocast(src.device, amp_dtype):
         if decoding.beam_size == 1:
             return [[h] for h in greedy(model, src, src_len, decoding.max_ratio)]
-        return beam_search(model, src, src_len, beam_size=decoding.beam_size,
-                           alpha=decoding.alpha, length_penalty=decoding.length_penalty,
-                           max_ratio=decoding.max_ratio, n_best=decoding.n_best)
+        return beam_search(
+            model,
+            src,
+            src_len,
+            beam_size=decoding.beam_size,
+            alpha=decoding.alpha,
+            length_penalty=decoding.length_penalty,
+            max_ratio=decoding.max_ratio,
+            n_best=decoding.n_best,
+        )
 
 
-def decode_workers(device: torch.device, batches: int, workers: int | None = None,
-                   threads: int | None = None) -> int:
+def decode_workers(
+    device: torch.device, batches: int, workers: int | None = None, threads: int | None = None
+) -> int:
     """How many batches to decode at once: ``workers`` (default: one per CPU thread,
     ``threads`` or torch's current count), at most one per batch; always 1 on an
     accelerator.
@@ -133,11 +146,19 @@ class Translator:
     count is process-wide, so calls from several threads run one after another.
     """
 
-    def __init__(self, model: Any, src_vocab: Vocab, tgt_vocab: Vocab,
-                 decoding: Decoding | None = None, *, threads: int | None = None,
-                 workers: int | None = None, batch_size: int = 64,
-                 max_src_pieces: int | None = MAX_SOURCE_PIECES,
-                 warn: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        model: Any,
+        src_vocab: Vocab,
+        tgt_vocab: Vocab,
+        decoding: Decoding | None = None,
+        *,
+        threads: int | None = None,
+        workers: int | None = None,
+        batch_size: int = 64,
+        max_src_pieces: int | None = MAX_SOURCE_PIECES,
+        warn: Callable[[str], None] | None = None,
+    ):
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
@@ -151,11 +172,19 @@ class Translator:
         self.loaded: Any = None
 
     @classmethod
-    def from_loaded(cls, loaded: Any, *, decoding: Decoding | None = None,
-                    beam_size: int | None = None, alpha: float | None = None,
-                    length_penalty: str | None = None, n_best: int | None = None,
-                    precision: str | None = None, precision_option: str = "--precision",
-                    **kwargs: Any) -> Translator:
+    def from_loaded(
+        cls,
+        loaded: Any,
+        *,
+        decoding: Decoding | None = None,
+        beam_size: int | None = None,
+        alpha: float | None = None,
+        length_penalty: str | None = None,
+        n_best: int | None = None,
+        precision: str | None = None,
+        precision_option: str = "--precision",
+        **kwargs: Any,
+    ) -> Translator:
         """The one place a command turns a loaded model into a Translator: ``loaded`` (a
         :class:`nmt.model.checkpoint.Loaded` or :class:`nmt.inference.ensemble.LoadedEnsemble`)
         with the search settings of its config (:meth:`Decoding.from_config`), the given
@@ -172,19 +201,27 @@ class Translator:
         if decoding is None:
             device = next(loaded.model.parameters()).device
             decoding = Decoding.from_config(
-                loaded.cfg, beam_size=beam_size, alpha=alpha, length_penalty=length_penalty,
-                n_best=n_best, precision=precision).on(device, precision_option)
+                loaded.cfg,
+                beam_size=beam_size,
+                alpha=alpha,
+                length_penalty=length_penalty,
+                n_best=n_best,
+                precision=precision,
+            ).on(device, precision_option)
             # checked before the constructor cuts a beam wider than the vocabulary
             if decoding.n_best > decoding.beam_size:
-                raise ValueError(f"--nbest {decoding.n_best} needs --beam of at least "
-                                 f"{decoding.n_best} (beam is {decoding.beam_size})")
+                raise ValueError(
+                    f"--nbest {decoding.n_best} needs --beam of at least "
+                    f"{decoding.n_best} (beam is {decoding.beam_size})"
+                )
         translator = cls(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding, **kwargs)
         translator.loaded = loaded
         return translator
 
     @classmethod
-    def from_paths(cls, paths: Sequence[str | Path], device: torch.device | str = "auto",
-                   **kwargs: Any) -> Translator:
+    def from_paths(
+        cls, paths: Sequence[str | Path], device: torch.device | str = "auto", **kwargs: Any
+    ) -> Translator:
         """Load ``paths`` (checkpoint files or model folders) on ``device`` (``auto``,
         ``cpu``, ``cuda:N``, checked as ``--device``) and build their Translator with
         :meth:`from_loaded` (``kwargs``: its search options and the constructor's): one
@@ -204,14 +241,16 @@ class Translator:
         return cls.from_loaded(load_models(paths, dev), **kwargs)
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, device: torch.device | str = "cpu",
-                        **kwargs: Any) -> Translator:
+    def from_checkpoint(
+        cls, path: str | Path, device: torch.device | str = "cpu", **kwargs: Any
+    ) -> Translator:
         """:meth:`from_paths` of one checkpoint (on the CPU unless ``device`` is given)."""
         return cls.from_paths([path], device, **kwargs)
 
     @classmethod
-    def from_checkpoints(cls, paths: Sequence[str | Path], device: torch.device | str = "cpu",
-                         **kwargs: Any) -> Translator:
+    def from_checkpoints(
+        cls, paths: Sequence[str | Path], device: torch.device | str = "cpu", **kwargs: Any
+    ) -> Translator:
         """:meth:`from_paths` (on the CPU unless ``device`` is given)."""
         return cls.from_paths(paths, device, **kwargs)
 
@@ -235,9 +274,14 @@ class Translator:
         unknown = bool(ids) and all(x == UNK or p == "▁" for x, p in zip(ids, pieces, strict=True))
         return EncodedSource(ids, pieces, cut, unknown)
 
-    def translate(self, lines: list[str], decoding: Decoding | None = None, *,
-                  workers: int | None = None, batch_size: int | None = None
-                  ) -> list[Translation]:
+    def translate(
+        self,
+        lines: list[str],
+        decoding: Decoding | None = None,
+        *,
+        workers: int | None = None,
+        batch_size: int | None = None,
+    ) -> list[Translation]:
         """One :class:`Translation` per line, in order (an empty line gives an empty one).
 
         Raises:
@@ -256,16 +300,18 @@ class Translator:
                 results.append(Translation(line, "", [], [], None))
                 continue
             examples.append(Example(enc.ids + [EOS], [], i))
-            results.append(Translation(line, "", enc.pieces + ["</s>"], [], None,
-                                       enc.truncated, enc.unknown))
-        batches = [collate(chunk)
-                   for chunk in make_batches(examples, batch_size or self.batch_size)]
-        n_workers = decode_workers(self.device, len(batches), workers or self.workers,
-                                   self.threads)
+            results.append(
+                Translation(line, "", enc.pieces + ["</s>"], [], None, enc.truncated, enc.unknown)
+            )
+        batches = [
+            collate(chunk) for chunk in make_batches(examples, batch_size or self.batch_size)
+        ]
+        n_workers = decode_workers(self.device, len(batches), workers or self.workers, self.threads)
 
         def search(batch: Any) -> tuple[Any, list[list[Any]]]:
-            return batch, _search(self.model, batch.src.to(self.device), batch.src_len,
-                                  decoding, amp_dtype)
+            return batch, _search(
+                self.model, batch.src.to(self.device), batch.src_len, decoding, amp_dtype
+            )
 
         with _TORCH_THREADS, _torch_threads(threads_per_worker(n_workers, self.threads)):
             if n_workers == 1:
@@ -299,15 +345,29 @@ def _to_stderr(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def translate_lines(model: Any, src_vocab: Vocab, tgt_vocab: Vocab, lines: list[str], *,
-                    batch_size: int = 64, decoding: Decoding | None = None,
-                    max_src_pieces: int | None = MAX_SOURCE_PIECES,
-                    workers: int | None = None) -> list[Translation]:
+def translate_lines(
+    model: Any,
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    lines: list[str],
+    *,
+    batch_size: int = 64,
+    decoding: Decoding | None = None,
+    max_src_pieces: int | None = MAX_SOURCE_PIECES,
+    workers: int | None = None,
+) -> list[Translation]:
     """``Translator(model, ...).translate(lines)`` for a one-off call (a model under
     training, a test); see :class:`Translator`.
 
     Raises:
         ValueError, nmt.ops.precision.PrecisionError: as :meth:`Translator.translate`.
     """
-    return Translator(model, src_vocab, tgt_vocab, decoding, workers=workers,
-                      batch_size=batch_size, max_src_pieces=max_src_pieces).translate(lines)
+    return Translator(
+        model,
+        src_vocab,
+        tgt_vocab,
+        decoding,
+        workers=workers,
+        batch_size=batch_size,
+        max_src_pieces=max_src_pieces,
+    ).translate(lines)

@@ -32,9 +32,14 @@ class Attention(Protocol):
 
     def precompute(self, memory: torch.Tensor) -> torch.Tensor: ...
 
-    def read(self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor,
-             mask: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor,
-                                                  torch.Tensor | None]: ...
+    def read(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        memory: torch.Tensor,
+        mask: torch.Tensor,
+        t: int,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]: ...
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -106,8 +111,14 @@ class GlobalScorer(nn.Module):
         """(B, S, M) memory -> keys (B, S, *); every subclass gives its own."""
         raise NotImplementedError
 
-    def read(self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor,
-             mask: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor, None]:
+    def read(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        memory: torch.Tensor,
+        mask: torch.Tensor,
+        t: int,
+    ) -> tuple[torch.Tensor, torch.Tensor, None]:
         """context (B, M), attention weights (B, S), and None (one head); ``t`` unused."""
         return (*attend(self, query, keys, memory, mask), None)
 
@@ -209,7 +220,10 @@ class GeneralScorer(GlobalScorer):
 
 
 def attend(
-    scorer: nn.Module, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor,
+    scorer: nn.Module,
+    query: torch.Tensor,
+    keys: torch.Tensor,
+    memory: torch.Tensor,
     mask: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One attention read.
@@ -259,8 +273,9 @@ class LocalAttention(nn.Module):
         ``S sigmoid(v_p^T tanh(W_p s))`` (Luong et al. 2015, eq. 9); 0 for ``local_m``."""
         return query_dim * attn_dim + attn_dim if kind == "local_p" else 0
 
-    def __init__(self, kind: str, scorer: GlobalScorer, query_dim: int, window: int,
-                 predictor_dim: int):
+    def __init__(
+        self, kind: str, scorer: GlobalScorer, query_dim: int, window: int, predictor_dim: int
+    ):
         super().__init__()
         if kind not in LOCAL_KINDS:
             raise ValueError(f"unknown local attention {kind!r}; expected local_m or local_p")
@@ -287,8 +302,14 @@ class LocalAttention(nn.Module):
             return torch.full_like(src_len, float(t)).minimum((src_len - 1).clamp(min=0))
         return src_len * torch.sigmoid(self.v_p(torch.tanh(self.W_p(query)))).squeeze(-1)
 
-    def read(self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor,
-             mask: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor, None]:
+    def read(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        memory: torch.Tensor,
+        mask: torch.Tensor,
+        t: int,
+    ) -> tuple[torch.Tensor, torch.Tensor, None]:
         """One local attention read.
 
         Args:

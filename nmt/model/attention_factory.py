@@ -30,14 +30,18 @@ SCORERS: dict[str, Callable[[int, int, int, bool], GlobalScorer]] = {
 }
 # the class that counts each global score kind's multiply-adds
 _SCORER_CLASSES: dict[str, type[AdditiveScorer | DotScorer | GeneralScorer]] = {
-    "additive": AdditiveScorer, "dot": DotScorer, "scaled_dot": DotScorer,
-    "general": GeneralScorer}
+    "additive": AdditiveScorer,
+    "dot": DotScorer,
+    "scaled_dot": DotScorer,
+    "general": GeneralScorer,
+}
 assert set(SCORERS) == set(SCORE_KINDS) == set(_SCORER_CLASSES), "ScoreKind and SCORERS differ"
 assert set(SCORE_KINDS) <= set(get_args(AttentionKind))
 
 
-def build_scorer(kind: str, query_dim: int, memory_dim: int, attn_dim: int,
-                 attention_bias: bool = True) -> GlobalScorer | None:
+def build_scorer(
+    kind: str, query_dim: int, memory_dim: int, attn_dim: int, attention_bias: bool = True
+) -> GlobalScorer | None:
     """The global scorer for ``kind``; ``none`` (fixed-vector model) has no scorer.
     ``attention_bias`` is the additive scorer's key bias (see :class:`AdditiveScorer`).
 
@@ -49,20 +53,30 @@ def build_scorer(kind: str, query_dim: int, memory_dim: int, attn_dim: int,
     return _global_scorer(kind, query_dim, memory_dim, attn_dim, attention_bias)
 
 
-def _global_scorer(kind: str, query_dim: int, memory_dim: int, attn_dim: int,
-                   attention_bias: bool) -> GlobalScorer:
+def _global_scorer(
+    kind: str, query_dim: int, memory_dim: int, attn_dim: int, attention_bias: bool
+) -> GlobalScorer:
     """:func:`build_scorer` for a kind other than ``none``."""
     if kind not in SCORERS:
         raise ValueError(f"unknown attention type {kind!r}")
     if kind in ("dot", "scaled_dot") and query_dim != memory_dim:
         raise ValueError(
-            f"{kind} attention needs decoder size {query_dim} == memory size {memory_dim}")
+            f"{kind} attention needs decoder size {query_dim} == memory size {memory_dim}"
+        )
     return SCORERS[kind](query_dim, memory_dim, attn_dim, attention_bias)
 
 
-def build_attention(kind: str, query_dim: int, memory_dim: int, attn_dim: int, *,
-                    local_score: str = "general", window: int = 10, heads: int = 4,
-                    attention_bias: bool = True) -> Attention | None:
+def build_attention(
+    kind: str,
+    query_dim: int,
+    memory_dim: int,
+    attn_dim: int,
+    *,
+    local_score: str = "general",
+    window: int = 10,
+    heads: int = 4,
+    attention_bias: bool = True,
+) -> Attention | None:
     """The decoder's attention for ``kind`` (``model.attention``).
 
     Args:
@@ -82,8 +96,10 @@ def build_attention(kind: str, query_dim: int, memory_dim: int, attn_dim: int, *
     """
     if kind in LOCAL_KINDS:
         if local_score not in SCORE_KINDS:
-            raise ValueError(f"unknown local attention score {local_score!r}; expected one "
-                             f"of {', '.join(SCORE_KINDS)}")
+            raise ValueError(
+                f"unknown local attention score {local_score!r}; expected one "
+                f"of {', '.join(SCORE_KINDS)}"
+            )
         scorer = _global_scorer(local_score, query_dim, memory_dim, attn_dim, attention_bias)
         return LocalAttention(kind, scorer, query_dim, window, attn_dim)
     if kind == "multihead":

@@ -48,16 +48,22 @@ def _run_mismatch(path: Path, a: dict[str, Any], other: Path, b: dict[str, Any])
     id_a, id_b = run_id_of(a), run_id_of(b)
     diffs = config_differences(a["config"], b["config"])
     if id_a and id_b and id_a != id_b:
-        shown = (f"; configurations differ: {describe_differences(diffs, str(path), str(other))}"
-                 if diffs else "; same configuration, trained twice")
-        return (f"{path} and {other} are checkpoints of different training runs (run ids "
-                f"{id_a[:8]} and {id_b[:8]}{shown})")
-    fixed = [d for d in diffs if d[0] not in (RESUME_ADJUSTABLE if id_a and id_b
-                                              else _LEGACY_FREE)]
+        shown = (
+            f"; configurations differ: {describe_differences(diffs, str(path), str(other))}"
+            if diffs
+            else "; same configuration, trained twice"
+        )
+        return (
+            f"{path} and {other} are checkpoints of different training runs (run ids "
+            f"{id_a[:8]} and {id_b[:8]}{shown})"
+        )
+    fixed = [d for d in diffs if d[0] not in (RESUME_ADJUSTABLE if id_a and id_b else _LEGACY_FREE)]
     if fixed:
         legacy = "" if id_a and id_b else "; without a run id, one run is told by its config"
-        return (f"{path} and {other} have different configurations "
-                f"({describe_differences(fixed, str(path), str(other))}{legacy})")
+        return (
+            f"{path} and {other} have different configurations "
+            f"({describe_differences(fixed, str(path), str(other))}{legacy})"
+        )
     return None
 
 
@@ -70,8 +76,10 @@ def _weights_mismatch(a: dict[str, Any], b: dict[str, Any]) -> str | None:
         if key not in b["model"]:
             return f"tensor {key!r} is missing in one of them"
         if a["model"][key].shape != b["model"][key].shape:
-            return (f"tensor {key!r} has shape {tuple(a['model'][key].shape)} here but "
-                    f"{tuple(b['model'][key].shape)} there")
+            return (
+                f"tensor {key!r} has shape {tuple(a['model'][key].shape)} here but "
+                f"{tuple(b['model'][key].shape)} there"
+            )
     extra = [k for k in b["model"] if k not in a["model"]]
     return f"tensor {extra[0]!r} is missing in one of them" if extra else None
 
@@ -86,12 +94,16 @@ def check_output(paths: list[Path], output: Path, option: str = "--output") -> N
     """
     for p in paths:
         if same_file(output, p):
-            raise CheckpointError(f"{option} {output}: is the input {p}; the average would "
-                                  "replace it: write it to another file")
+            raise CheckpointError(
+                f"{option} {output}: is the input {p}; the average would "
+                "replace it: write it to another file"
+            )
     if is_run_checkpoint(output.name) and run_files(output.parent):
-        raise CheckpointError(f"{option} {output}: {output.parent} holds a training run and "
-                              f"{output.name} is one of its checkpoint names; write the "
-                              "average to another name (e.g. averaged.pt)")
+        raise CheckpointError(
+            f"{option} {output}: {output.parent} holds a training run and "
+            f"{output.name} is one of its checkpoint names; write the "
+            "average to another name (e.g. averaged.pt)"
+        )
 
 
 def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
@@ -122,8 +134,10 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
             raise CheckpointError(f"{why}; only checkpoints of one run can be averaged")
         why = _weights_mismatch(payload, last)
         if why:
-            raise CheckpointError(f"{path}: cannot be averaged with {paths[-1]} ({why}); "
-                                  "only checkpoints of one run can be averaged")
+            raise CheckpointError(
+                f"{path}: cannot be averaged with {paths[-1]} ({why}); "
+                "only checkpoints of one run can be averaged"
+            )
     averaged = {}
     for key, value in last["model"].items():
         if value.is_floating_point():
@@ -137,9 +151,13 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
     # the inputs' digests (and those their own averages were made of) travel with the
     # average, so that averaging it again with one of them is refused
     sources = set(digests).union(*(_sources(p) for p in payloads))
-    return {**last, "model": averaged, "train_state": None,
-            "averaged_from": [str(p) for p in paths],
-            "averaged_from_sha256": sorted(sources)}
+    return {
+        **last,
+        "model": averaged,
+        "train_state": None,
+        "averaged_from": [str(p) for p in paths],
+        "averaged_from_sha256": sorted(sources),
+    }
 
 
 def _sources(payload: dict[str, Any]) -> set[str]:
@@ -148,8 +166,9 @@ def _sources(payload: dict[str, Any]) -> set[str]:
     return {d for d in found if isinstance(d, str)} if isinstance(found, list) else set()
 
 
-def _refuse_own_inputs(paths: list[Path], payloads: list[dict[str, Any]],
-                       digests: list[str]) -> None:
+def _refuse_own_inputs(
+    paths: list[Path], payloads: list[dict[str, Any]], digests: list[str]
+) -> None:
     """Refuse an averaged checkpoint given together with one of its own inputs: that
     input would count twice (once inside the average). Known by the inputs' SHA-256
     stored in the average, or, for averages made before nmt stored them, their paths.
@@ -159,12 +178,14 @@ def _refuse_own_inputs(paths: list[Path], payloads: list[dict[str, Any]],
     """
     for path, payload in zip(paths, payloads, strict=True):
         named = payload.get("averaged_from")
-        old_paths = [Path(n) for n in named if isinstance(n, str)] if isinstance(named, list) \
-            else []
+        old_paths = (
+            [Path(n) for n in named if isinstance(n, str)] if isinstance(named, list) else []
+        )
         for other, digest in zip(paths, digests, strict=True):
             if other is path:
                 continue
             if digest in _sources(payload) or any(same_file(other, n) for n in old_paths):
                 raise CheckpointError(
                     f"{path} is an average that already includes {other}; averaging them "
-                    f"together would count {other} twice: give the average or its inputs")
+                    f"together would count {other} twice: give the average or its inputs"
+                )

@@ -30,17 +30,29 @@ def front_matter(results: dict[str, Any], config: dict[str, Any], tests: list[st
         t = results["test"].get(split)
         if t is None:
             continue
-        metrics_of.append({
-            "task": {"type": "translation", "name": f"Translation {src}-{tgt}"},
-            "dataset": {"type": dataset, "name": f"Multi30k {split}", "split": split},
-            "metrics": [
-                {"type": "bleu", "value": round(t["bleu"], 2),
-                 "name": "BLEU (cased sacreBLEU)"},
-                {"type": "bleu", "value": round(t["bleu_papers"], 2),
-                 "name": "BLEU (lowercased, Moses-tokenized, as the papers)"},
-                {"type": "chrf", "value": round(t["chrf"], 2), "name": "chrF"}]})
+        metrics_of.append(
+            {
+                "task": {"type": "translation", "name": f"Translation {src}-{tgt}"},
+                "dataset": {"type": dataset, "name": f"Multi30k {split}", "split": split},
+                "metrics": [
+                    {
+                        "type": "bleu",
+                        "value": round(t["bleu"], 2),
+                        "name": "BLEU (cased sacreBLEU)",
+                    },
+                    {
+                        "type": "bleu",
+                        "value": round(t["bleu_papers"], 2),
+                        "name": "BLEU (lowercased, Moses-tokenized, as the papers)",
+                    },
+                    {"type": "chrf", "value": round(t["chrf"], 2), "name": "chrF"},
+                ],
+            }
+        )
     head = {
-        "language": [src, tgt], "license": "mit", "library_name": "nmt",
+        "language": [src, tgt],
+        "license": "mit",
+        "library_name": "nmt",
         "pipeline_tag": "translation",
         "tags": ["translation", "gru", "encoder-decoder", f"attention-{attention}"],
         "datasets": [dataset],
@@ -50,18 +62,25 @@ def front_matter(results: dict[str, Any], config: dict[str, Any], tests: list[st
 
 
 def _scores_table(results: dict[str, Any], tests: list[str]) -> list[str]:
-    rows = ["| test set | sentences | BLEU | BLEU (papers') | chrF | translations |",
-            "|---|---:|---:|---:|---:|---|"]
+    rows = [
+        "| test set | sentences | BLEU | BLEU (papers') | chrF | translations |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
     for split in tests:
         t = results["test"].get(split)
         if t:
-            rows.append(f"| {split} | {t['n_sentences']} | {t['bleu']:.2f} | "
-                        f"{t['bleu_papers']:.2f} | {t['chrf']:.2f} | `{t['hypotheses']}` |")
+            rows.append(
+                f"| {split} | {t['n_sentences']} | {t['bleu']:.2f} | "
+                f"{t['bleu_papers']:.2f} | {t['chrf']:.2f} | `{t['hypotheses']}` |"
+            )
     first = next((results["test"][s] for s in tests if s in results["test"]), None)
     if first:
-        rows += ["", f"- BLEU signature: `{first['signature']}`",
-                 f"- papers' BLEU signature: `{first['papers_signature']}`",
-                 f"- chrF signature: `{first['chrf_signature']}`"]
+        rows += [
+            "",
+            f"- BLEU signature: `{first['signature']}`",
+            f"- papers' BLEU signature: `{first['papers_signature']}`",
+            f"- chrF signature: `{first['chrf_signature']}`",
+        ]
     return rows
 
 
@@ -71,13 +90,17 @@ def _by_length(results: dict[str, Any], tests: list[str]) -> list[str]:
     if not joined:
         return []
     ks = ", ".join(map(str, JOINED_KS))
-    rows = ["## BLEU by source length", "",
-            f"On each test set joined k = {ks} consecutive captions at a time (nmt's "
-            "`{split}_joined`, nmt/data/longsets.py): the captions of a block are translated "
-            "on their own, so the joined reference is still exact, and sources run past 60 "
-            "words. Sentences per bucket in brackets.", "",
-            "| source words | " + " | ".join(n for n, _ in joined) + " |",
-            "|---|" + "---:|" * len(joined)]
+    rows = [
+        "## BLEU by source length",
+        "",
+        f"On each test set joined k = {ks} consecutive captions at a time (nmt's "
+        "`{split}_joined`, nmt/data/longsets.py): the captions of a block are translated "
+        "on their own, so the joined reference is still exact, and sources run past 60 "
+        "words. Sentences per bucket in brackets.",
+        "",
+        "| source words | " + " | ".join(n for n, _ in joined) + " |",
+        "|---|" + "---:|" * len(joined),
+    ]
     labels = [(b["min_len"], b["max_len"]) for b in joined[0][1]["buckets"]]
     for i, (lo, hi) in enumerate(labels):
         cells = []
@@ -85,8 +108,12 @@ def _by_length(results: dict[str, Any], tests: list[str]) -> list[str]:
             b = j["buckets"][i]
             cells.append("-" if b["bleu"] is None else f"{b['bleu']:.2f} ({b['n']})")
         rows.append(f"| {lo}-{hi if hi is not None else ''} | " + " | ".join(cells) + " |")
-    rows += ["", "Corpus BLEU of the joined sets: " + ", ".join(
-        f"{n} {j['bleu']:.2f}" for n, j in joined) + "."]
+    rows += [
+        "",
+        "Corpus BLEU of the joined sets: "
+        + ", ".join(f"{n} {j['bleu']:.2f}" for n, j in joined)
+        + ".",
+    ]
     return rows
 
 
@@ -97,10 +124,13 @@ def _training(results: dict[str, Any], config: dict[str, Any]) -> list[str]:
     def shown(value: Any, unit: str = "") -> str:
         return "not recorded by the run" if value is None else f"{value}{unit}"
 
-    command = t.get("command") or "nmt train config.yaml (this folder's config.yaml is the " \
-                                  "run's resolved config)"
+    command = (
+        t.get("command")
+        or "nmt train config.yaml (this folder's config.yaml is the run's resolved config)"
+    )
     return [
-        "## How it was trained", "",
+        "## How it was trained",
+        "",
         f"- command: `{command}`",
         "- config: `config.yaml` (resolved: every setting, defaults included)",
         f"- parameters: {results.get('parameters'):,}",
@@ -124,36 +154,54 @@ def model_card(results: dict[str, Any], config: dict[str, Any], tests: list[str]
     val = results["other"].get(data.get("valid_split", "val"))
     lines = [
         f"# {name}: {_lang(src)} → {_lang(tgt)}, GRU encoder-decoder, "
-        f"`{results.get('attention')}` attention", "",
+        f"`{results.get('attention')}` attention",
+        "",
         f"Trained with nmt on Multi30k ({src}→{tgt}). Every number below"
         "  was measured on the files of this folder (`nmt export`), with "
-        f"{results['search']}; the translations behind each are stored beside it.", "",
-        "## Test scores", "", *_scores_table(results, tests), "",
-        *_by_length(results, tests), "",
-        *_training(results, config), "",
-        "## Weights", "",
+        f"{results['search']}; the translations behind each are stored beside it.",
+        "",
+        "## Test scores",
+        "",
+        *_scores_table(results, tests),
+        "",
+        *_by_length(results, tests),
+        "",
+        *_training(results, config),
+        "",
+        "## Weights",
+        "",
         f"`model.safetensors` holds the weights in {results['weights_dtype']} (computation "
         f"is in fp32): the smallest precision whose test BLEU on {tests[0]} stays within "
         f"{results['bleu_tolerance']} of the checkpoint's. Test BLEU by precision: "
-        f"{dtype_rows}.", "",
+        f"{dtype_rows}.",
+        "",
     ]
     if val:
-        lines += [f"Validation ({data.get('valid_split', 'val')}): BLEU {val['bleu']:.2f}, "
-                  f"chrF {val['chrf']:.2f} (`{val['hypotheses']}`).", ""]
+        lines += [
+            f"Validation ({data.get('valid_split', 'val')}): BLEU {val['bleu']:.2f}, "
+            f"chrF {val['chrf']:.2f} (`{val['hypotheses']}`).",
+            "",
+        ]
     lines += [
-        "## How to use it", "", "```sh",
+        "## How to use it",
+        "",
+        "```sh",
         f"nmt translate FOLDER -i sources.{src} > translations.{tgt}   # or a shipped name, "
         "or hf://ORG/NAME",
         "nmt evaluate FOLDER --split test_2016_flickr_joined "
         "--buckets 1-10,11-20,21-30,31-40,41-50,51-60,61-",
-        "nmt serve --model FOLDER", "```", "",
+        "nmt serve --model FOLDER",
+        "```",
+        "",
         "`manifest.json` lists each file's SHA-256; nmt refuses a folder with a missing or "
-        "altered file.", "",
-        "## Files", "",
-        "- `model.safetensors`, `config.yaml`, `source.spm.model`, `target.spm.model`: "
-        "the model",
+        "altered file.",
+        "",
+        "## Files",
+        "",
+        "- `model.safetensors`, `config.yaml`, `source.spm.model`, `target.spm.model`: the model",
         "- `results.json`: every score above, with signatures and BLEU by length",
         "- `*.hyp.*.gz`: the translations scored, one line per source line",
-        "- `valid_log.jsonl`: the run's validation log", "",
+        "- `valid_log.jsonl`: the run's validation log",
+        "",
     ]
     return front_matter(results, config, tests) + "\n" + "\n".join(lines)

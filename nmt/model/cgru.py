@@ -59,11 +59,33 @@ class CGRUDecoder(Decoder):
     # GRU_1's W_ih (emb) is taken for all positions at once before the loop, as in Decoder
     deferred = ("feed", "hh", "cond_hh", "pre")
 
-    def __init__(self, vocab_size: int, emb_dim: int, hidden: int, layers: int,
-                 memory_dim: int, attention: str, step_order: str, attn_dim: int,
-                 output_dim: int, dropout: float, **kwargs):
-        super().__init__(vocab_size, emb_dim, hidden, layers, memory_dim, attention,
-                         step_order, attn_dim, output_dim, dropout, **kwargs)
+    def __init__(
+        self,
+        vocab_size: int,
+        emb_dim: int,
+        hidden: int,
+        layers: int,
+        memory_dim: int,
+        attention: str,
+        step_order: str,
+        attn_dim: int,
+        output_dim: int,
+        dropout: float,
+        **kwargs,
+    ):
+        super().__init__(
+            vocab_size,
+            emb_dim,
+            hidden,
+            layers,
+            memory_dim,
+            attention,
+            step_order,
+            attn_dim,
+            output_dim,
+            dropout,
+            **kwargs,
+        )
         self.cond = nn.GRUCell(memory_dim, hidden)
 
     def step_weights(self, generator: torch.Tensor | None = None) -> CGRUStepWeights:
@@ -73,13 +95,24 @@ class CGRUDecoder(Decoder):
         E = self.embed.embedding_dim
         W = self.pre_output.weight  # (O, D + M + E)
         c = cast_for_autocast
-        return CGRUStepWeights(c(gru1.weight_ih), c(self.cond.weight_ih), c(gru1.weight_hh),
-                               c(W[:, : W.size(1) - E]), c(W[:, -E:]),
-                               None if generator is None else c(generator),
-                               cond_hh=c(self.cond.weight_hh))
+        return CGRUStepWeights(
+            c(gru1.weight_ih),
+            c(self.cond.weight_ih),
+            c(gru1.weight_hh),
+            c(W[:, : W.size(1) - E]),
+            c(W[:, -E:]),
+            None if generator is None else c(generator),
+            cond_hh=c(self.cond.weight_hh),
+        )
 
-    def _step(self, y: torch.Tensor, y_gates: torch.Tensor, out_y: torch.Tensor | None,
-              state: DecoderState, mem: Memory) -> StepOutput:
+    def _step(
+        self,
+        y: torch.Tensor,
+        y_gates: torch.Tensor,
+        out_y: torch.Tensor | None,
+        state: DecoderState,
+        mem: Memory,
+    ) -> StepOutput:
         """One conditional GRU step from :meth:`Decoder._embed_inputs`'s parts: y (B, E),
         y_gates (B, 3D) GRU_1's whole input share, out_y (B, O) the pre-output's.
 

@@ -60,8 +60,9 @@ def save_atomic(payload: dict[str, Any], path: str | Path) -> None:
             torch.save(payload, f)
     except OSError as e:
         why = "disk full" if e.errno == errno.ENOSPC else (e.strerror or str(e))
-        raise CheckpointError(f"{path}: cannot write checkpoint ({why}); "
-                              "the previous checkpoint is kept") from e
+        raise CheckpointError(
+            f"{path}: cannot write checkpoint ({why}); the previous checkpoint is kept"
+        ) from e
 
 
 def new_run_id() -> str:
@@ -69,9 +70,15 @@ def new_run_id() -> str:
     return uuid.uuid4().hex
 
 
-def make_payload(cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab, *,
-                 train_state: dict[str, Any] | None = None,
-                 run_id: str | None = None) -> dict[str, Any]:
+def make_payload(
+    cfg: Config,
+    model: Seq2Seq,
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    *,
+    train_state: dict[str, Any] | None = None,
+    run_id: str | None = None,
+) -> dict[str, Any]:
     """Everything needed to translate with, and (with ``train_state``) resume, a run.
 
     ``run_id`` names the training run the weights come from (see :func:`run_id_of`); a
@@ -100,15 +107,18 @@ def _check_file(path: Path) -> None:
     if path.is_dir():
         if (path / "checkpoint.json").is_file() and not (path / "best.pt").is_file():
             # nmt/commands/study_archive.py's layout: a digest in place of the checkpoint
-            raise CheckpointError(f"{path}: is a study's archive of a run (its records and "
-                                  "translations, never its checkpoint); train the run again "
-                                  "with `nmt study CONFIG` to get a best.pt")
-        raise CheckpointError(f"{path}: is a directory (no manifest.json: not a model "
-                              "folder); give a checkpoint file such as "
-                              f"{_example_checkpoint(path)}")
+            raise CheckpointError(
+                f"{path}: is a study's archive of a run (its records and "
+                "translations, never its checkpoint); train the run again "
+                "with `nmt study CONFIG` to get a best.pt"
+            )
+        raise CheckpointError(
+            f"{path}: is a directory (no manifest.json: not a model "
+            "folder); give a checkpoint file such as "
+            f"{_example_checkpoint(path)}"
+        )
     if not path.is_file():
-        raise CheckpointError(f"{path}: checkpoint not found"
-                              f"{folder.unknown_name_hint(str(path))}")
+        raise CheckpointError(f"{path}: checkpoint not found{folder.unknown_name_hint(str(path))}")
 
 
 def _example_checkpoint(directory: Path) -> str:
@@ -151,16 +161,24 @@ def _folder_payload(path: Path) -> tuple[dict[str, Any], str] | None:
         where = folder.resolve_model_path(path)
         if not folder.is_folder(where):
             if folder.is_hub_spec(path):
-                raise CheckpointError(f"{path}: the Hub snapshot {where} has no "
-                                      f"{folder.MANIFEST}: not an nmt model folder")
+                raise CheckpointError(
+                    f"{path}: the Hub snapshot {where} has no "
+                    f"{folder.MANIFEST}: not an nmt model folder"
+                )
             return None
         got = folder.read_folder(where)
     except folder.FolderError as e:
         raise CheckpointError(str(e)) from None
-    payload = {"format": FORMAT, "version": VERSION,
-               **({"run_id": got.run_id} if got.run_id else {}), "config": got.config,
-               "src_spm": got.src_spm, "tgt_spm": got.tgt_spm, "model": got.weights,
-               "train_state": None}
+    payload = {
+        "format": FORMAT,
+        "version": VERSION,
+        **({"run_id": got.run_id} if got.run_id else {}),
+        "config": got.config,
+        "src_spm": got.src_spm,
+        "tgt_spm": got.tgt_spm,
+        "model": got.weights,
+        "train_state": None,
+    }
     problem = _layout_problem(payload)
     if problem:
         raise CheckpointError(f"{where}: damaged nmt model folder: {problem}")
@@ -197,21 +215,26 @@ def _checked_payload(source: Path | io.BytesIO, path: Path) -> dict[str, Any]:
     except pickle.UnpicklingError as e:
         refused = _refused_global(str(e))
         if not refused:  # garbage, not a refused object
-            raise CheckpointError(f"{path}: not a readable nmt checkpoint (not a torch file, "
-                                  "or damaged)") from None
+            raise CheckpointError(
+                f"{path}: not a readable nmt checkpoint (not a torch file, or damaged)"
+            ) from None
         raise CheckpointError(
             f"{path}: refused: the file holds Python objects other than tensors and plain data"
             f"{f' ({refused})' if refused else ''}; nmt checkpoints never contain code, so "
-            "this file was not made by nmt or was tampered with (nothing in it was run)") from None
+            "this file was not made by nmt or was tampered with (nothing in it was run)"
+        ) from None
     except Exception as e:
-        raise CheckpointError(f"{path}: not a readable nmt checkpoint (truncated, damaged or not "
-                              f"a torch file: torch.load failed with {type(e).__name__})"
-                              ) from None
+        raise CheckpointError(
+            f"{path}: not a readable nmt checkpoint (truncated, damaged or not "
+            f"a torch file: torch.load failed with {type(e).__name__})"
+        ) from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not an nmt checkpoint (no '{FORMAT}' marker)")
     if payload.get("version") != VERSION:
-        raise CheckpointError(f"{path}: checkpoint format version {payload.get('version')!r} is "
-                              f"not supported by this nmt (expects {VERSION})")
+        raise CheckpointError(
+            f"{path}: checkpoint format version {payload.get('version')!r} is "
+            f"not supported by this nmt (expects {VERSION})"
+        )
     problem = _layout_problem(payload)
     if problem:
         raise CheckpointError(f"{path}: damaged nmt checkpoint: {problem}")
@@ -223,7 +246,7 @@ def _refused_global(message: str) -> str:
     for marker in ("Unsupported global: GLOBAL ", "GLOBAL "):
         i = message.find(marker)
         if i >= 0:
-            return message[i + len(marker):].split()[0].rstrip(".,;:")
+            return message[i + len(marker) :].split()[0].rstrip(".,;:")
     return ""
 
 
@@ -236,6 +259,7 @@ def _layout_problem(payload: dict[str, Any]) -> str | None:
     (dict), ``schedule`` (dict or None), ``rng`` (dict with a ``torch`` tensor and a
     ``python`` tuple) and ``counters`` (dict of str keys).
     """
+
     def kind(x: Any) -> str:
         return type(x).__name__
 
@@ -261,8 +285,9 @@ def _layout_problem(payload: dict[str, Any]) -> str | None:
             return f"'train_state.{key}' is {what}, expected {tp.__name__}"
     if ts.get("schedule") is not None and not isinstance(ts["schedule"], dict):
         return f"'train_state.schedule' is a {kind(ts['schedule'])}, expected dict or None"
-    if (not isinstance(ts["rng"].get("torch"), torch.Tensor)
-            or not isinstance(ts["rng"].get("python"), tuple)):
+    if not isinstance(ts["rng"].get("torch"), torch.Tensor) or not isinstance(
+        ts["rng"].get("python"), tuple
+    ):
         return "'train_state.rng' needs a 'torch' tensor and a 'python' tuple"
     if not all(isinstance(k, str) for k in ts["counters"]):
         return "'train_state.counters' has a key that is not a string"
@@ -282,8 +307,9 @@ class Loaded:
     sha256: str | None = None
 
 
-def load_checkpoint(path: str | Path, device: torch.device | str = "cpu", *,
-                    with_digest: bool = False) -> Loaded:
+def load_checkpoint(
+    path: str | Path, device: torch.device | str = "cpu", *, with_digest: bool = False
+) -> Loaded:
     """Rebuild config, vocabularies and model (in eval mode) from a checkpoint; with
     ``with_digest``, also the SHA-256 of the bytes loaded (the file is read once, into
     memory, so a file replaced meanwhile cannot get another's digest).
@@ -296,8 +322,14 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu", *,
     cfg = stored_config(payload, path)
     src_vocab, tgt_vocab = vocabs_of(payload, path)
     try:  # before the model's copy of the weights is made
-        check_fits(cfg.model, len(src_vocab), len(tgt_vocab), torch.device(device),
-                   training=False, where=str(path))
+        check_fits(
+            cfg.model,
+            len(src_vocab),
+            len(tgt_vocab),
+            torch.device(device),
+            training=False,
+            where=str(path),
+        )
     except ResourceError as e:
         raise CheckpointError(str(e)) from None
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
@@ -315,8 +347,9 @@ def also_as(first: Path, given: Path) -> str:
     return "" if str(first) == str(given) else f" (also as {first})"
 
 
-def refuse_duplicates(paths: Sequence[Path], use: str, digests: Sequence[str] | None = None
-                      ) -> list[str]:
+def refuse_duplicates(
+    paths: Sequence[Path], use: str, digests: Sequence[str] | None = None
+) -> list[str]:
     """Each checkpoint once (``nmt average``, ensembles): the same file, however spelled,
     or two files of identical bytes would count one model twice.
 
@@ -338,13 +371,16 @@ def refuse_duplicates(paths: Sequence[Path], use: str, digests: Sequence[str] | 
         resolved = p.resolve()
         if resolved in by_path:
             first = by_path[resolved]
-            raise CheckpointError(f"{p}: given twice{also_as(first, p)}; each checkpoint can "
-                                  f"be {use} once")
+            raise CheckpointError(
+                f"{p}: given twice{also_as(first, p)}; each checkpoint can be {use} once"
+            )
         by_path[resolved] = p
         digest = digests[i] if digests is not None else _file_digest(p)
         if digest in by_hash:
-            raise CheckpointError(f"{p}: the same checkpoint as {by_hash[digest]} (identical "
-                                  f"contents); each checkpoint can be {use} once")
+            raise CheckpointError(
+                f"{p}: the same checkpoint as {by_hash[digest]} (identical "
+                f"contents); each checkpoint can be {use} once"
+            )
         by_hash[digest] = p
     return list(by_hash)
 
@@ -365,8 +401,10 @@ def weights_mismatch(model: torch.nn.Module, weights: dict[str, Any]) -> str | N
         if key not in weights:
             return f"tensor {key!r} is missing"
         if tuple(weights[key].shape) != tuple(value.shape):
-            return (f"tensor {key!r} has shape {tuple(weights[key].shape)}, the model needs "
-                    f"{tuple(value.shape)}")
+            return (
+                f"tensor {key!r} has shape {tuple(weights[key].shape)}, the model needs "
+                f"{tuple(value.shape)}"
+            )
     extra = [k for k in weights if k not in expected]
     return f"unexpected tensor {extra[0]!r}" if extra else None
 
@@ -392,5 +430,7 @@ def vocabs_of(payload: dict[str, Any], path: str | Path) -> tuple[Vocab, Vocab]:
     try:
         return Vocab(payload["src_spm"]), Vocab(payload["tgt_spm"])
     except Exception as e:  # sentencepiece raises RuntimeError/OSError on bad bytes
-        raise CheckpointError(f"{path}: damaged nmt checkpoint: stored SentencePiece model "
-                              f"cannot be loaded ({type(e).__name__})") from None
+        raise CheckpointError(
+            f"{path}: damaged nmt checkpoint: stored SentencePiece model "
+            f"cannot be loaded ({type(e).__name__})"
+        ) from None

@@ -75,10 +75,17 @@ class Memory:
 
     def index_select(self, idx: torch.Tensor) -> Memory:
         """Rows ``idx`` (K,) of every per-sentence tensor (for beam search reordering)."""
+
         def pick(t: torch.Tensor | None) -> torch.Tensor | None:
             return None if t is None else t.index_select(0, idx)
-        return Memory(self.memory.index_select(0, idx), pick(self.keys),
-                      self.mask.index_select(0, idx), pick(self.fixed_context), self.weights)
+
+        return Memory(
+            self.memory.index_select(0, idx),
+            pick(self.keys),
+            self.mask.index_select(0, idx),
+            pick(self.fixed_context),
+            self.weights,
+        )
 
 
 @dataclass
@@ -93,9 +100,11 @@ class DecoderState:
 
     def index_select(self, idx: torch.Tensor) -> DecoderState:
         """Rows ``idx`` (K,) of the state: hidden (L, K, D), feed (K, O)."""
-        return DecoderState(self.hidden.index_select(1, idx),
-                            None if self.feed is None else self.feed.index_select(0, idx),
-                            self.t)
+        return DecoderState(
+            self.hidden.index_select(1, idx),
+            None if self.feed is None else self.feed.index_select(0, idx),
+            self.t,
+        )
 
 
 @dataclass
@@ -132,22 +141,45 @@ class Decoder(nn.Module):
     # the step weights whose gradients unroll defers (StepWeights field names)
     deferred: tuple[str, ...] = ("feed", "hh", "pre")
 
-    def __init__(self, vocab_size: int, emb_dim: int, hidden: int, layers: int,
-                 memory_dim: int, attention: str, step_order: str, attn_dim: int,
-                 output_dim: int, dropout: float, *, local_score: str = "general",
-                 window: int = 10, heads: int = 4, attention_bias: bool = True,
-                 defer_weight_grads: bool = True):
+    def __init__(
+        self,
+        vocab_size: int,
+        emb_dim: int,
+        hidden: int,
+        layers: int,
+        memory_dim: int,
+        attention: str,
+        step_order: str,
+        attn_dim: int,
+        output_dim: int,
+        dropout: float,
+        *,
+        local_score: str = "general",
+        window: int = 10,
+        heads: int = 4,
+        attention_bias: bool = True,
+        defer_weight_grads: bool = True,
+    ):
         super().__init__()
         if step_order not in self.step_orders:
-            raise ValueError(f"model.step_order: {type(self).__name__} computes "
-                             f"{' or '.join(self.step_orders)}, not {step_order!r}")
+            raise ValueError(
+                f"model.step_order: {type(self).__name__} computes "
+                f"{' or '.join(self.step_orders)}, not {step_order!r}"
+            )
         self.defer_weight_grads = defer_weight_grads
         self.attention_type, self.step_order = attention, step_order
         self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD)
         self.dropout = nn.Dropout(dropout)
-        self.scorer = build_attention(attention, hidden, memory_dim, attn_dim,
-                                      local_score=local_score, window=window, heads=heads,
-                                      attention_bias=attention_bias)
+        self.scorer = build_attention(
+            attention,
+            hidden,
+            memory_dim,
+            attn_dim,
+            local_score=local_score,
+            window=window,
+            heads=heads,
+            attention_bias=attention_bias,
+        )
         # the fixed-vector model's c; unused parameters otherwise are not created
         self.fixed = nn.Linear(memory_dim, memory_dim) if attention == "none" else None
         self.init = nn.Linear(memory_dim, layers * hidden)
@@ -163,8 +195,9 @@ class Decoder(nn.Module):
             self.pre_output = nn.Linear(hidden + memory_dim + emb_dim, output_dim)
         self.layers, self.hidden, self.output_dim = layers, hidden, output_dim
 
-    def start(self, enc: EncoderOutput, generator: torch.Tensor | None = None
-              ) -> tuple[Memory, DecoderState]:
+    def start(
+        self, enc: EncoderOutput, generator: torch.Tensor | None = None
+    ) -> tuple[Memory, DecoderState]:
         """Prepare memory and the initial state ``s_0 = tanh(W_init [h_fwd_n; h_bwd_1])``.
         Under autocast the memory and the step weights, which every step reads, are cast
         once here. ``generator``: (V, O) the output layer's weight, for search steps
@@ -181,16 +214,18 @@ class Decoder(nn.Module):
             feed = enc.memory.new_zeros(B, self.output_dim)
         return mem, DecoderState(h0, feed)
 
-    def _read(self, query: torch.Tensor, mem: Memory, t: int
-              ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    def _read(
+        self, query: torch.Tensor, mem: Memory, t: int
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """context (B, M), attention weights (B, S) or None, per-head weights (B, h, S)."""
         # start() sets fixed_context when there is no scorer, keys when there is one
         if self.scorer is None:
             return cast(torch.Tensor, mem.fixed_context), None, None
         return self.scorer.read(query, cast(torch.Tensor, mem.keys), mem.memory, mem.mask, t)
 
-    def _embed_inputs(self, prev: torch.Tensor, weights: StepWeights
-                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    def _embed_inputs(
+        self, prev: torch.Tensor, weights: StepWeights
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """The parts of a step that depend only on the previous target ids, for any number
         of positions at once (teacher forcing computes them for all T in one matrix
         multiply instead of T small ones).
@@ -227,12 +262,18 @@ class Decoder(nn.Module):
         bahdanau = self.step_order == "bahdanau"
         w_pre = W[:, : W.size(1) - E] if bahdanau else W
         c = cast_for_autocast
-        return StepWeights(c(cell.weight_ih[:, :E]), c(cell.weight_ih[:, E:]),
-                           c(cell.weight_hh), c(w_pre), c(W[:, -E:]) if bahdanau else None,
-                           None if generator is None else c(generator))
+        return StepWeights(
+            c(cell.weight_ih[:, :E]),
+            c(cell.weight_ih[:, E:]),
+            c(cell.weight_hh),
+            c(w_pre),
+            c(W[:, -E:]) if bahdanau else None,
+            None if generator is None else c(generator),
+        )
 
-    def _rnn(self, y_gates: torch.Tensor, feed: torch.Tensor, hidden: torch.Tensor,
-             weights: StepWeights) -> torch.Tensor:
+    def _rnn(
+        self, y_gates: torch.Tensor, feed: torch.Tensor, hidden: torch.Tensor, weights: StepWeights
+    ) -> torch.Tensor:
         """The GRU stack for one step.
 
         The first layer is :func:`gru_update`, so that the embedding's share of its input
@@ -261,14 +302,20 @@ class Decoder(nn.Module):
             new.append(h)
         return torch.stack(new)  # (L, B, D)
 
-    def _readout(self, out_y: torch.Tensor | None, top: torch.Tensor, context: torch.Tensor,
-                 weights: StepWeights) -> torch.Tensor:
+    def _readout(
+        self,
+        out_y: torch.Tensor | None,
+        top: torch.Tensor,
+        context: torch.Tensor,
+        weights: StepWeights,
+    ) -> torch.Tensor:
         """The pre-output ``t = tanh(W_o [s; c; E y_{j-1}] + b_o)`` of the ``bahdanau`` and
         ``cgru`` orders (Bahdanau et al. 2015, app. A.2.2, without the maxout): out_y (B, O)
         the E y share, computed beforehand by :meth:`_embed_inputs`; top (B, D) the top
         layer's new state; context (B, M) -> (B, O)."""
-        pre = weights.addmm("pre", cast(torch.Tensor, out_y) + self.pre_output.bias,
-                            torch.cat([top, context], -1))
+        pre = weights.addmm(
+            "pre", cast(torch.Tensor, out_y) + self.pre_output.bias, torch.cat([top, context], -1)
+        )
         return torch.tanh(pre)
 
     def step(self, prev: torch.Tensor, state: DecoderState, mem: Memory) -> StepOutput:
@@ -283,8 +330,14 @@ class Decoder(nn.Module):
         """
         return self._step(*self._embed_inputs(prev, mem.weights), state, mem)
 
-    def _step(self, y: torch.Tensor, y_gates: torch.Tensor, out_y: torch.Tensor | None,
-              state: DecoderState, mem: Memory) -> StepOutput:
+    def _step(
+        self,
+        y: torch.Tensor,
+        y_gates: torch.Tensor,
+        out_y: torch.Tensor | None,
+        state: DecoderState,
+        mem: Memory,
+    ) -> StepOutput:
         """:meth:`step` from the precomputed parts of :meth:`_embed_inputs` (B, *)."""
         t = state.t
         recurrent = mem.weights
@@ -296,12 +349,12 @@ class Decoder(nn.Module):
         # luong: start() sets the feed (input feeding's h~_{t-1})
         hidden = self._rnn(y_gates, cast(torch.Tensor, state.feed), state.hidden, recurrent)
         context, weights, heads = self._read(hidden[-1], mem, t)
-        out = torch.tanh(recurrent.addmm("pre", self.pre_output.bias,
-                                         torch.cat([context, hidden[-1]], dim=-1)))  # h~_t
+        out = torch.tanh(
+            recurrent.addmm("pre", self.pre_output.bias, torch.cat([context, hidden[-1]], dim=-1))
+        )  # h~_t
         return StepOutput(self.dropout(out), DecoderState(hidden, out, t + 1), weights, heads)
 
-    def _defer_weight_grads(self, state: DecoderState, mem: Memory
-                            ) -> tuple[DecoderState, Memory]:
+    def _defer_weight_grads(self, state: DecoderState, mem: Memory) -> tuple[DecoderState, Memory]:
         """The state and memory a teacher-forced loop reads, with the step weights feed,
         hh and pre detached and their gradients deferred to one product each
         (nmt/ops/weight_grads.py). Every step's product inputs depend on the initial hidden state,
@@ -313,15 +366,20 @@ class Decoder(nn.Module):
             return state, mem
         inputs = [state.hidden, mem.memory] + ([] if state.feed is None else [state.feed])
         detached, pending, outs = defer_weight_grads(live, inputs)
-        weights = replace(w, **dict(zip(names, detached, strict=True)),
-                          pending=dict(zip(names, pending, strict=True)))
+        weights = replace(
+            w,
+            **dict(zip(names, detached, strict=True)),
+            pending=dict(zip(names, pending, strict=True)),
+        )
         feed = None if state.feed is None else outs[2]
-        return (DecoderState(outs[0], feed, state.t),
-                Memory(outs[1], mem.keys, mem.mask, mem.fixed_context, weights))
+        return (
+            DecoderState(outs[0], feed, state.t),
+            Memory(outs[1], mem.keys, mem.mask, mem.fixed_context, weights),
+        )
 
-    def unroll(self, tgt_in: torch.Tensor, state: DecoderState, mem: Memory,
-               keep_attention: bool = True
-               ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    def unroll(
+        self, tgt_in: torch.Tensor, state: DecoderState, mem: Memory, keep_attention: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """Teacher forcing over a whole target.
 
         Args:

@@ -41,24 +41,38 @@ class Encoder(nn.Module):
         ValueError: ``residual`` with fewer than 2 layers (nothing to add to).
     """
 
-    def __init__(self, vocab_size: int, emb_dim: int, hidden: int, layers: int, dropout: float,
-                 residual: bool = False):
+    def __init__(
+        self,
+        vocab_size: int,
+        emb_dim: int,
+        hidden: int,
+        layers: int,
+        dropout: float,
+        residual: bool = False,
+    ):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD)
         self.dropout = nn.Dropout(dropout)
         self.rnn: nn.GRU | None = None
         self.layers: nn.ModuleList | None = None
         if not residual:
-            self.rnn = nn.GRU(emb_dim, hidden, num_layers=layers, batch_first=True,
-                              bidirectional=True, dropout=dropout if layers > 1 else 0.0)
+            self.rnn = nn.GRU(
+                emb_dim,
+                hidden,
+                num_layers=layers,
+                batch_first=True,
+                bidirectional=True,
+                dropout=dropout if layers > 1 else 0.0,
+            )
             return
         if layers < 2:
             raise ValueError(f"model.enc_residual: needs model.enc_layers >= 2, got {layers}")
         # created in the stacked GRU's parameter order, so the same seed gives the same
         # initial weights with and without residual connections
         self.layers = nn.ModuleList(
-            nn.GRU(emb_dim if i == 0 else 2 * hidden, hidden, batch_first=True,
-                   bidirectional=True) for i in range(layers))
+            nn.GRU(emb_dim if i == 0 else 2 * hidden, hidden, batch_first=True, bidirectional=True)
+            for i in range(layers)
+        )
 
     def _residual_stack(self, packed: PackedSequence) -> tuple[PackedSequence, torch.Tensor]:
         """The residual layers over a packed (sum of lengths, E) input: the last layer's

@@ -77,9 +77,11 @@ class TokenCounts:
     attended_positions: int
 
     def __add__(self, other: TokenCounts) -> TokenCounts:
-        return TokenCounts(self.source_tokens + other.source_tokens,
-                           self.target_tokens + other.target_tokens,
-                           self.attended_positions + other.attended_positions)
+        return TokenCounts(
+            self.source_tokens + other.source_tokens,
+            self.target_tokens + other.target_tokens,
+            self.attended_positions + other.attended_positions,
+        )
 
 
 def forward_macs(cfg: ModelConfig, tgt_vocab_size: int) -> ForwardMacs:
@@ -105,17 +107,24 @@ def forward_macs(cfg: ModelConfig, tgt_vocab_size: int) -> ForwardMacs:
     keys, query, per_position = attention_macs(cfg)
     return ForwardMacs(
         per_source_token={"encoder_gru": encoder, "attention_keys": keys},
-        per_target_token={"decoder_gru": gru, "attention_query": query,
-                          "pre_output": pre_output, "generator": O * tgt_vocab_size},
-        per_attended_position={"attention_scores_and_context": per_position})
+        per_target_token={
+            "decoder_gru": gru,
+            "attention_query": query,
+            "pre_output": pre_output,
+            "generator": O * tgt_vocab_size,
+        },
+        per_attended_position={"attention_scores_and_context": per_position},
+    )
 
 
 def training_flops_by_term(macs: ForwardMacs, counts: TokenCounts) -> dict[str, float]:
     """Training FLOPs (``6 x`` forward MACs) of the work in ``counts``, by term."""
     out: dict[str, float] = {}
-    for per, n in ((macs.per_source_token, counts.source_tokens),
-                   (macs.per_target_token, counts.target_tokens),
-                   (macs.per_attended_position, counts.attended_positions)):
+    for per, n in (
+        (macs.per_source_token, counts.source_tokens),
+        (macs.per_target_token, counts.target_tokens),
+        (macs.per_attended_position, counts.attended_positions),
+    ):
         for name, value in per.items():
             out[name] = float(TRAIN_FLOPS_PER_MAC * value * n)
     return out
@@ -124,4 +133,3 @@ def training_flops_by_term(macs: ForwardMacs, counts: TokenCounts) -> dict[str, 
 def training_flops(macs: ForwardMacs, counts: TokenCounts) -> float:
     """Training FLOPs of the work in ``counts``: one step over those tokens."""
     return sum(training_flops_by_term(macs, counts).values())
-

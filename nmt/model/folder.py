@@ -114,7 +114,7 @@ def resolve_hub(spec: str | Path) -> Path:
             cached, no such repository or revision, no network); names the spec.
     """
     text = str(spec)
-    rest = text[len("hf://"):] if text.startswith("hf://") else text[len("hf:/"):]
+    rest = text[len("hf://") :] if text.startswith("hf://") else text[len("hf:/") :]
     repo, _, revision = rest.partition("@")
     if repo.count("/") != 1 or not all(repo.split("/")):
         raise FolderError(f"{text}: a Hub model is hf://ORG/NAME or hf://ORG/NAME@REVISION")
@@ -126,8 +126,10 @@ def resolve_hub(spec: str | Path) -> Path:
         why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
         hint = " (HF_HUB_OFFLINE is set: only the local Hub cache is used)" if offline else ""
-        raise FolderError(f"{text}: cannot get the model folder from the Hugging Face "
-                              f"Hub{hint}: {type(e).__name__}: {why}") from None
+        raise FolderError(
+            f"{text}: cannot get the model folder from the Hugging Face "
+            f"Hub{hint}: {type(e).__name__}: {why}"
+        ) from None
 
 
 def _sha256(data: bytes) -> str:
@@ -149,20 +151,27 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     except ValueError as e:
         raise FolderError(f"{path}: not JSON ({e})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FOLDER_FORMAT:
-        raise FolderError(f"{path}: not an nmt model folder manifest (no "
-                              f"'{FOLDER_FORMAT}' marker)")
+        raise FolderError(f"{path}: not an nmt model folder manifest (no '{FOLDER_FORMAT}' marker)")
     if manifest.get("version") != FOLDER_VERSION:
-        raise FolderError(f"{path}: model folder version {manifest.get('version')!r} is "
-                              f"not supported by this nmt (expects {FOLDER_VERSION})")
+        raise FolderError(
+            f"{path}: model folder version {manifest.get('version')!r} is "
+            f"not supported by this nmt (expects {FOLDER_VERSION})"
+        )
     files = manifest.get("files")
     if not isinstance(files, dict):
         raise FolderError(f"{path}: 'files' is missing or not an object")
     for name, entry in files.items():
         # a name like ../x or /etc/x would make the check read outside the folder
-        if (not isinstance(name, str) or Path(name).name != name or name in ("", ".", "..")
-                or not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str)):
-            raise FolderError(f"{path}: bad file entry {name!r} (expected a plain file "
-                                  "name with a 'sha256')")
+        if (
+            not isinstance(name, str)
+            or Path(name).name != name
+            or name in ("", ".", "..")
+            or not isinstance(entry, dict)
+            or not isinstance(entry.get("sha256"), str)
+        ):
+            raise FolderError(
+                f"{path}: bad file entry {name!r} (expected a plain file name with a 'sha256')"
+            )
     for needed in (WEIGHTS, CONFIG, SRC_SPM, TGT_SPM):
         if needed not in files:
             raise FolderError(f"{path}: lists no {needed}; the folder cannot be loaded")
@@ -183,13 +192,16 @@ def read_checked_files(folder: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
         try:
             data[name] = path.read_bytes()
         except FileNotFoundError:
-            raise FolderError(f"{path}: missing from the model folder (listed in its "
-                                  f"{MANIFEST})") from None
+            raise FolderError(
+                f"{path}: missing from the model folder (listed in its {MANIFEST})"
+            ) from None
         except OSError as e:
             raise FolderError(f"{path}: cannot read ({e.strerror or e})") from None
         if _sha256(data[name]) != entry["sha256"]:
-            raise FolderError(f"{path}: altered: its SHA-256 is not the one in "
-                                  f"{folder / MANIFEST}; the folder is refused")
+            raise FolderError(
+                f"{path}: altered: its SHA-256 is not the one in "
+                f"{folder / MANIFEST}; the folder is refused"
+            )
     return manifest, data
 
 
@@ -205,21 +217,25 @@ def read_folder(folder: Path) -> FolderContents:
 
         weights = load_safetensors(data[WEIGHTS])
     except Exception as e:  # safetensors raises its own SafetensorError on bad bytes
-        raise FolderError(f"{folder / WEIGHTS}: not readable safetensors "
-                          f"({type(e).__name__})") from None
+        raise FolderError(
+            f"{folder / WEIGHTS}: not readable safetensors ({type(e).__name__})"
+        ) from None
     try:
         config = yaml.safe_load(data[CONFIG].decode("utf-8"))
     except (UnicodeDecodeError, yaml.YAMLError) as e:
-        raise FolderError(f"{folder / CONFIG}: not readable YAML "
-                          f"({type(e).__name__})") from None
+        raise FolderError(f"{folder / CONFIG}: not readable YAML ({type(e).__name__})") from None
     if not isinstance(config, dict):
         raise FolderError(f"{folder / CONFIG}: not a mapping of config sections")
     run_id = manifest.get("run_id")
     return FolderContents(
-        config, data[SRC_SPM], data[TGT_SPM],
+        config,
+        data[SRC_SPM],
+        data[TGT_SPM],
         # bf16/fp16 storage is for size only: the model computes as a checkpoint's does
         {k: v.float() if v.is_floating_point() else v for k, v in weights.items()},
-        _sha256(data[WEIGHTS]), run_id if isinstance(run_id, str) else None)
+        _sha256(data[WEIGHTS]),
+        run_id if isinstance(run_id, str) else None,
+    )
 
 
 def weights_bytes(state: dict[str, torch.Tensor], dtype: str) -> bytes:
@@ -232,8 +248,10 @@ def weights_bytes(state: dict[str, torch.Tensor], dtype: str) -> bytes:
         raise ValueError(f"--dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
     from safetensors.torch import save as save_safetensors
 
-    cast = {k: (v.to(DTYPES[dtype]) if v.is_floating_point() else v).contiguous()
-            for k, v in state.items()}
+    cast = {
+        k: (v.to(DTYPES[dtype]) if v.is_floating_point() else v).contiguous()
+        for k, v in state.items()
+    }
     return save_safetensors(cast, metadata={"format": FOLDER_FORMAT, "dtype": dtype})
 
 
@@ -242,8 +260,12 @@ def core_files(payload: dict[str, Any], dtype: str) -> dict[str, bytes]:
     models, from a checked checkpoint payload (nmt/model/checkpoint.py's ``config``,
     ``model``, ``src_spm`` and ``tgt_spm``)."""
     config = yaml.safe_dump(payload["config"], sort_keys=False, allow_unicode=True)
-    return {WEIGHTS: weights_bytes(payload["model"], dtype), CONFIG: config.encode("utf-8"),
-            SRC_SPM: payload["src_spm"], TGT_SPM: payload["tgt_spm"]}
+    return {
+        WEIGHTS: weights_bytes(payload["model"], dtype),
+        CONFIG: config.encode("utf-8"),
+        SRC_SPM: payload["src_spm"],
+        TGT_SPM: payload["tgt_spm"],
+    }
 
 
 def core_files_names() -> tuple[str, ...]:
@@ -251,8 +273,9 @@ def core_files_names() -> tuple[str, ...]:
     return WEIGHTS, CONFIG, SRC_SPM, TGT_SPM
 
 
-def write_folder(out: Path, files: dict[str, bytes], *, run_id: str | None, dtype: str
-                 ) -> dict[str, Any]:
+def write_folder(
+    out: Path, files: dict[str, bytes], *, run_id: str | None, dtype: str
+) -> dict[str, Any]:
     """Write ``files`` (name -> bytes) and their manifest as the model folder ``out``,
     atomically: into a new directory beside it, renamed into place, so ``out`` is either
     absent or complete. Returns the manifest.
@@ -262,18 +285,27 @@ def write_folder(out: Path, files: dict[str, bytes], *, run_id: str | None, dtyp
             folder cannot be written (the disk is full, no permission).
     """
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise FolderError(f"{out}: exists and is not an empty directory; give a new "
-                              "folder (nothing is overwritten)")
-    manifest = {"format": FOLDER_FORMAT, "version": FOLDER_VERSION, "run_id": run_id,
-                "dtype": dtype,
-                "files": {name: {"sha256": _sha256(b), "bytes": len(b)}
-                          for name, b in sorted(files.items())}}
+        raise FolderError(
+            f"{out}: exists and is not an empty directory; give a new "
+            "folder (nothing is overwritten)"
+        )
+    manifest = {
+        "format": FOLDER_FORMAT,
+        "version": FOLDER_VERSION,
+        "run_id": run_id,
+        "dtype": dtype,
+        "files": {
+            name: {"sha256": _sha256(b), "bytes": len(b)} for name, b in sorted(files.items())
+        },
+    }
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
         try:
-            for name, b in {**files, MANIFEST: (json.dumps(manifest, indent=2) + "\n")
-                            .encode("utf-8")}.items():
+            for name, b in {
+                **files,
+                MANIFEST: (json.dumps(manifest, indent=2) + "\n").encode("utf-8"),
+            }.items():
                 (tmp / name).write_bytes(b)
             os.chmod(tmp, 0o755)  # mkdtemp makes it private; a model folder is for sharing
             if out.is_dir():
@@ -283,16 +315,18 @@ def write_folder(out: Path, files: dict[str, bytes], *, run_id: str | None, dtyp
             shutil.rmtree(tmp, ignore_errors=True)
             raise
     except OSError as e:
-        raise FolderError(f"{out}: cannot write the model folder "
-                              f"({e.strerror or e})") from None
+        raise FolderError(f"{out}: cannot write the model folder ({e.strerror or e})") from None
     return manifest
 
 
 def names_folder(path: Path) -> bool:
     """Whether ``path`` names a model folder: a Hub spec, a folder, or a shipped model's
     name; no network is used (a Hub spec is not fetched)."""
-    return is_hub_spec(path) or is_folder(path) or (
-        not path.exists() and shipped_path(str(path)) is not None)
+    return (
+        is_hub_spec(path)
+        or is_folder(path)
+        or (not path.exists() and shipped_path(str(path)) is not None)
+    )
 
 
 def resolve_model_path(path: Path) -> Path:

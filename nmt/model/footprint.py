@@ -22,8 +22,15 @@ from nmt.model.seq2seq import build_model
 
 TRAIN_BYTES_PER_PARAMETER = 16  # fp32 weights, gradients, Adam's exp_avg and exp_avg_sq
 LOAD_BYTES_PER_PARAMETER = 8  # the checkpoint's tensors and the model's, both fp32
-SIZE_KEYS = ("emb_dim", "enc_hidden", "dec_hidden", "attn_dim", "output_dim",
-             "enc_layers", "dec_layers")
+SIZE_KEYS = (
+    "emb_dim",
+    "enc_hidden",
+    "dec_hidden",
+    "attn_dim",
+    "output_dim",
+    "enc_layers",
+    "dec_layers",
+)
 
 
 class ResourceError(ValueError):
@@ -74,8 +81,15 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:,.1f} GiB"
 
 
-def check_fits(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, device: torch.device, *,
-               training: bool, where: str = "model") -> int:
+def check_fits(
+    cfg: ModelConfig,
+    src_vocab: int,
+    tgt_vocab: int,
+    device: torch.device,
+    *,
+    training: bool,
+    where: str = "model",
+) -> int:
     """Check that a model of ``cfg`` (with these vocabulary sizes) fits ``device``'s
     memory, to train (``training``) or to translate with; returns its parameter count.
 
@@ -95,4 +109,5 @@ def check_fits(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, device: torch.d
         f"{where}: a model of {n:,} parameters ({keys}; vocabularies {src_vocab:,} and "
         f"{tgt_vocab:,} pieces) needs at least {_gib(n * per)} to {verb} ({per} bytes per "
         f"parameter) but this {device.type} has {_gib(have)}; lower those keys "
-        "(model.emb_dim and model.output_dim multiply the vocabulary sizes)")
+        "(model.emb_dim and model.output_dim multiply the vocabulary sizes)"
+    )

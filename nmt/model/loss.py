@@ -29,8 +29,9 @@ CHUNK_ELEMENTS = 1 << 19
 
 class _SummedCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, logits: torch.Tensor, target: torch.Tensor, eps: float,
-                overwrite: bool) -> torch.Tensor:
+    def forward(
+        ctx, logits: torch.Tensor, target: torch.Tensor, eps: float, overwrite: bool
+    ) -> torch.Tensor:
         N, V = logits.shape
         want_grad = ctx.needs_input_grad[0]
         # under autocast the logits are bf16/fp16: each chunk is taken to fp32 while it is in
@@ -50,7 +51,7 @@ class _SummedCrossEntropy(torch.autograd.Function):
         # underflow check would be a device sync
         rows = max(1, CHUNK_ELEMENTS // max(V, 1)) if x.device.type == "cpu" else max(N, 1)
         for i in range(0, N, rows):
-            xc, tc = x[i:i + rows].to(acc), target[i:i + rows, None]
+            xc, tc = x[i : i + rows].to(acc), target[i : i + rows, None]
             p = torch.softmax(xc, dim=1)  # (n, V): one fused kernel while the chunk is in cache
             # -log p_y is the loss; where p_y underflows (a target more than ~87 nats below
             # the best piece) it is computed from the logits instead
@@ -58,17 +59,18 @@ class _SummedCrossEntropy(torch.autograd.Function):
             nll = -torch.log(p_y)
             tiny = p_y < 1e-30
             if bool(tiny.any()):
-                nll = torch.where(tiny, torch.logsumexp(xc, dim=1) - xc.gather(1, tc).squeeze(1),
-                                  nll)
+                nll = torch.where(
+                    tiny, torch.logsumexp(xc, dim=1) - xc.gather(1, tc).squeeze(1), nll
+                )
             if eps:
                 lse = xc.gather(1, tc).squeeze(1) + nll
                 nll = (1 - eps) * nll + eps * (lse - xc.mean(dim=1))
-            per_token[i:i + rows] = nll
+            per_token[i : i + rows] = nll
             if grad is not None:
                 p.scatter_add_(1, tc, p.new_full(tc.shape, -(1 - eps)))
                 if eps:
                     p.sub_(eps / V)
-                grad[i:i + rows].copy_(p)  # over xc's own memory when overwriting fp32 logits
+                grad[i : i + rows].copy_(p)  # over xc's own memory when overwriting fp32 logits
         if grad is not None:
             pad_rows = (~real).nonzero().squeeze(1)
             if pad_rows.numel():
@@ -90,8 +92,10 @@ class _SummedCrossEntropy(torch.autograd.Function):
         scale = float(grad_out)
         if ctx.handed_out:
             if ctx.scale == 0.0:
-                raise RuntimeError("summed_cross_entropy: cannot backpropagate again after "
-                                   "a zero gradient (the stored gradient was scaled to 0)")
+                raise RuntimeError(
+                    "summed_cross_entropy: cannot backpropagate again after "
+                    "a zero gradient (the stored gradient was scaled to 0)"
+                )
             g = g * (scale / ctx.scale)
         elif scale != 1.0:
             g.mul_(scale)
@@ -100,9 +104,12 @@ class _SummedCrossEntropy(torch.autograd.Function):
         return g.to(ctx.dtype), None, None, None
 
 
-def summed_cross_entropy(logits: torch.Tensor, target: torch.Tensor,
-                         label_smoothing: float = 0.0, overwrite_logits: bool = False
-                         ) -> torch.Tensor:
+def summed_cross_entropy(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    label_smoothing: float = 0.0,
+    overwrite_logits: bool = False,
+) -> torch.Tensor:
     """Cross-entropy in nats summed over the real (non-PAD) targets.
 
     With label smoothing eps (Szegedy et al. 2016, sec. 7) the target distribution is
@@ -122,5 +129,4 @@ def summed_cross_entropy(logits: torch.Tensor, target: torch.Tensor,
     Returns:
         scalar tensor, fp32 (fp64 for fp64 logits): the summed loss.
     """
-    return _SummedCrossEntropy.apply(logits, target, float(label_smoothing),
-                                     bool(overwrite_logits))
+    return _SummedCrossEntropy.apply(logits, target, float(label_smoothing), bool(overwrite_logits))

@@ -50,9 +50,7 @@ def scaled_dot_product_attention(
         ValueError: if query and key differ in d_k, or key and value differ in S.
     """
     if query.shape[-1] != key.shape[-1]:
-        raise ValueError(
-            f"query and key must share d_k, got {query.shape[-1]} and {key.shape[-1]}"
-        )
+        raise ValueError(f"query and key must share d_k, got {query.shape[-1]} and {key.shape[-1]}")
     if key.shape[-2] != value.shape[-2]:
         raise ValueError(
             f"key and value must share length S, got {key.shape[-2]} and {value.shape[-2]}"
@@ -102,13 +100,12 @@ class MultiHeadAttention(nn.Module):
         position (summed over heads)."""
         return 2 * d_model * d_model, query_dim * d_model + d_model * d_model, 2 * d_model
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0,
-                 query_dim: int | None = None):
+    def __init__(
+        self, d_model: int, num_heads: int, dropout: float = 0.0, query_dim: int | None = None
+    ):
         super().__init__()
         if num_heads <= 0 or d_model % num_heads != 0:
-            raise ValueError(
-                f"d_model ({d_model}) must be divisible by num_heads ({num_heads})"
-            )
+            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
         self.d_model = d_model
         self.num_heads = num_heads
         self.d_k = d_model // num_heads
@@ -167,8 +164,9 @@ class MultiHeadAttention(nn.Module):
         reorders it like any other scorer's keys)."""
         return torch.cat([self.W_k(memory), self.W_v(memory)], dim=-1)
 
-    def read_heads(self, query: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    def read_heads(
+        self, query: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """One decoder step: a single query per sentence over its precomputed keys.
 
         Args:
@@ -186,8 +184,14 @@ class MultiHeadAttention(nn.Module):
         context = self.W_o(heads.reshape(heads.size(0), self.d_model))  # (B, d_model)
         return context, weights.squeeze(2)  # (B, d_model), (B, h, S)
 
-    def read(self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor,
-             mask: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def read(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        memory: torch.Tensor,
+        mask: torch.Tensor,
+        t: int,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The decoder's attention read (the interface of nmt/model/attention.py's scorers):
         context (B, d_model), the mean of the heads' weights (B, S) for heatmaps and
         alignments, and every head's weights (B, h, S). ``memory`` and ``t`` are unused:

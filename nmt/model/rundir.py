@@ -59,8 +59,11 @@ def run_files(out: Path) -> list[str]:
     validation log, summary), sorted; empty when ``out`` is new or holds none."""
     if not out.is_dir():
         return []
-    return sorted(p.name for p in out.iterdir()
-                  if p.is_file() and (p.suffix == ".pt" or p.name in (LOG, SUMMARY)))
+    return sorted(
+        p.name
+        for p in out.iterdir()
+        if p.is_file() and (p.suffix == ".pt" or p.name in (LOG, SUMMARY))
+    )
 
 
 def listed(names: list[str], at_most: int = 6) -> str:
@@ -78,12 +81,12 @@ def refuse_reuse(out: Path) -> None:
     found = run_files(out)
     if found:
         # advise --resume only where it works (a checkpoint to continue, or records only)
-        resumable = restarts_from_scratch(out) or any(
-            p.name != AVERAGED for p in out.glob("*.pt"))
+        resumable = restarts_from_scratch(out) or any(p.name != AVERAGED for p in out.glob("*.pt"))
         advice = "pass --resume to continue that run, or " if resumable else ""
         raise CheckpointError(
             f"{out} holds files of an earlier run ({listed(found)}); a fresh run would "
-            f"replace or mix with them: {advice}choose another name / train.out_dir")
+            f"replace or mix with them: {advice}choose another name / train.out_dir"
+        )
 
 
 def restarts_from_scratch(out: Path) -> bool:
@@ -107,8 +110,10 @@ def set_aside_everything(out: Path) -> str:
         os.replace(out / SUMMARY, out / SUMMARY_SET_ASIDE)
         moved.append(f"moved {out / SUMMARY} to {out / SUMMARY_SET_ASIDE}")
     notes = "".join(f"; {m.removeprefix('warning: ')}" for m in moved if m)
-    return (f"warning: {out} has no checkpoint (the run was stopped before its first one "
-            f"was written): resuming from step 0{notes}")
+    return (
+        f"warning: {out} has no checkpoint (the run was stopped before its first one "
+        f"was written): resuming from step 0{notes}"
+    )
 
 
 def remove_stale_temporaries(out: Path) -> str | None:
@@ -120,15 +125,22 @@ def remove_stale_temporaries(out: Path) -> str | None:
     Raises:
         OSError: a file cannot be removed.
     """
-    stale = sorted(p for d in (out, out / "data") if d.is_dir() for p in d.iterdir()
-                   if p.is_file() and _TMP.fullmatch(p.name))
+    stale = sorted(
+        p
+        for d in (out, out / "data")
+        if d.is_dir()
+        for p in d.iterdir()
+        if p.is_file() and _TMP.fullmatch(p.name)
+    )
     if not stale:
         return None
     size = sum(p.stat().st_size for p in stale)
     for p in stale:
         p.unlink(missing_ok=True)
-    return (f"removed {len(stale)} temporary file(s) of an interrupted write from {out} "
-            f"({size:,} bytes): {listed([p.name for p in stale])}")
+    return (
+        f"removed {len(stale)} temporary file(s) of an interrupted write from {out} "
+        f"({size:,} bytes): {listed([p.name for p in stale])}"
+    )
 
 
 def _counters_step(path: Path) -> int | None:
@@ -148,8 +160,9 @@ def resume_source(out: Path) -> tuple[Path | None, str | None]:
     if (out / LAST).exists():
         return out / LAST, None
     candidates: list[tuple[int, Path]] = []
-    steps = sorted((int(m.group(1)), p) for p in out.glob(STEP_GLOB)
-                   if (m := _STEP.fullmatch(p.name)))
+    steps = sorted(
+        (int(m.group(1)), p) for p in out.glob(STEP_GLOB) if (m := _STEP.fullmatch(p.name))
+    )
     if steps:  # the newest kept checkpoint; every one of them has training state
         candidates.append(steps[-1])
     if (out / BEST).is_file() and (step := _counters_step(out / BEST)) is not None:
@@ -158,9 +171,11 @@ def resume_source(out: Path) -> tuple[Path | None, str | None]:
         return None, None
     # on a tie best.pt and step_N.pt were saved at the same validation: either will do
     step, path = max(candidates, key=lambda c: c[0])
-    return path, (f"warning: {out / LAST} is missing; resuming from {path}, the latest "
-                  f"checkpoint of this run (step {step}); what was trained after it is "
-                  "trained again")
+    return path, (
+        f"warning: {out / LAST} is missing; resuming from {path}, the latest "
+        f"checkpoint of this run (step {step}); what was trained after it is "
+        "trained again"
+    )
 
 
 def nothing_to_resume(out: Path) -> CheckpointError:
@@ -168,11 +183,15 @@ def nothing_to_resume(out: Path) -> CheckpointError:
     run, or one whose checkpoints are gone (then a fresh run would be refused too)."""
     found = run_files(out)
     if not found:
-        return CheckpointError(f"--resume: nothing to resume, {out / LAST} does not exist "
-                               "(this run has not started; drop --resume)")
-    return CheckpointError(f"--resume: nothing to resume in {out}: no {LAST}, {BEST} or "
-                           f"step_*.pt with training state, only {listed(found)}; choose "
-                           "another name / train.out_dir for a new run")
+        return CheckpointError(
+            f"--resume: nothing to resume, {out / LAST} does not exist "
+            "(this run has not started; drop --resume)"
+        )
+    return CheckpointError(
+        f"--resume: nothing to resume in {out}: no {LAST}, {BEST} or "
+        f"step_*.pt with training state, only {listed(found)}; choose "
+        "another name / train.out_dir for a new run"
+    )
 
 
 def read_valid_log(path: Path) -> list[dict[str, Any]]:
@@ -196,12 +215,19 @@ def read_valid_log(path: Path) -> list[dict[str, Any]]:
         try:
             record = json.loads(line)
         except ValueError as e:
-            raise CheckpointError(f"{path}, line {number}: not a JSON record ({e}); the "
-                                  "log is damaged: restore it or remove that line") from None
-        if (not isinstance(record, dict) or not isinstance(record.get("step"), int)
-                or not isinstance(record.get("val_bleu"), (int, float))):
-            raise CheckpointError(f"{path}, line {number}: not a validation record (expected "
-                                  'an object with an integer "step" and a number "val_bleu")')
+            raise CheckpointError(
+                f"{path}, line {number}: not a JSON record ({e}); the "
+                "log is damaged: restore it or remove that line"
+            ) from None
+        if (
+            not isinstance(record, dict)
+            or not isinstance(record.get("step"), int)
+            or not isinstance(record.get("val_bleu"), (int, float))
+        ):
+            raise CheckpointError(
+                f"{path}, line {number}: not a validation record (expected "
+                'an object with an integer "step" and a number "val_bleu")'
+            )
         records.append(record)
     return records
 
@@ -234,8 +260,10 @@ def set_aside_records_after(out: Path, step: int) -> str | None:
     with open(out / SET_ASIDE, "a", encoding="utf-8") as f:
         f.writelines(later)
     write_atomic(log, "".join(keep))
-    return (f"warning: moved {len(later)} validation record(s) after step {step} from {log} "
-            f"to {out / SET_ASIDE}: their checkpoint is gone")
+    return (
+        f"warning: moved {len(later)} validation record(s) after step {step} from {log} "
+        f"to {out / SET_ASIDE}: their checkpoint is gone"
+    )
 
 
 def _run_ids(out: Path) -> list[tuple[Path, str, str]]:
@@ -246,8 +274,9 @@ def _run_ids(out: Path) -> list[tuple[Path, str, str]]:
     for number, record in enumerate(read_valid_log(out / LOG), start=1):
         if isinstance(record.get("run_id"), str):
             found.append((out / LOG, f", record {number},", record["run_id"]))
-    names = sorted(p.name for p in out.glob("*.pt")
-                   if is_run_checkpoint(p.name) or p.name == AVERAGED)
+    names = sorted(
+        p.name for p in out.glob("*.pt") if is_run_checkpoint(p.name) or p.name == AVERAGED
+    )
     # last.pt first: the run that --resume continues is the one the others must match
     for name in sorted(names, key=lambda n: n != LAST):
         run_id = run_id_of(read_payload(out / name))
@@ -281,4 +310,5 @@ def check_run_ids(out: Path) -> None:
                 f"{path}{at.rstrip(',')} belongs to another training run (run id "
                 f"{run_id[:8]}) than {witness[0]}{witness[1].rstrip(',')} (run id {ours[:8]}) "
                 f"and the other files of {out}; move it out of {out} (or restore this run's "
-                "own copy) and run again")
+                "own copy) and run again"
+            )

@@ -44,18 +44,22 @@ class Seq2Seq(nn.Module):
         return self.decoder.start(self.encoder(src, src_len), self.generator.weight)
 
     @overload
-    def step(self, prev: torch.Tensor, state: DecoderState, mem: Memory,
-             with_heads: Literal[False] = False
-             ) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None]: ...
+    def step(
+        self,
+        prev: torch.Tensor,
+        state: DecoderState,
+        mem: Memory,
+        with_heads: Literal[False] = False,
+    ) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None]: ...
 
     @overload
-    def step(self, prev: torch.Tensor, state: DecoderState, mem: Memory,
-             with_heads: Literal[True]
-             ) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None,
-                        torch.Tensor | None]: ...
+    def step(
+        self, prev: torch.Tensor, state: DecoderState, mem: Memory, with_heads: Literal[True]
+    ) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None, torch.Tensor | None]: ...
 
-    def step(self, prev: torch.Tensor, state: DecoderState, mem: Memory,
-             with_heads: bool = False) -> tuple:
+    def step(
+        self, prev: torch.Tensor, state: DecoderState, mem: Memory, with_heads: bool = False
+    ) -> tuple:
         """One search step: (B,) previous ids -> log-probabilities (B, V) in fp32 (fp64 for
         a float64 model), new state, attention weights (B, S) or None for the fixed-vector
         model (for ``multihead`` the mean over heads); with ``with_heads`` also the
@@ -87,8 +91,7 @@ class Seq2Seq(nn.Module):
         puts it there)."""
         return step_addmm(self.generator.bias, pre_output, weight)
 
-    def exact_top_log_probs(self, logits: torch.Tensor, pre_output: torch.Tensor
-                            ) -> torch.Tensor:
+    def exact_top_log_probs(self, logits: torch.Tensor, pre_output: torch.Tensor) -> torch.Tensor:
         """fp32 log-probabilities (B, V) from a reduced-precision step's logits (B, V).
 
         A bf16 logit is rounded to 8 significant bits (steps of 1/16 at logits of 8-16),
@@ -111,15 +114,22 @@ class Seq2Seq(nn.Module):
             full = logits.float().scatter_(1, top, exact)
             return F.log_softmax(full, dim=-1)
 
-    def logits(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor
-               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def logits(
+        self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Teacher-forced logits (B, T, V) and attention weights (B, T, S) or None."""
         mem, state = self.decoder.start(self.encoder(src, src_len))
         pre, attn, _ = self.decoder.unroll(tgt_in, state, mem)
         return self.generator(pre), attn
 
-    def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor,
-                tgt_out: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
+    def forward(
+        self,
+        src: torch.Tensor,
+        src_len: torch.Tensor,
+        tgt_in: torch.Tensor,
+        tgt_out: torch.Tensor,
+        label_smoothing: float = 0.0,
+    ) -> torch.Tensor:
         """Summed cross-entropy in nats over real target tokens (PAD ignored).
 
         Args:
@@ -146,14 +156,16 @@ class Seq2Seq(nn.Module):
         # nothing reads the logits after the loss: its gradient may take their memory
         return summed_cross_entropy(logits, gold, label_smoothing, overwrite_logits=True)
 
-    def attention_weights(self, src: torch.Tensor, src_len: torch.Tensor,
-                          tgt_in: torch.Tensor) -> torch.Tensor | None:
+    def attention_weights(
+        self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor
+    ) -> torch.Tensor | None:
         """Teacher-forced attention weights (B, T, S); None for the fixed-vector model.
         For ``multihead`` the mean over heads (see :meth:`head_weights`)."""
         return self.logits(src, src_len, tgt_in)[1]
 
-    def head_weights(self, src: torch.Tensor, src_len: torch.Tensor,
-                     tgt_in: torch.Tensor) -> torch.Tensor | None:
+    def head_weights(
+        self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor
+    ) -> torch.Tensor | None:
         """Teacher-forced per-head attention weights (B, h, T, S) of a ``multihead``
         model (each head's row sums to 1 over real source positions); None otherwise."""
         mem, state = self.encode(src, src_len)
@@ -174,18 +186,35 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
             the attention factory: e.g. ``enc_residual`` with one encoder layer, an unknown
             attention or score).
     """
-    encoder = Encoder(src_vocab_size, cfg.emb_dim, cfg.enc_hidden, cfg.enc_layers, cfg.dropout,
-                      residual=cfg.enc_residual)
+    encoder = Encoder(
+        src_vocab_size,
+        cfg.emb_dim,
+        cfg.enc_hidden,
+        cfg.enc_layers,
+        cfg.dropout,
+        residual=cfg.enc_residual,
+    )
     decoder_class = CGRUDecoder if cfg.step_order == "cgru" else Decoder
-    decoder = decoder_class(tgt_vocab_size, cfg.emb_dim, cfg.dec_hidden, cfg.dec_layers,
-                            2 * cfg.enc_hidden, cfg.attention, cfg.step_order, cfg.attn_dim,
-                            cfg.output_dim, cfg.dropout, local_score=cfg.local_score,
-                            window=cfg.local_window, heads=cfg.heads,
-                            attention_bias=cfg.attention_bias)
+    decoder = decoder_class(
+        tgt_vocab_size,
+        cfg.emb_dim,
+        cfg.dec_hidden,
+        cfg.dec_layers,
+        2 * cfg.enc_hidden,
+        cfg.attention,
+        cfg.step_order,
+        cfg.attn_dim,
+        cfg.output_dim,
+        cfg.dropout,
+        local_score=cfg.local_score,
+        window=cfg.local_window,
+        heads=cfg.heads,
+        attention_bias=cfg.attention_bias,
+    )
     generator = nn.Linear(cfg.output_dim, tgt_vocab_size, bias=cfg.output_bias)
     if cfg.tie_embeddings:
         with torch.no_grad():
-            nn.init.normal_(decoder.embed.weight, 0.0, cfg.output_dim ** -0.5)
+            nn.init.normal_(decoder.embed.weight, 0.0, cfg.output_dim**-0.5)
             decoder.embed.weight[PAD].zero_()
         generator.weight = decoder.embed.weight
     return Seq2Seq(encoder, decoder, generator)

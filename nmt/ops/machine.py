@@ -22,12 +22,18 @@ PEAK_SHAPE = (512, 512, 4096)  # torch.mm of (n x k) @ (k x m)
 def machine_info(device: torch.device) -> dict[str, Any]:
     """CPU model, logical cores, AVX-512 / bf16 flags, torch version and threads, device."""
     name, flags = cpu_model_and_flags()
-    return {"cpu": name, "logical_cores": os.cpu_count(), "avx512f": "avx512f" in flags,
-            "avx512_bf16": "avx512_bf16" in flags, "amx_bf16": "amx_bf16" in flags,
-            "cpu_bf16": bool(set(NATIVE_BF16_FLAGS) & flags),
-            "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-            "device": str(device),
-            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else name}
+    return {
+        "cpu": name,
+        "logical_cores": os.cpu_count(),
+        "avx512f": "avx512f" in flags,
+        "avx512_bf16": "avx512_bf16" in flags,
+        "amx_bf16": "amx_bf16" in flags,
+        "cpu_bf16": bool(set(NATIVE_BF16_FLAGS) & flags),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else name,
+    }
 
 
 def sync(device: torch.device) -> None:
@@ -36,8 +42,9 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def matmul_peak_gflop_s(device: torch.device, dtype: torch.dtype, repeats: int = 5,
-                        min_seconds: float = 0.1) -> float:
+def matmul_peak_gflop_s(
+    device: torch.device, dtype: torch.dtype, repeats: int = 5, min_seconds: float = 0.1
+) -> float:
     """Best GFLOP/s (10^9 FLOP/s, 2 FLOPs per multiply-add) of ``torch.mm`` of
     (512x512)@(512x4096) in ``dtype`` on ``device``, with torch's current threads: the best
     of ``repeats`` timings of as many products as take ``min_seconds``."""

@@ -47,8 +47,9 @@ def native_bf16(device: torch.device) -> bool:
     return bool(set(NATIVE_BF16_FLAGS) & cpu_model_and_flags()[1])
 
 
-def autocast_dtype(precision: str, device: torch.device, option: str = "train.precision"
-                   ) -> torch.dtype | None:
+def autocast_dtype(
+    precision: str, device: torch.device, option: str = "train.precision"
+) -> torch.dtype | None:
     """The autocast dtype for ``precision`` on ``device``; None means plain fp32.
 
     ``auto`` is bf16 where :func:`native_bf16`, else fp32. ``bf16`` is honoured everywhere
@@ -58,18 +59,21 @@ def autocast_dtype(precision: str, device: torch.device, option: str = "train.pr
         PrecisionError: an unknown precision, or fp16 on a CPU; the message names ``option``.
     """
     if precision not in PRECISIONS:
-        raise PrecisionError(f"{option}: unknown precision {precision!r}; expected one of "
-                             f"{', '.join(PRECISIONS)}")
+        raise PrecisionError(
+            f"{option}: unknown precision {precision!r}; expected one of {', '.join(PRECISIONS)}"
+        )
     if precision == "auto":
         return torch.bfloat16 if native_bf16(device) else None
     if precision == "fp16" and device.type != "cuda":
-        raise PrecisionError(f"{option}: fp16 needs a CUDA device (this run uses {device}); "
-                             "use bf16, fp32 or auto")
+        raise PrecisionError(
+            f"{option}: fp16 needs a CUDA device (this run uses {device}); use bf16, fp32 or auto"
+        )
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
-def search_dtype(precision: str, device: torch.device, option: str = "search.precision"
-                 ) -> torch.dtype | None:
+def search_dtype(
+    precision: str, device: torch.device, option: str = "search.precision"
+) -> torch.dtype | None:
     """The autocast dtype for search (``search.precision``); None means plain fp32.
 
     As :func:`autocast_dtype`, except that ``auto`` is fp32 on a CPU: a search step's
@@ -92,7 +96,10 @@ def precision_name(dtype: torch.dtype | None) -> ComputePrecision:
     """``fp32``, ``bf16`` or ``fp16`` for an :func:`autocast_dtype` result (None is fp32).
     Raises KeyError for any other dtype."""
     names: dict[torch.dtype | None, ComputePrecision] = {
-        None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+        None: "fp32",
+        torch.bfloat16: "bf16",
+        torch.float16: "fp16",
+    }
     return names[dtype]
 
 

@@ -29,8 +29,9 @@ def default_flip_rows() -> int:
     return 0 if "avx512f" in cpu_model_and_flags()[1] else 160
 
 
-def step_addmm(base: torch.Tensor | None, x: torch.Tensor, w: torch.Tensor, *,
-               flip_rows: int | None = None) -> torch.Tensor:
+def step_addmm(
+    base: torch.Tensor | None, x: torch.Tensor, w: torch.Tensor, *, flip_rows: int | None = None
+) -> torch.Tensor:
     """``base + x @ w^T`` for one decoder step: ``torch.addmm``, up to float rounding.
 
     Args:

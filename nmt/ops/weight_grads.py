@@ -87,8 +87,9 @@ class _WeightGrads(torch.autograd.Function):
         return (None, None, *grads, *weight_grads)
 
 
-def defer_weight_grads(weights: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]
-                       ) -> tuple[list[torch.Tensor], list[list], list[torch.Tensor]]:
+def defer_weight_grads(
+    weights: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]
+) -> tuple[list[torch.Tensor], list[list], list[torch.Tensor]]:
     """Prepare a loop whose products with ``weights`` go through :func:`deferred_linear`.
 
     Args:
@@ -109,8 +110,9 @@ def defer_weight_grads(weights: Sequence[torch.Tensor], inputs: Sequence[torch.T
     return [w.detach() for w in weights], pending, list(outs)
 
 
-def deferred_linear(base: torch.Tensor | None, x: torch.Tensor, w: torch.Tensor,
-                    pending: list) -> torch.Tensor:
+def deferred_linear(
+    base: torch.Tensor | None, x: torch.Tensor, w: torch.Tensor, pending: list
+) -> torch.Tensor:
     """``base + x @ w^T`` whose gradient for ``w`` is left to :func:`defer_weight_grads`.
 
     Args:

@@ -56,8 +56,10 @@ from nmt.serve.testsets import TestSets
 
 STATIC = Path(__file__).parent / "static"
 # the page loads nothing from elsewhere; inline style attributes are the SVG's
-PAGE_POLICY = ("default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
-               "connect-src 'self'; frame-ancestors 'none'")
+PAGE_POLICY = (
+    "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+    "connect-src 'self'; frame-ancestors 'none'"
+)
 
 DESCRIPTION = f"""GRU encoder-decoder translation with attention, and the fixed-vector
 model, side by side. Models are the ones given on the command line; nothing is uploaded.
@@ -84,8 +86,12 @@ def _nmt_version() -> str:
 
 def _new_app() -> FastAPI:
     # no /redoc: FastAPI's own loads its script from a CDN, and /docs says it all
-    kw: dict[str, Any] = {"title": "nmt serve", "version": _nmt_version(),
-                          "description": DESCRIPTION, "redoc_url": None}
+    kw: dict[str, Any] = {
+        "title": "nmt serve",
+        "version": _nmt_version(),
+        "description": DESCRIPTION,
+        "redoc_url": None,
+    }
     try:
         from fastapi_offline import FastAPIOffline
     except ImportError:
@@ -113,8 +119,7 @@ def _limit_error(err: dict[str, Any]) -> ApiError | None:
 def _message(err: dict[str, Any]) -> str:
     """pydantic's message, said plainly where it is obscure."""
     if err.get("type") == "string_unicode":  # JSON's reader met a lone surrogate (\ud800)
-        return ("is not UTF-8 text: it has a lone surrogate (an unpaired \\ud800-\\udfff "
-                "escape)")
+        return "is not UTF-8 text: it has a lone surrogate (an unpaired \\ud800-\\udfff escape)"
     return str(err.get("msg", ""))
 
 
@@ -126,13 +131,23 @@ def validation_error(_: Request, exc: Exception) -> JSONResponse:
         limit = _limit_error(err)
         if limit is not None:
             return JSONResponse(json_safe(limit.body()), status_code=413)
-    listed = [{"loc": list(e.get("loc", ())), "msg": _message(e),
-               "type": str(e.get("type", "")), "input": echo(e.get("input"))} for e in found]
+    listed = [
+        {
+            "loc": list(e.get("loc", ())),
+            "msg": _message(e),
+            "type": str(e.get("type", "")),
+            "input": echo(e.get("input")),
+        }
+        for e in found
+    ]
     first = listed[0] if listed else {"msg": str(exc), "loc": []}
     loc = [x for x in first["loc"] if x != "body"]
     msg = str(first["msg"]).removeprefix("Value error, ")
-    body: dict[str, Any] = {"error": "invalid_request",
-                            "message": f"{'.'.join(map(str, loc))}: {msg}", "errors": listed}
+    body: dict[str, Any] = {
+        "error": "invalid_request",
+        "message": f"{'.'.join(map(str, loc))}: {msg}",
+        "errors": listed,
+    }
     if len(loc) >= 2 and loc[0] in ("lines", "references") and isinstance(loc[1], int):
         body.update(field=loc[0], line=loc[1])
         sep = " " if msg[:1].islower() else ": "  # "line 2 of lines is empty"
@@ -150,18 +165,27 @@ def _http_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     if isinstance(exc.__cause__, UnicodeDecodeError):  # FastAPI says 400; docs/serve.md 422
         bad = exc.__cause__
-        return JSONResponse({"error": "invalid_request",
-                             "message": f"body: is not UTF-8 text (byte {bad.start} is "
-                                        f"{bad.object[bad.start:bad.start + 1]!r})"},
-                            status_code=422)
+        return JSONResponse(
+            {
+                "error": "invalid_request",
+                "message": f"body: is not UTF-8 text (byte {bad.start} is "
+                f"{bad.object[bad.start : bad.start + 1]!r})",
+            },
+            status_code=422,
+        )
     name = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    return JSONResponse({"error": name, "message": str(exc.detail)},
-                        status_code=exc.status_code, headers=getattr(exc, "headers", None))
+    return JSONResponse(
+        {"error": name, "message": str(exc.detail)},
+        status_code=exc.status_code,
+        headers=getattr(exc, "headers", None),
+    )
 
 
 def _internal_error(_: Request, exc: Exception) -> JSONResponse:
-    return JSONResponse(json_safe({"error": "internal_error",
-                                   "message": f"{type(exc).__name__}: {exc}"}), status_code=500)
+    return JSONResponse(
+        json_safe({"error": "internal_error", "message": f"{type(exc).__name__}: {exc}"}),
+        status_code=500,
+    )
 
 
 def _route_codes_only(app: FastAPI) -> None:
@@ -182,8 +206,9 @@ def _leaving(entry: ModelEntry) -> Callable[[Any], None]:
     return lambda _: entry.queue.leave()
 
 
-def create_app(registry: Registry, studies: Studies, testsets: TestSets,
-               batching: Batching | None = None) -> FastAPI:
+def create_app(
+    registry: Registry, studies: Studies, testsets: TestSets, batching: Batching | None = None
+) -> FastAPI:
     """The application serving ``registry``'s models, ``studies`` and ``testsets``, its
     translate requests batched per model as ``batching`` says (default
     :class:`nmt.serve.batcher.Batching`)."""
@@ -196,8 +221,10 @@ def create_app(registry: Registry, studies: Studies, testsets: TestSets,
 
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
     _route_codes_only(app)
-    batchers = {i: Batcher(registry.threads, batching.max_batch, batching.wait_ms / 1000)
-                for i in registry.models}
+    batchers = {
+        i: Batcher(registry.threads, batching.max_batch, batching.wait_ms / 1000)
+        for i in registry.models
+    }
     metrics = Metrics({i: e.queue.depth for i, e in registry.models.items()})
     for i, b in batchers.items():
         b.observe = metrics.observer(i)
@@ -207,26 +234,39 @@ def create_app(registry: Registry, studies: Studies, testsets: TestSets,
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:
-        return FileResponse(STATIC / "index.html", headers={
-            "Content-Security-Policy": PAGE_POLICY, "X-Content-Type-Options": "nosniff"})
+        return FileResponse(
+            STATIC / "index.html",
+            headers={"Content-Security-Policy": PAGE_POLICY, "X-Content-Type-Options": "nosniff"},
+        )
 
     @app.get("/api/health", tags=["models"])
     def health() -> dict[str, Any]:
         """Liveness: the served model ids, the decoding threads and nmt's version."""
-        return {"status": "ok", "models": list(registry.models), "threads": registry.threads,
-                "version": _nmt_version()}
+        return {
+            "status": "ok",
+            "models": list(registry.models),
+            "threads": registry.threads,
+            "version": _nmt_version(),
+        }
 
     @app.get("/api/models", tags=["models"])
     def models() -> dict[str, Any]:
         """Per model: id, direction, attention type, step order, parameters, decoding
         defaults, the test BLEU stored beside the checkpoint with its signature (null when
         none), its sha256; the page's default pair; the limits."""
-        return {"models": [e.info for e in registry.models.values()],
-                "default": registry.default_pair(), "limits": LIMITS,
-                "queue": {i: e.queue.size for i, e in registry.models.items()}}
+        return {
+            "models": [e.info for e in registry.models.values()],
+            "default": registry.default_pair(),
+            "limits": LIMITS,
+            "queue": {i: e.queue.size for i, e in registry.models.items()},
+        }
 
-    @app.post("/api/translate", tags=["translate"], response_model=TranslateResponse,
-              responses=errors(400, 404, 413, 422, 429, 503))
+    @app.post(
+        "/api/translate",
+        tags=["translate"],
+        response_model=TranslateResponse,
+        responses=errors(400, 404, 413, 422, 429, 503),
+    )
     async def translate(req: TranslateRequest, request: Request) -> JSONResponse:
         """Translate M lines with N models: per (model, line) the pieces, the n-best list
         with per-token log-probabilities and attention (T x S; per head for multihead;
@@ -242,11 +282,13 @@ def create_app(registry: Registry, studies: Studies, testsets: TestSets,
         refs: list[str | None] = [None] * len(req.lines)
         if req.references is not None:
             if len(req.references) != len(req.lines):
-                raise bad_option(f"{len(req.references)} references for {len(req.lines)} "
-                                 "lines: give one per line (null for none)", "references")
+                raise bad_option(
+                    f"{len(req.references)} references for {len(req.lines)} "
+                    "lines: give one per line (null for none)",
+                    "references",
+                )
             refs = list(req.references)
-        prepared = await run_in_threadpool(
-            lambda: [prepare(registry.models[i], req) for i in ids])
+        prepared = await run_in_threadpool(lambda: [prepare(registry.models[i], req) for i in ids])
         check_budgets(prepared, req.top_k)
         if await request.is_disconnected():  # nobody to answer: search nothing
             raise ApiError(499, "client_disconnected", "the client went away")
@@ -257,9 +299,14 @@ def create_app(registry: Registry, studies: Studies, testsets: TestSets,
             j.future.add_done_callback(_leaving(e))  # searched or dropped: the place is free
             batchers[e.id].submit(j)
         results = await wait_for_jobs(jobs, request, deadline, batching.timeout_s)
-        return JSONResponse({"results": results, "prefix": req.prefix,
-                             "time_ms": round((time.perf_counter() - start) * 1000, 3),
-                             "bleu_signature": bleu_signature()})
+        return JSONResponse(
+            {
+                "results": results,
+                "prefix": req.prefix,
+                "time_ms": round((time.perf_counter() - start) * 1000, 3),
+                "bleu_signature": bleu_signature(),
+            }
+        )
 
     @app.get("/metrics", include_in_schema=False)
     def prometheus() -> Response:
@@ -271,8 +318,7 @@ def create_app(registry: Registry, studies: Studies, testsets: TestSets,
         config cannot be read) and test sets."""
         return {"studies": studies.names()}
 
-    @app.get("/api/studies/{name}", tags=["studies"],
-             responses=errors(404))
+    @app.get("/api/studies/{name}", tags=["studies"], responses=errors(404))
     def study(name: str) -> dict[str, Any]:
         """A study's BLEU-by-length buckets: per model n, BLEU with its 95% interval, chrF,
         length ratio and brevity penalty; the ids of each bucket's sentences (line numbers
@@ -285,14 +331,18 @@ def create_app(registry: Registry, studies: Studies, testsets: TestSets,
         long set included."""
         return testsets.index()
 
-    @app.get("/api/examples", tags=["examples"],
-             responses=errors(400, 404, 422))
-    def examples(split: str = Query(..., description="A test set of /api/testsets."),
-                 bucket: str | None = Query(None, description="One range of source words, "
-                                            "e.g. 31-40, or 61- (61%2B; a bare + in a URL "
-                                            "is a space) for no end; default: every line."),
-                 offset: int = Query(0, ge=0),
-                 limit: int = Query(20, ge=1, le=MAX_EXAMPLES)) -> dict[str, Any]:
+    @app.get("/api/examples", tags=["examples"], responses=errors(400, 404, 422))
+    def examples(
+        split: str = Query(..., description="A test set of /api/testsets."),
+        bucket: str | None = Query(
+            None,
+            description="One range of source words, "
+            "e.g. 31-40, or 61- (61%2B; a bare + in a URL "
+            "is a space) for no end; default: every line.",
+        ),
+        offset: int = Query(0, ge=0),
+        limit: int = Query(20, ge=1, le=MAX_EXAMPLES),
+    ) -> dict[str, Any]:
         """Source/reference pairs of a test set, by source length in words."""
         return testsets.examples(split, bucket, offset, limit)
 

@@ -100,8 +100,13 @@ class Batcher:
         ValueError: ``max_batch`` < 1 or ``wait_s`` < 0.
     """
 
-    def __init__(self, threads: int, max_batch: int = 32, wait_s: float = 0.005,
-                 observe: Callable[[int, list[float], float], None] | None = None):
+    def __init__(
+        self,
+        threads: int,
+        max_batch: int = 32,
+        wait_s: float = 0.005,
+        observe: Callable[[int, list[float], float], None] | None = None,
+    ):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         if wait_s < 0:
@@ -117,8 +122,9 @@ class Batcher:
         with self._cv:
             self._pending.append(job)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, daemon=True,
-                                                name="nmt-serve-batcher")
+                self._thread = threading.Thread(
+                    target=self._loop, daemon=True, name="nmt-serve-batcher"
+                )
                 self._thread.start()
             self._cv.notify()
         return job.future
@@ -166,16 +172,20 @@ class Batcher:
                 if j.cancelled:
                     j.future.set_exception(Dropped("the client went away"))
                 elif now > j.deadline:
-                    j.future.set_exception(DeadlineExceeded(
-                        f"waited {now - j.enqueued:.3f} s, past the request's deadline"))
+                    j.future.set_exception(
+                        DeadlineExceeded(
+                            f"waited {now - j.enqueued:.3f} s, past the request's deadline"
+                        )
+                    )
                 else:
                     live.append(j)
             if not live:
                 continue
             start = time.monotonic()
             try:
-                answers = run_jobs([(j.prepared, j.references, j.top_k) for j in live],
-                                   self.threads)
+                answers = run_jobs(
+                    [(j.prepared, j.references, j.top_k) for j in live], self.threads
+                )
             except Exception as e:  # every job of the batch answers the error (500)
                 for j in live:
                     j.future.set_exception(e)
@@ -184,12 +194,14 @@ class Batcher:
             for j, a in zip(live, answers, strict=True):
                 j.future.set_result(a)
             if self.observe is not None:
-                self.observe(sum(j.lines for j in live), [start - j.enqueued for j in live],
-                             searched)
+                self.observe(
+                    sum(j.lines for j in live), [start - j.enqueued for j in live], searched
+                )
 
 
-async def wait_for_jobs(jobs: list[Job], request: Any, deadline: float, timeout_s: float
-                        ) -> list[dict[str, Any]]:
+async def wait_for_jobs(
+    jobs: list[Job], request: Any, deadline: float, timeout_s: float
+) -> list[dict[str, Any]]:
     """The answers of a request's jobs, in order, checking every 50 ms whether its client
     is still connected and whether ``deadline`` (``time.monotonic()``) has passed.
 
@@ -211,11 +223,15 @@ async def wait_for_jobs(jobs: list[Job], request: Any, deadline: float, timeout_
             if any(not w.done() for w in waits) and await request.is_disconnected():
                 raise ApiError(499, "client_disconnected", "the client went away")
         failed = [e for w in waits if w.done() and (e := w.exception()) is not None]
-        if time.monotonic() > deadline or any(isinstance(e, DeadlineExceeded)
-                                              for e in failed):
-            raise ApiError(503, "timeout", f"the request was not answered within the "
-                           f"server's --timeout of {timeout_s:g} s (queue time counted); "
-                           "try again later", timeout_s=timeout_s)
+        if time.monotonic() > deadline or any(isinstance(e, DeadlineExceeded) for e in failed):
+            raise ApiError(
+                503,
+                "timeout",
+                f"the request was not answered within the "
+                f"server's --timeout of {timeout_s:g} s (queue time counted); "
+                "try again later",
+                timeout_s=timeout_s,
+            )
         if failed:
             raise failed[0]
         return [w.result() for w in waits]

@@ -65,20 +65,24 @@ def decoding_for(entry: ModelEntry, req: TranslateRequest) -> Decoding:
     """
     pieces = len(entry.loaded.tgt_vocab)
     if req.beam and req.beam > pieces:
-        raise bad_option(f"beam {req.beam} is more than the {pieces} target pieces of model "
-                         f"{entry.id!r}", "beam")
+        raise bad_option(
+            f"beam {req.beam} is more than the {pieces} target pieces of model {entry.id!r}", "beam"
+        )
     # the checkpoint's default is served, not refused: capped, as every command caps it
-    d, _ = dataclasses.replace(entry.decoding,
-                               beam_size=min(entry.decoding.beam_size, MAX_BEAM)).capped(pieces)
+    d, _ = dataclasses.replace(
+        entry.decoding, beam_size=min(entry.decoding.beam_size, MAX_BEAM)
+    ).capped(pieces)
     beam = req.beam or d.beam_size
     if req.n_best > beam:
         whose = "" if req.beam else f", the default of model {entry.id!r}"
-        raise bad_option(f"n_best {req.n_best} is more than the beam ({beam}{whose})",
-                         "n_best")
+        raise bad_option(f"n_best {req.n_best} is more than the beam ({beam}{whose})", "n_best")
     return dataclasses.replace(
-        d, beam_size=beam, n_best=req.n_best,
+        d,
+        beam_size=beam,
+        n_best=req.n_best,
         alpha=d.alpha if req.alpha is None else req.alpha,
-        length_penalty=d.length_penalty if req.length_penalty is None else req.length_penalty)
+        length_penalty=d.length_penalty if req.length_penalty is None else req.length_penalty,
+    )
 
 
 def prepare(entry: ModelEntry, req: TranslateRequest) -> Prepared:
@@ -96,9 +100,16 @@ def prepare(entry: ModelEntry, req: TranslateRequest) -> Prepared:
     for i, line in enumerate(req.lines):
         enc = entry.translator.encode(line)
         if not enc.ids:
-            raise ApiError(422, "invalid_request", f"line {i} of lines has no source piece "
-                           f"for model {entry.id!r} (nothing but characters its "
-                           "normalisation drops)", field="lines", line=i, model=entry.id)
+            raise ApiError(
+                422,
+                "invalid_request",
+                f"line {i} of lines has no source piece "
+                f"for model {entry.id!r} (nothing but characters its "
+                "normalisation drops)",
+                field="lines",
+                line=i,
+                model=entry.id,
+            )
         if enc.truncated and not req.truncate:
             clean = line.encode("utf-8", errors="replace").decode("utf-8").strip()
             n = len(entry.loaded.src_vocab.encode(clean))
@@ -126,8 +137,9 @@ def check_budgets(prepared: list[Prepared], top_k: int) -> None:
     work = numbers = 0
     for p in prepared:
         cfg = p.entry.loaded.cfg.model
-        per_source = 0 if cfg.attention == "none" else 1 + (
-            cfg.heads if cfg.attention == "multihead" else 0)
+        per_source = (
+            0 if cfg.attention == "none" else 1 + (cfg.heads if cfg.attention == "multihead" else 0)
+        )
         for enc in p.sources:
             s = len(enc.ids) + 1
             t_max = len(p.prefix) + int(p.decoding.max_ratio * s) + 10
@@ -147,20 +159,24 @@ def _finite(x: float, places: int = 6) -> float:
 
 def _rounded(t: torch.Tensor, places: int = 5) -> list[Any]:
     """A tensor as nested lists of floats rounded to ``places`` decimals (short JSON)."""
-    scale = 10.0 ** places
+    scale = 10.0**places
     return ((t.double() * scale).round() / scale).tolist()
 
 
-def _sentence_scores(text: str, reference: str | None) -> tuple[float | None, float | None,
-                                                                 float | None]:
+def _sentence_scores(
+    text: str, reference: str | None
+) -> tuple[float | None, float | None, float | None]:
     """(sentence BLEU, sentence chrF, hypothesis/reference length in BLEU tokens), or
     Nones without a reference."""
     if reference is None or not reference.strip():
         return None, None, None
     b = BLEU(effective_order=True).sentence_score(text, [reference])
     c = CHRF().sentence_score(text, [reference])
-    return round(b.score, 4), round(c.score, 4), (round(b.sys_len / b.ref_len, 4)
-                                                    if b.ref_len else None)
+    return (
+        round(b.score, 4),
+        round(c.score, 4),
+        (round(b.sys_len / b.ref_len, 4) if b.ref_len else None),
+    )
 
 
 @functools.cache
@@ -171,8 +187,9 @@ def bleu_signature() -> str:
     return str(bleu.get_signature())
 
 
-def _hypothesis(p: Prepared, tokens: list[int], ended: bool, score: float, f: Forced,
-                reference: str | None) -> dict[str, Any]:
+def _hypothesis(
+    p: Prepared, tokens: list[int], ended: bool, score: float, f: Forced, reference: str | None
+) -> dict[str, Any]:
     """The JSON of one hypothesis (see :class:`nmt.serve.schemas.Hypothesis`)."""
     tv = p.entry.loaded.tgt_vocab
     text = tv.decode(tokens)
@@ -181,37 +198,54 @@ def _hypothesis(p: Prepared, tokens: list[int], ended: bool, score: float, f: Fo
     return {
         # one cut at the length limit (ended false) was completed with </s> by the search
         # and scored with it (nmt.inference.search.Hypothesis), as nmt translate shows it
-        "text": text, "tgt_pieces": [tv.id_to_piece(x) for x in tokens] + ["</s>"],
-        "score": _finite(score), "log_prob": _finite(sum(f.token_logprobs)),
+        "text": text,
+        "tgt_pieces": [tv.id_to_piece(x) for x in tokens] + ["</s>"],
+        "score": _finite(score),
+        "log_prob": _finite(sum(f.token_logprobs)),
         "token_logprobs": [_finite(x) for x in f.token_logprobs],
         "attention": None if f.attention is None else _rounded(f.attention),
         "heads": _rounded(f.heads) if multihead and f.heads is not None else None,
         "alignment": None if f.attention is None else f.attention.argmax(dim=1).tolist(),
-        "forced": min(len(p.prefix), len(tokens)), "complete": ended,
-        "top": [[{"piece": tv.id_to_piece(i), "logprob": _finite(v, 4)} for i, v in step]
-                for step in f.top] if f.top else None,
-        "bleu": bleu, "chrf": chrf,
+        "forced": min(len(p.prefix), len(tokens)),
+        "complete": ended,
+        "top": [
+            [{"piece": tv.id_to_piece(i), "logprob": _finite(v, 4)} for i, v in step]
+            for step in f.top
+        ]
+        if f.top
+        else None,
+        "bleu": bleu,
+        "chrf": chrf,
     }
 
 
-def _line(p: Prepared, i: int, hyps: list[dict[str, Any]], reference: str | None
-          ) -> dict[str, Any]:
+def _line(p: Prepared, i: int, hyps: list[dict[str, Any]], reference: str | None) -> dict[str, Any]:
     """The JSON of one (model, line) (see :class:`nmt.serve.schemas.LineResult`)."""
     enc, source = p.sources[i], p.lines[i]
     best = hyps[0] if hyps else None
     text = best["text"] if best else ""
     bleu, chrf, ratio = _sentence_scores(text, reference)
     words = len(source.split())
-    return {"source": source, "src_pieces": enc.pieces + ["</s>"],
-            "tgt_pieces": best["tgt_pieces"] if best else [], "text": text,
-            "truncated": enc.truncated, "unknown": enc.unknown,
-            "fixed_vector": p.entry.fixed_vector, "hypotheses": hyps,
-            "reference": reference, "bleu": bleu, "chrf": chrf, "len_ratio": ratio,
-            "src_len_ratio": round(len(text.split()) / words, 4) if words and best else None}
+    return {
+        "source": source,
+        "src_pieces": enc.pieces + ["</s>"],
+        "tgt_pieces": best["tgt_pieces"] if best else [],
+        "text": text,
+        "truncated": enc.truncated,
+        "unknown": enc.unknown,
+        "fixed_vector": p.entry.fixed_vector,
+        "hypotheses": hyps,
+        "reference": reference,
+        "bleu": bleu,
+        "chrf": chrf,
+        "len_ratio": ratio,
+        "src_len_ratio": round(len(text.split()) / words, 4) if words and best else None,
+    }
 
 
-def run_model(p: Prepared, references: list[str | None], top_k: int, threads: int
-              ) -> dict[str, Any]:
+def run_model(
+    p: Prepared, references: list[str | None], top_k: int, threads: int
+) -> dict[str, Any]:
     """Search one request's lines with one model and read every hypothesis back: a batch
     of one job (:func:`run_jobs`).
 
@@ -221,8 +255,9 @@ def run_model(p: Prepared, references: list[str | None], top_k: int, threads: in
     return run_jobs([(p, references, top_k)], threads)[0]
 
 
-def run_jobs(jobs: list[tuple[Prepared, list[str | None], int]], threads: int
-             ) -> list[dict[str, Any]]:
+def run_jobs(
+    jobs: list[tuple[Prepared, list[str | None], int]], threads: int
+) -> list[dict[str, Any]]:
     """Search the lines of several requests to one model in one batch, sorted by source
     length, and read every hypothesis back in one forced pass.
 
@@ -243,8 +278,10 @@ def run_jobs(jobs: list[tuple[Prepared, list[str | None], int]], threads: int
     e, dec = p0.entry, p0.decoding
     model, dev = e.loaded.model, e.translator.device
     amp = search_dtype(dec.precision, dev)
-    rows = sorted(((j, i) for j, (p, _, _) in enumerate(jobs) for i, s in enumerate(p.sources)
-                   if s.ids), key=lambda r: len(jobs[r[0]][0].sources[r[1]].ids))
+    rows = sorted(
+        ((j, i) for j, (p, _, _) in enumerate(jobs) for i, s in enumerate(p.sources) if s.ids),
+        key=lambda r: len(jobs[r[0]][0].sources[r[1]].ids),
+    )
     srcs = [jobs[j][0].sources[i].ids + [EOS] for j, i in rows]
     top_k = max(k for _, _, k in jobs)
     hyps: dict[tuple[int, int], list[Any]] = {}
@@ -254,13 +291,15 @@ def run_jobs(jobs: list[tuple[Prepared, list[str | None], int]], threads: int
         with autocast(dev, amp), torch.inference_mode():
             if rows:
                 batch = collate([Example(s, [], k) for k, s in enumerate(srcs)])
-                nbest = search_after_prefix(model, batch.src.to(dev), batch.src_len, dec,
-                                            p0.prefix)
+                nbest = search_after_prefix(model, batch.src.to(dev), batch.src_len, dec, p0.prefix)
                 flat = [(r, h) for r, line in zip(rows, nbest, strict=True) for h in line]
                 pos = {r: k for k, r in enumerate(rows)}
                 got = forced_pass_many(
-                    model, [srcs[pos[r]] for r, _ in flat],
-                    [h.tokens + [EOS] for _, h in flat], top_k)  # EOS even when cut
+                    model,
+                    [srcs[pos[r]] for r, _ in flat],
+                    [h.tokens + [EOS] for _, h in flat],
+                    top_k,
+                )  # EOS even when cut
                 for r, line in zip(rows, nbest, strict=True):
                     hyps[r] = line
                 for (r, _), f in zip(flat, got, strict=True):
@@ -268,17 +307,26 @@ def run_jobs(jobs: list[tuple[Prepared, list[str | None], int]], threads: int
         elapsed = (time.perf_counter() - start) * 1000
     answers = []
     for j, (p, refs, k) in enumerate(jobs):
-        out = [_read_back(p, hyps[(j, i)], forced[(j, i)], k, refs[i])
-               if (j, i) in hyps else [] for i in range(len(p.lines))]
-        answers.append({"model": e.id, "attention": e.loaded.cfg.model.attention,
-                        "fixed_vector": e.fixed_vector, "decoding": dec.describe(),
-                        "time_ms": round(elapsed, 3),
-                        "lines": [_line(p, i, out[i], refs[i]) for i in range(len(p.lines))]})
+        out = [
+            _read_back(p, hyps[(j, i)], forced[(j, i)], k, refs[i]) if (j, i) in hyps else []
+            for i in range(len(p.lines))
+        ]
+        answers.append(
+            {
+                "model": e.id,
+                "attention": e.loaded.cfg.model.attention,
+                "fixed_vector": e.fixed_vector,
+                "decoding": dec.describe(),
+                "time_ms": round(elapsed, 3),
+                "lines": [_line(p, i, out[i], refs[i]) for i in range(len(p.lines))],
+            }
+        )
     return answers
 
 
-def _read_back(p: Prepared, hyps: list[Any], forced: list[Forced], top_k: int,
-               reference: str | None) -> list[dict[str, Any]]:
+def _read_back(
+    p: Prepared, hyps: list[Any], forced: list[Forced], top_k: int, reference: str | None
+) -> list[dict[str, Any]]:
     """The n-best list of one line from its forced pass: complete hypotheses first, best
     score first, then those the search cut at the length limit (``complete`` false;
     :func:`nmt.inference.search.rank`). With a prefix, each hypothesis is rescored as a
@@ -290,8 +338,11 @@ def _read_back(p: Prepared, hyps: list[Any], forced: list[Forced], top_k: int,
         score, end = h.score, bool(h.complete)
         if n_prefix:
             lp = sum(f.token_logprobs)
-            score = lp if dec.beam_size == 1 else float(
-                normalised_score(lp, len(h.tokens) + 1, dec.length_penalty, dec.alpha))
+            score = (
+                lp
+                if dec.beam_size == 1
+                else float(normalised_score(lp, len(h.tokens) + 1, dec.length_penalty, dec.alpha))
+            )
         f = dataclasses.replace(f, top=[step[:top_k] for step in f.top] if top_k else [])
         rows.append(_hypothesis(p, h.tokens, end, float(score), f, reference))
     return sorted(rows, key=lambda r: (not r["complete"], -r["score"]))

@@ -47,8 +47,9 @@ class Forced:
 
 
 @torch.inference_mode()
-def forced_pass(model: Any, src_ids: list[int], targets: list[list[int]], top_k: int = 0
-                ) -> list[Forced]:
+def forced_pass(
+    model: Any, src_ids: list[int], targets: list[list[int]], top_k: int = 0
+) -> list[Forced]:
     """Teacher-force each of ``targets`` on one source, all in one batch
     (:func:`forced_pass_many` with the same source for every target).
 
@@ -66,8 +67,9 @@ def forced_pass(model: Any, src_ids: list[int], targets: list[list[int]], top_k:
 
 
 @torch.inference_mode()
-def forced_pass_many(model: Any, sources: list[list[int]], targets: list[list[int]],
-                     top_k: int = 0) -> list[Forced]:
+def forced_pass_many(
+    model: Any, sources: list[list[int]], targets: list[list[int]], top_k: int = 0
+) -> list[Forced]:
     """Teacher-force each target on its own source, all in one padded batch: what the
     server's batcher runs for the hypotheses of several requests at once.
 
@@ -121,11 +123,17 @@ def forced_pass_many(model: Any, sources: list[list[int]], targets: list[list[in
     out = []
     for b, target in enumerate(targets):
         n, s = len(target), len(sources[b])
-        top = [list(zip(tp.indices[b].tolist(), tp.values[b].tolist(), strict=True))
-               for tp in tops[:n]]
-        out.append(Forced(lp[b, :n].tolist(),
-                          None if att is None else att[b, :n, :s].clone(),
-                          None if hd is None else hd[b, :, :n, :s].clone(), top))
+        top = [
+            list(zip(tp.indices[b].tolist(), tp.values[b].tolist(), strict=True)) for tp in tops[:n]
+        ]
+        out.append(
+            Forced(
+                lp[b, :n].tolist(),
+                None if att is None else att[b, :n, :s].clone(),
+                None if hd is None else hd[b, :, :n, :s].clone(),
+                top,
+            )
+        )
     return out
 
 
@@ -155,8 +163,9 @@ class _AfterPrefix:
 
 
 @torch.inference_mode()
-def search_after_prefix(model: Any, src: torch.Tensor, src_len: torch.Tensor,
-                        decoding: Decoding, prefix: list[int]) -> list[list[Hypothesis]]:
+def search_after_prefix(
+    model: Any, src: torch.Tensor, src_len: torch.Tensor, decoding: Decoding, prefix: list[int]
+) -> list[list[Hypothesis]]:
     """The n-best lists (best first) of a batch, every hypothesis starting with ``prefix``.
 
     Without a prefix this is the search ``nmt translate`` runs. With one, the search
@@ -179,9 +188,16 @@ def search_after_prefix(model: Any, src: torch.Tensor, src_len: torch.Tensor,
             raise ValueError(f"n_best must be 1 with greedy search, got {decoding.n_best}")
         nbest = [[h] for h in greedy(searcher, src, src_len, decoding.max_ratio)]
     else:
-        nbest = beam_search(searcher, src, src_len, beam_size=decoding.beam_size,
-                            alpha=decoding.alpha, length_penalty=decoding.length_penalty,
-                            max_ratio=decoding.max_ratio, n_best=decoding.n_best)
+        nbest = beam_search(
+            searcher,
+            src,
+            src_len,
+            beam_size=decoding.beam_size,
+            alpha=decoding.alpha,
+            length_penalty=decoding.length_penalty,
+            max_ratio=decoding.max_ratio,
+            n_best=decoding.n_best,
+        )
     if prefix:
         for hyps in nbest:
             for h in hyps:

@@ -35,11 +35,15 @@ MAX_SEARCH_WORK = 64_000
 # 8 bytes a number, 5,000,000 is 40 MB of JSON.
 MAX_ANSWER_NUMBERS = 5_000_000
 
-LIMITS: dict[str, int] = {"max_lines": MAX_LINES, "max_chars": MAX_CHARS,
-                          "max_pieces": MAX_PIECES, "max_beam": MAX_BEAM,
-                          "max_body_bytes": MAX_BODY_BYTES,
-                          "max_search_work": MAX_SEARCH_WORK,
-                          "max_answer_numbers": MAX_ANSWER_NUMBERS}
+LIMITS: dict[str, int] = {
+    "max_lines": MAX_LINES,
+    "max_chars": MAX_CHARS,
+    "max_pieces": MAX_PIECES,
+    "max_beam": MAX_BEAM,
+    "max_body_bytes": MAX_BODY_BYTES,
+    "max_search_work": MAX_SEARCH_WORK,
+    "max_answer_numbers": MAX_ANSWER_NUMBERS,
+}
 
 
 class ApiError(Exception):
@@ -61,8 +65,14 @@ class ApiError(Exception):
         return {"error": self.error, "message": self.message, **self.fields}
 
 
-def limit_exceeded(limit: str, value: int, line: int | None = None, *,
-                   field: str = "lines", model: str | None = None) -> ApiError:
+def limit_exceeded(
+    limit: str,
+    value: int,
+    line: int | None = None,
+    *,
+    field: str = "lines",
+    model: str | None = None,
+) -> ApiError:
     """The 413 error of a request over ``limit`` (a key of :data:`LIMITS`).
 
     Args:
@@ -74,10 +84,17 @@ def limit_exceeded(limit: str, value: int, line: int | None = None, *,
     """
     where = "" if line is None else f" (line {line} of {field})"
     by = "" if model is None else f" with the vocabulary of model {model!r}"
-    return ApiError(413, "limit_exceeded",
-                    f"{limit} is {LIMITS[limit]}, the request has {value}{where}{by}",
-                    limit=limit, max=LIMITS[limit], value=value, line=line, field=field,
-                    model=model)
+    return ApiError(
+        413,
+        "limit_exceeded",
+        f"{limit} is {LIMITS[limit]}, the request has {value}{where}{by}",
+        limit=limit,
+        max=LIMITS[limit],
+        value=value,
+        line=line,
+        field=field,
+        model=model,
+    )
 
 
 def bad_option(message: str, option: str) -> ApiError:
@@ -87,12 +104,22 @@ def bad_option(message: str, option: str) -> ApiError:
 
 def not_found(what: str, name: str, known: list[str]) -> ApiError:
     """A 404 error for an unknown model, study or test set, listing the known ones."""
-    return ApiError(404, f"unknown_{what}",
-                    f"no {what} {name!r}; known: {', '.join(known) or '(none)'}",
-                    name=name, known=known)
+    return ApiError(
+        404,
+        f"unknown_{what}",
+        f"no {what} {name!r}; known: {', '.join(known) or '(none)'}",
+        name=name,
+        known=known,
+    )
 
 
 def busy(model: str, size: int) -> ApiError:
     """The 429 error of a model whose queue holds ``size`` requests already."""
-    return ApiError(429, "queue_full", f"model {model!r} has {size} requests waiting or "
-                    "running, its queue's size; try again shortly", model=model, queue=size)
+    return ApiError(
+        429,
+        "queue_full",
+        f"model {model!r} has {size} requests waiting or "
+        "running, its queue's size; try again shortly",
+        model=model,
+        queue=size,
+    )

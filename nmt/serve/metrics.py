@@ -45,27 +45,51 @@ class Metrics:
 
     def __init__(self, depth: dict[str, Callable[[], int]]):
         self.registry = CollectorRegistry()
-        self.requests = Counter("nmt_serve_requests", "Answered requests by route and status",
-                                ["route", "status"], registry=self.registry)
-        queue = Gauge("nmt_serve_queue_depth", "Translate requests waiting for or in a search",
-                      ["model"], registry=self.registry)
+        self.requests = Counter(
+            "nmt_serve_requests",
+            "Answered requests by route and status",
+            ["route", "status"],
+            registry=self.registry,
+        )
+        queue = Gauge(
+            "nmt_serve_queue_depth",
+            "Translate requests waiting for or in a search",
+            ["model"],
+            registry=self.registry,
+        )
         for mid, f in depth.items():
             queue.labels(model=mid).set_function(f)
-        self.batch = Histogram("nmt_serve_batch_lines", "Source lines per batched search",
-                               ["model"], buckets=LINE_BUCKETS, registry=self.registry)
-        self.queue_s = Histogram("nmt_serve_queue_seconds", "Seconds a job waited for its search",
-                                 ["model"], buckets=SECOND_BUCKETS, registry=self.registry)
-        self.search_s = Histogram("nmt_serve_search_seconds",
-                                  "Seconds of one batched search and forced pass", ["model"],
-                                  buckets=SECOND_BUCKETS, registry=self.registry)
+        self.batch = Histogram(
+            "nmt_serve_batch_lines",
+            "Source lines per batched search",
+            ["model"],
+            buckets=LINE_BUCKETS,
+            registry=self.registry,
+        )
+        self.queue_s = Histogram(
+            "nmt_serve_queue_seconds",
+            "Seconds a job waited for its search",
+            ["model"],
+            buckets=SECOND_BUCKETS,
+            registry=self.registry,
+        )
+        self.search_s = Histogram(
+            "nmt_serve_search_seconds",
+            "Seconds of one batched search and forced pass",
+            ["model"],
+            buckets=SECOND_BUCKETS,
+            registry=self.registry,
+        )
 
     def observer(self, model: str) -> Callable[[int, list[float], float], None]:
         """The :class:`nmt.serve.batcher.Batcher` callback of ``model``."""
+
         def observe(lines: int, waited: list[float], searched: float) -> None:
             self.batch.labels(model=model).observe(lines)
             for w in waited:
                 self.queue_s.labels(model=model).observe(w)
             self.search_s.labels(model=model).observe(searched)
+
         return observe
 
     def text(self) -> bytes:

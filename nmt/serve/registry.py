@@ -79,8 +79,10 @@ def parse_model_spec(spec: str) -> tuple[str | None, Path]:
     if not sep:
         return None, Path(spec)
     if not _ID.match(name):
-        raise ValueError(f"--model {spec!r}: the id {name!r} must be 1-64 letters, digits, "
-                         "'_', '.' or '-' (starting with a letter or digit)")
+        raise ValueError(
+            f"--model {spec!r}: the id {name!r} must be 1-64 letters, digits, "
+            "'_', '.' or '-' (starting with a letter or digit)"
+        )
     if not path.strip():  # Path("") is ".", which would be reported as a directory
         raise ValueError(f"--model {spec!r}: empty path after '='; give ID=CHECKPOINT")
     return name, Path(path)
@@ -101,22 +103,30 @@ def check_specs(specs: list[str]) -> list[tuple[str | None, Path]]:
         CheckpointError: a path that is not a file, named.
     """
     if not specs:
-        raise ValueError("give at least one --model ID=CHECKPOINT (no model folder is "
-                         f"shipped in {folder.SHIPPED_DIR} to serve by default)")
+        raise ValueError(
+            "give at least one --model ID=CHECKPOINT (no model folder is "
+            f"shipped in {folder.SHIPPED_DIR} to serve by default)"
+        )
     parsed = [parse_model_spec(s) for s in specs]
     seen: set[str] = set()
     for (mid, path), spec in zip(parsed, specs, strict=True):
         if mid is not None:
             if mid in seen:
-                raise ValueError(f"--model {spec!r}: the id {mid!r} is given twice; give each "
-                                 "model its own id")
+                raise ValueError(
+                    f"--model {spec!r}: the id {mid!r} is given twice; give each model its own id"
+                )
             seen.add(mid)
         where = path if is_hub_spec(path) else resolve_model_path(path)
         if not (where.is_file() or is_folder(where) or is_hub_spec(where)):
-            why = ("is a directory (no manifest.json: not a model folder)" if path.is_dir()
-                   else "does not exist" + unknown_name_hint(str(path)))
-            raise CheckpointError(f"--model {spec!r}: {path} {why}; give a checkpoint "
-                                  "file (e.g. runs/NAME/best.pt) or a model folder")
+            why = (
+                "is a directory (no manifest.json: not a model folder)"
+                if path.is_dir()
+                else "does not exist" + unknown_name_hint(str(path))
+            )
+            raise CheckpointError(
+                f"--model {spec!r}: {path} {why}; give a checkpoint "
+                "file (e.g. runs/NAME/best.pt) or a model folder"
+            )
     return parsed
 
 
@@ -130,8 +140,9 @@ def _scored(record: dict[str, Any], key: str, sha: str, name_matches: bool) -> s
     return "unverified" if name_matches else None
 
 
-def _stored_scores(path: Path, sha: str
-                   ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, float | None]:
+def _stored_scores(
+    path: Path, sha: str
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None, float | None]:
     """(test BLEU stored beside ``path``, why a stored one is stale, best validation BLEU
     of its run), None each when there is none.
 
@@ -154,24 +165,43 @@ def _stored_scores(path: Path, sha: str
             continue
         if isinstance(data, dict) and isinstance(data.get("test"), dict):
             chosen = data.get("chosen_checkpoint")
-            status = _scored(data, "chosen_checkpoint_sha256", sha,
-                             chosen is None or Path(str(chosen)).name == path.name)
+            status = _scored(
+                data,
+                "chosen_checkpoint_sha256",
+                sha,
+                chosen is None or Path(str(chosen)).name == path.name,
+            )
             for split, t in data["test"].items() if status else ():
                 if isinstance(t, dict) and "beam_bleu" in t:
-                    found.append({"split": split, "bleu": t["beam_bleu"],
-                                  "signature": t.get("signature"), "file": f.name,
-                                  "status": status, "decoding": t.get("search") or
-                                  f"beam {data.get('beam')}, alpha {data.get('alpha')}"})
+                    found.append(
+                        {
+                            "split": split,
+                            "bleu": t["beam_bleu"],
+                            "signature": t.get("signature"),
+                            "file": f.name,
+                            "status": status,
+                            "decoding": t.get("search")
+                            or f"beam {data.get('beam')}, alpha {data.get('alpha')}",
+                        }
+                    )
         elif isinstance(data, list):
             for r in data:
                 if not (isinstance(r, dict) and "bleu" in r and "checkpoint" in r):
                     continue
-                status = _scored(r, "checkpoint_sha256", sha,
-                                 Path(str(r["checkpoint"])).name == path.name)
+                status = _scored(
+                    r, "checkpoint_sha256", sha, Path(str(r["checkpoint"])).name == path.name
+                )
                 if status:
-                    found.append({"split": r.get("test_set"), "bleu": r["bleu"],
-                                  "signature": r.get("signature"), "file": f.name,
-                                  "status": status, "decoding": r.get("search")})
+                    found.append(
+                        {
+                            "split": r.get("test_set"),
+                            "bleu": r["bleu"],
+                            "signature": r.get("signature"),
+                            "file": f.name,
+                            "status": status,
+                            "decoding": r.get("search"),
+                        }
+                    )
         if f.name == "summary.json" and isinstance(data, dict):
             val = data.get("best_val_bleu")
     rank = {"verified": 0, "unverified": 1}
@@ -179,9 +209,17 @@ def _stored_scores(path: Path, sha: str
     if shown:
         return {**shown[0], "all": shown}, None, val
     if found:
-        return None, {"file": found[0]["file"], "reason": (
-            f"{found[0]['file']} scored a checkpoint with another sha256: {path.name} was "
-            "replaced since; score it again (nmt evaluate --json, nmt select --json)")}, val
+        return (
+            None,
+            {
+                "file": found[0]["file"],
+                "reason": (
+                    f"{found[0]['file']} scored a checkpoint with another sha256: {path.name} was "
+                    "replaced since; score it again (nmt evaluate --json, nmt select --json)"
+                ),
+            },
+            val,
+        )
     return None, None, val
 
 
@@ -210,8 +248,14 @@ class ModelEntry:
         return self.loaded.cfg.model.attention == "none"
 
 
-def load_entry(model_id: str | None, path: Path, device: torch.device, threads: int,
-               queue_size: int = DEFAULT_QUEUE, precision: str | None = None) -> ModelEntry:
+def load_entry(
+    model_id: str | None,
+    path: Path,
+    device: torch.device,
+    threads: int,
+    queue_size: int = DEFAULT_QUEUE,
+    precision: str | None = None,
+) -> ModelEntry:
     """Load one checkpoint (safely) and describe it; ``precision`` (fp32, bf16, ...)
     replaces its ``search.precision`` unless None.
 
@@ -222,25 +266,35 @@ def load_entry(model_id: str | None, path: Path, device: torch.device, threads: 
     loaded = load_checkpoint(path, device, with_digest=True)  # the digest of the bytes loaded
     cfg = loaded.cfg
     m = cfg.model
-    translator = Translator.from_loaded(loaded, precision=precision,
-                                        precision_option="search.precision", threads=threads,
-                                        max_src_pieces=MAX_PIECES)
+    translator = Translator.from_loaded(
+        loaded,
+        precision=precision,
+        precision_option="search.precision",
+        threads=threads,
+        max_src_pieces=MAX_PIECES,
+    )
     decoding = translator.decoding  # a beam over the vocabulary is capped to it
     sha = str(loaded.sha256)
     where = resolve_model_path(path)  # a model folder's scores are in its results.json
-    test_bleu, stale, val_bleu = _stored_scores(where / WEIGHTS if is_folder(where) else path,
-                                                sha)
+    test_bleu, stale, val_bleu = _stored_scores(where / WEIGHTS if is_folder(where) else path, sha)
     mid = model_id or m.attention
     info = {
-        "id": mid, "name": cfg.name, "checkpoint": path.name, "sha256": sha,
+        "id": mid,
+        "name": cfg.name,
+        "checkpoint": path.name,
+        "sha256": sha,
         "direction": f"{cfg.data.src_lang}->{cfg.data.tgt_lang}",
-        "attention": m.attention, "fixed_vector": m.attention == "none",
+        "attention": m.attention,
+        "fixed_vector": m.attention == "none",
         "heads": m.heads if m.attention == "multihead" else None,
         "local_window": m.local_window if m.attention in LOCAL_KINDS else None,
-        "step_order": m.step_order, "parameters": count_parameters(loaded.model),
+        "step_order": m.step_order,
+        "parameters": count_parameters(loaded.model),
         "vocab": {"source": len(loaded.src_vocab), "target": len(loaded.tgt_vocab)},
         "decoding": {**dataclasses.asdict(decoding), "describe": decoding.describe()},
-        "test_bleu": test_bleu, "test_bleu_stale": stale, "val_bleu": val_bleu,
+        "test_bleu": test_bleu,
+        "test_bleu_stale": stale,
+        "val_bleu": val_bleu,
     }
     return ModelEntry(mid, path, loaded, translator, decoding, info, Queue(queue_size))
 
@@ -260,8 +314,10 @@ class Registry:
         self.models: dict[str, ModelEntry] = {}
         for e in entries:
             if e.id in self.models:
-                raise ValueError(f"two models have the id {e.id!r} (a plain --model PATH "
-                                 "takes its attention type as id): name them ID=PATH")
+                raise ValueError(
+                    f"two models have the id {e.id!r} (a plain --model PATH "
+                    "takes its attention type as id): name them ID=PATH"
+                )
             self.models[e.id] = e
         self.threads = threads
 
@@ -290,8 +346,13 @@ class Registry:
         return taken
 
 
-def load_registry(specs: list[str], device: torch.device, threads: int,
-                  queue_size: int = DEFAULT_QUEUE, precision: str | None = None) -> Registry:
+def load_registry(
+    specs: list[str],
+    device: torch.device,
+    threads: int,
+    queue_size: int = DEFAULT_QUEUE,
+    precision: str | None = None,
+) -> Registry:
     """The registry of ``--model`` specs (``ID=PATH`` or ``PATH``), searching in
     ``precision`` (None: each checkpoint's).
 
@@ -299,6 +360,8 @@ def load_registry(specs: list[str], device: torch.device, threads: int,
         ValueError: no model, a bad id or two models with one id.
         nmt.model.checkpoint.CheckpointError: a checkpoint cannot be loaded.
     """
-    entries = [load_entry(mid, path, device, threads, queue_size, precision)
-               for mid, path in check_specs(specs)]
+    entries = [
+        load_entry(mid, path, device, threads, queue_size, precision)
+        for mid, path in check_specs(specs)
+    ]
     return Registry(entries, threads)

@@ -32,8 +32,10 @@ def utf8(text: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise ValueError(f"has a lone surrogate U+{ord(text[e.start]):04X} at character "
-                         f"{e.start}, which is not UTF-8 text") from None
+        raise ValueError(
+            f"has a lone surrogate U+{ord(text[e.start]):04X} at character "
+            f"{e.start}, which is not UTF-8 text"
+        ) from None
     return text
 
 
@@ -60,30 +62,55 @@ class TranslateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     lines: list[Line] = Field(
-        min_length=1, max_length=MAX_LINES,
+        min_length=1,
+        max_length=MAX_LINES,
         description=f"Source lines: at most {MAX_LINES}, each at most {MAX_CHARS} characters "
-        f"and {MAX_PIECES} source pieces (413 beyond; see `truncate`), none empty.")
+        f"and {MAX_PIECES} source pieces (413 beyond; see `truncate`), none empty.",
+    )
     models: list[Name] | None = Field(
-        None, min_length=1, description="Model ids (GET /api/models); default: every model.")
-    beam: int | None = Field(None, ge=1, le=MAX_BEAM, description=f"Beam size, 1 (greedy) to "
-                             f"{MAX_BEAM} (413 beyond); default: each checkpoint's.")
+        None, min_length=1, description="Model ids (GET /api/models); default: every model."
+    )
+    beam: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_BEAM,
+        description=f"Beam size, 1 (greedy) to "
+        f"{MAX_BEAM} (413 beyond); default: each checkpoint's.",
+    )
     n_best: int = Field(1, ge=1, le=MAX_BEAM, description="Hypotheses per line, at most beam.")
-    alpha: float | None = Field(None, ge=0, le=10, allow_inf_nan=False,
-                                description="GNMT length penalty alpha (finite); default: "
-                                "each checkpoint's.")
+    alpha: float | None = Field(
+        None,
+        ge=0,
+        le=10,
+        allow_inf_nan=False,
+        description="GNMT length penalty alpha (finite); default: each checkpoint's.",
+    )
     length_penalty: LengthPenalty | None = Field(
-        None, description="Length penalty of beam search; default: each checkpoint's.")
+        None, description="Length penalty of beam search; default: each checkpoint's."
+    )
     prefix: Text | None = Field(
-        None, description="Target prefix to force: every hypothesis starts with its pieces "
+        None,
+        description="Target prefix to force: every hypothesis starts with its pieces "
         f"(at most {MAX_CHARS} characters, {MAX_PIECES} pieces), and the search continues "
-        "from there. Empty: no prefix.")
+        "from there. Empty: no prefix.",
+    )
     references: list[Line | None] | None = Field(
-        None, max_length=MAX_LINES, description="One reference per line (null for none, "
-        "never empty): sentence BLEU and chrF of every hypothesis.")
-    top_k: int = Field(0, ge=0, le=10, description="Per target step, the k most probable "
-                       "pieces and their log-probabilities.")
-    truncate: bool = Field(False, description=f"Cut lines over {MAX_PIECES} pieces (flagged "
-                           "`truncated`) instead of answering 413.")
+        None,
+        max_length=MAX_LINES,
+        description="One reference per line (null for none, "
+        "never empty): sentence BLEU and chrF of every hypothesis.",
+    )
+    top_k: int = Field(
+        0,
+        ge=0,
+        le=10,
+        description="Per target step, the k most probable pieces and their log-probabilities.",
+    )
+    truncate: bool = Field(
+        False,
+        description=f"Cut lines over {MAX_PIECES} pieces (flagged "
+        "`truncated`) instead of answering 413.",
+    )
 
 
 class Alternative(BaseModel):
@@ -97,20 +124,26 @@ class Hypothesis(BaseModel):
     """One hypothesis of the n-best list; T = len(tgt_pieces), S = len(src_pieces)."""
 
     text: str
-    tgt_pieces: list[str] = Field(description="Target pieces, `</s>` last (in place of the "
-                                  "last piece where the length limit cut it: `complete` false).")
-    score: float = Field(description="The search's ranking score (nats; length-normalised "
-                         "in beam search).")
+    tgt_pieces: list[str] = Field(
+        description="Target pieces, `</s>` last (in place of the "
+        "last piece where the length limit cut it: `complete` false)."
+    )
+    score: float = Field(
+        description="The search's ranking score (nats; length-normalised in beam search)."
+    )
     log_prob: float = Field(description="Sum of token_logprobs (nats).")
     token_logprobs: list[float] = Field(description="(T,) log p(y_t | y_<t, x), nats.")
     attention: list[list[float]] | None = Field(
         description="(T, S) attention weights (multihead: the mean over heads); null for the "
-        "fixed-vector model.")
+        "fixed-vector model."
+    )
     heads: list[list[list[float]]] | None = Field(
-        description="(h, T, S) per-head weights of a multihead model, else null.")
+        description="(h, T, S) per-head weights of a multihead model, else null."
+    )
     alignment: list[int] | None = Field(
         description="(T,) per target piece the source position of the largest weight, as "
-        "`nmt translate --attention` prints it; null without attention.")
+        "`nmt translate --attention` prints it; null without attention."
+    )
     forced: int = Field(description="How many leading pieces were forced (the prefix).")
     complete: bool = Field(description="False when the length limit came before `</s>`.")
     top: list[list[Alternative]] | None = Field(description="(T, top_k) alternatives.")
@@ -127,10 +160,14 @@ class LineResult(BaseModel):
     text: str
     truncated: bool
     unknown: bool = Field(description="No source piece is known to the model.")
-    fixed_vector: bool = Field(description="The model reads one fixed context vector "
-                               "(attention none): every step sees the same vector.")
-    hypotheses: list[Hypothesis] = Field(description="Complete hypotheses first, best score "
-                                         "first, then those cut at the length limit.")
+    fixed_vector: bool = Field(
+        description="The model reads one fixed context vector "
+        "(attention none): every step sees the same vector."
+    )
+    hypotheses: list[Hypothesis] = Field(
+        description="Complete hypotheses first, best score "
+        "first, then those cut at the length limit."
+    )
     reference: str | None
     bleu: float | None
     chrf: float | None
@@ -174,16 +211,16 @@ class ErrorBody(BaseModel):
 
 _ERROR_TEXT = {
     400: "a bad option (e.g. n_best > beam, a beam over the target vocabulary, references "
-         "not one per line, a malformed bucket)",
+    "not one per line, a malformed bucket)",
     404: "unknown model, study or test set",
     413: f"over a limit: more than {MAX_LINES} lines, {MAX_CHARS} characters or "
-         f"{MAX_PIECES} pieces in a line, beam over {MAX_BEAM}, body over 1 MiB, or over "
-         "the search-work or answer-size budget",
+    f"{MAX_PIECES} pieces in a line, beam over {MAX_BEAM}, body over 1 MiB, or over "
+    "the search-work or answer-size budget",
     422: "a malformed body or option (wrong JSON type, non-finite number, empty line, "
-         "text that is not UTF-8)",
+    "text that is not UTF-8)",
     429: "the model's queue is full; try again (header Retry-After)",
     503: "the request waited past the server's --timeout (queue time counted); no partial "
-         "answer is given",
+    "answer is given",
 }
 
 

@@ -83,12 +83,15 @@ def check_options(opts: ServeOptions) -> list[Study]:
     if opts.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {opts.workers}")
     if opts.precision not in PRECISIONS + ("checkpoint",):
-        raise ValueError(f"--precision {opts.precision!r}: give one of "
-                         f"{', '.join(PRECISIONS)} or checkpoint")
+        raise ValueError(
+            f"--precision {opts.precision!r}: give one of {', '.join(PRECISIONS)} or checkpoint"
+        )
     b = opts.batching
     if b.max_batch < 1 or b.wait_ms < 0 or not b.timeout_s > 0:
-        raise ValueError(f"--max-batch must be >= 1 (got {b.max_batch}), --batch-wait-ms "
-                         f">= 0 (got {b.wait_ms:g}), --timeout > 0 (got {b.timeout_s:g})")
+        raise ValueError(
+            f"--max-batch must be >= 1 (got {b.max_batch}), --batch-wait-ms "
+            f">= 0 (got {b.wait_ms:g}), --timeout > 0 (got {b.timeout_s:g})"
+        )
     pick_device(opts.device, "--device")
     check_specs(opts.models)
     return check_unique([load_study(p) for p in opts.studies])
@@ -103,10 +106,13 @@ def listen_socket(host: str, port: int) -> socket.socket:
     """
     try:
         family, kind, proto, _, addr = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
     except (socket.gaierror, UnicodeError) as e:
-        raise ValueError(f"--host {host!r}: not an address, or a name that does not resolve "
-                         f"({getattr(e, 'strerror', None) or e})") from None
+        raise ValueError(
+            f"--host {host!r}: not an address, or a name that does not resolve "
+            f"({getattr(e, 'strerror', None) or e})"
+        ) from None
     sock = socket.socket(family, kind, proto)
     # as uvicorn does: a restarted server may bind while old connections are in TIME_WAIT
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -117,8 +123,10 @@ def listen_socket(host: str, port: int) -> socket.socket:
         if e.errno == errno.EADDRINUSE:
             why = f"--port {port}: {host}:{port} is in use (another server?); pick another --port"
         elif e.errno == errno.EADDRNOTAVAIL:
-            why = (f"--host {host!r}: not an address of this machine (try 127.0.0.1, or "
-                   "0.0.0.0 for every interface)")
+            why = (
+                f"--host {host!r}: not an address of this machine (try 127.0.0.1, or "
+                "0.0.0.0 for every interface)"
+            )
         elif e.errno == errno.EACCES:
             why = f"--port {port}: not allowed here (ports below 1024 need privileges)"
         else:
@@ -127,8 +135,9 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def build(opts: ServeOptions, log: Callable[[str], None] = print,
-          studies: list[Study] | None = None) -> Any:
+def build(
+    opts: ServeOptions, log: Callable[[str], None] = print, studies: list[Study] | None = None
+) -> Any:
     """The FastAPI application for ``opts`` (models loaded now).
 
     Args:
@@ -147,23 +156,27 @@ def build(opts: ServeOptions, log: Callable[[str], None] = print,
     precision = None if opts.precision == "checkpoint" else opts.precision
     registry: Registry = load_registry(opts.models, device, threads, opts.queue, precision)
     for e in registry.models.values():
-        log(f"model {e.id}: {e.path} ({e.info['attention']}, {e.info['direction']}, "
-            f"{e.info['parameters']:,} parameters, {e.decoding.describe()})")
+        log(
+            f"model {e.id}: {e.path} ({e.info['attention']}, {e.info['direction']}, "
+            f"{e.info['parameters']:,} parameters, {e.decoding.describe()})"
+        )
     served = sorted({e.info["direction"] for e in registry.models.values()})
     for s in studies:
         if s.direction is not None and s.direction not in served:
-            log(f"warning: study {s.name!r} is {s.direction}, no served model is "
-                f"({', '.join(served)}): its buckets are not these models' language pair")
+            log(
+                f"warning: study {s.name!r} is {s.direction}, no served model is "
+                f"({', '.join(served)}): its buckets are not these models' language pair"
+            )
     defs: list[SetDefinition] = [d for s in studies for d in definitions(s)]
     first = next(iter(registry.models.values())).loaded.cfg.data
     defs += [SetDefinition(s, s) for s in first.test_splits]
     if first.test_splits:
-        defs.append(SetDefinition(f"{first.test_splits[0]}_joined", first.test_splits[0],
-                                  DEFAULT_JOIN_KS))
+        defs.append(
+            SetDefinition(f"{first.test_splits[0]}_joined", first.test_splits[0], DEFAULT_JOIN_KS)
+        )
     data, note = served_corpus(first, opts.data_path)
     if note:
-        log(f"warning: no example sentences on the page (typed sentences still translate): "
-            f"{note}")
+        log(f"warning: no example sentences on the page (typed sentences still translate): {note}")
     buckets = (studies[0].config.get("buckets") if studies else None) or DEFAULT_BUCKETS
     testsets = TestSets(data, defs, buckets, note)
     return create_app(registry, Studies(studies, testsets), testsets, opts.batching)
@@ -200,8 +213,13 @@ def _run(app: Any, sock: socket.socket) -> None:
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 
-def run_workers(opts: ServeOptions, sock: socket.socket, make_app: Callable[[], Any],
-                log: Callable[[str], None], where: str) -> None:
+def run_workers(
+    opts: ServeOptions,
+    sock: socket.socket,
+    make_app: Callable[[], Any],
+    log: Callable[[str], None],
+    where: str,
+) -> None:
     """Fork ``opts.workers`` processes that each build the app and serve ``sock`` (the
     kernel hands each connection to one of them); wait for all, and stop all when one
     fails or on Ctrl-C.

@@ -103,33 +103,51 @@ def _test_set(name: str, record: dict[str, Any], ts: TestSet | str | None) -> di
     systems: list[str] = []
     for row in record.get("buckets") or []:
         key = (int(row["min_len"]), row.get("max_len"))
-        b = buckets.setdefault(key, {"label": bucket_label(*key), "min_len": key[0],
-                                     "max_len": key[1], "rows": {}})
+        b = buckets.setdefault(
+            key, {"label": bucket_label(*key), "min_len": key[0], "max_len": key[1], "rows": {}}
+        )
         system = str(row.get("system"))
         if system not in systems:
             systems.append(system)
-        b["rows"][system] = {**{k: row.get(k) for k in _ROW_KEYS}, "bleu": _ci(row.get("bleu")),
-                             "chrf": _ci(row.get("chrf"))}
+        b["rows"][system] = {
+            **{k: row.get(k) for k in _ROW_KEYS},
+            "bleu": _ci(row.get("bleu")),
+            "chrf": _ci(row.get("chrf")),
+        }
     notes = []
     words = ts.words() if isinstance(ts, TestSet) else None
     if words is None:
-        notes.append(f"no example ids: test set {name!r} "
-                     + ("is not served" if ts is None else f"cannot be read ({ts})"))
-    elif (isinstance(ts, TestSet) and isinstance(record.get("sources_sha256"), str)
-          and record["sources_sha256"] != lines_sha256(ts.sources)):
+        notes.append(
+            f"no example ids: test set {name!r} "
+            + ("is not served" if ts is None else f"cannot be read ({ts})")
+        )
+    elif (
+        isinstance(ts, TestSet)
+        and isinstance(record.get("sources_sha256"), str)
+        and record["sources_sha256"] != lines_sha256(ts.sources)
+    ):
         words = None  # line numbers of other lines would point at the wrong sentences
-        notes.append(f"no example ids: the served test set {name!r} is not the one the study "
-                     "decoded (its source lines differ)")
+        notes.append(
+            f"no example ids: the served test set {name!r} is not the one the study "
+            "decoded (its source lines differ)"
+        )
     for (lo, hi), b in buckets.items():
         ids = None if words is None else in_bucket(words, lo, hi)
         b["n"] = max((r["n"] or 0 for r in b["rows"].values()), default=0)
         b["example_ids"] = ids
         if ids is not None and len(ids) != b["n"]:
-            notes.append(f"bucket {b['label']}: the served set has {len(ids)} lines, the "
-                         f"study counted {b['n']}: ids may not match the study's sentences")
-    return {"name": name, "signature": record.get("signature"),
-            "chrf_signature": record.get("chrf_signature"), "systems": systems,
-            "buckets": list(buckets.values()), "notes": notes}
+            notes.append(
+                f"bucket {b['label']}: the served set has {len(ids)} lines, the "
+                f"study counted {b['n']}: ids may not match the study's sentences"
+            )
+    return {
+        "name": name,
+        "signature": record.get("signature"),
+        "chrf_signature": record.get("chrf_signature"),
+        "systems": systems,
+        "buckets": list(buckets.values()),
+        "notes": notes,
+    }
 
 
 def check_unique(studies: list[Study]) -> list[Study]:
@@ -144,8 +162,10 @@ def check_unique(studies: list[Study]) -> list[Study]:
             other = seen[s.name].folder
             if other.resolve() == s.folder.resolve():
                 raise StudyError(f"--study {s.folder} is given twice")
-            raise StudyError(f"--study {s.folder} and --study {other}: both are named "
-                             f"{s.name!r} (results.json's study.name); serve one of them")
+            raise StudyError(
+                f"--study {s.folder} and --study {other}: both are named "
+                f"{s.name!r} (results.json's study.name); serve one of them"
+            )
         seen[s.name] = s
     return studies
 
@@ -165,8 +185,10 @@ class Studies:
 
     def names(self) -> list[dict[str, Any]]:
         """``GET /api/studies``: name, direction and test sets of each study."""
-        return [{"name": s.name, "direction": s.direction,
-                 "test_sets": list(s.results["test_sets"])} for s in self.studies.values()]
+        return [
+            {"name": s.name, "direction": s.direction, "test_sets": list(s.results["test_sets"])}
+            for s in self.studies.values()
+        ]
 
     def get(self, name: str) -> dict[str, Any]:
         """``GET /api/studies/{name}``.
@@ -177,8 +199,14 @@ class Studies:
         s = self.studies.get(name)
         if s is None:
             raise not_found("study", name, list(self.studies))
-        return {"name": s.name, "direction": s.direction,
-                "decoding": s.results.get("decoding"),
-                "baseline": s.config.get("baseline"), "buckets": s.config.get("buckets"),
-                "test_sets": [_test_set(n, rec, self.testsets.lookup(n))
-                              for n, rec in s.results["test_sets"].items()]}
+        return {
+            "name": s.name,
+            "direction": s.direction,
+            "decoding": s.results.get("decoding"),
+            "baseline": s.config.get("baseline"),
+            "buckets": s.config.get("buckets"),
+            "test_sets": [
+                _test_set(n, rec, self.testsets.lookup(n))
+                for n, rec in s.results["test_sets"].items()
+            ],
+        }

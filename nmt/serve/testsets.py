@@ -58,11 +58,17 @@ def parse_bucket(text: str) -> tuple[int, int | None]:
     Raises:
         ApiError: 400 for a list of ranges or anything else, with the forms that work.
     """
-    hint = ("one range of source words, e.g. 31-40, or 61- for 61 and more (61+ must be "
-            "written 61%2B in a URL: a bare + reads as a space)")
+    hint = (
+        "one range of source words, e.g. 31-40, or 61- for 61 and more (61+ must be "
+        "written 61%2B in a URL: a bare + reads as a space)"
+    )
     if "," in text:
-        raise ApiError(400, "bad_option", f"bucket {text!r}: a list of ranges; give {hint}, "
-                       "one request per bucket", option="bucket")
+        raise ApiError(
+            400,
+            "bad_option",
+            f"bucket {text!r}: a list of ranges; give {hint}, one request per bucket",
+            option="bucket",
+        )
     core = text.strip()
     if core.isdigit() and text.endswith(" "):
         core += "+"  # "61+" sent unencoded arrives as "61 "
@@ -70,8 +76,9 @@ def parse_bucket(text: str) -> tuple[int, int | None]:
         ((lo, hi),) = parse_buckets(core, "bucket")
     except ValueError as e:  # its hint is of --buckets, a list: not this option's
         why = str(e).removeprefix("bucket: ").split("; use e.g.")[0]
-        raise ApiError(400, "bad_option", f"bucket {text!r}: {why}; give {hint}",
-                       option="bucket") from None
+        raise ApiError(
+            400, "bad_option", f"bucket {text!r}: {why}; give {hint}", option="bucket"
+        ) from None
     return lo, hi
 
 
@@ -91,8 +98,13 @@ class TestSets:
         note: why there is no corpus, when ``data`` is None.
     """
 
-    def __init__(self, data: DataConfig | None, definitions: list[SetDefinition],
-                 buckets: str = DEFAULT_BUCKETS, note: str | None = None):
+    def __init__(
+        self,
+        data: DataConfig | None,
+        definitions: list[SetDefinition],
+        buckets: str = DEFAULT_BUCKETS,
+        note: str | None = None,
+    ):
         self.data, self.buckets, self.note = data, parse_buckets(buckets), note
         self.definitions: dict[str, SetDefinition] = {}
         for d in definitions:
@@ -118,9 +130,13 @@ class TestSets:
         if d.join_ks is None:
             return TestSet(d.name, src, ref, f"{d.split} as distributed: {len(src)} lines")
         j = long_sentence_set(src, ref, d.join_ks)
-        return TestSet(d.name, j.sources, j.references,
-                       f"{d.split} with k = {', '.join(map(str, d.join_ks))} consecutive "
-                       f"pairs joined: {len(j)} lines")
+        return TestSet(
+            d.name,
+            j.sources,
+            j.references,
+            f"{d.split} with k = {', '.join(map(str, d.join_ks))} consecutive "
+            f"pairs joined: {len(j)} lines",
+        )
 
     def lookup(self, name: str) -> TestSet | str | None:
         """The set ``name``, why it cannot be read (a string), or None when unknown."""
@@ -153,13 +169,20 @@ class TestSets:
                 notes.append(f"{name}: {ts}")
                 continue
             words = ts.words()
-            sets.append({"name": name, "n": len(words), "note": ts.note, "buckets": [
-                {"label": bucket_label(lo, hi), "n": len(in_bucket(words, lo, hi))}
-                for lo, hi in self.buckets]})
+            sets.append(
+                {
+                    "name": name,
+                    "n": len(words),
+                    "note": ts.note,
+                    "buckets": [
+                        {"label": bucket_label(lo, hi), "n": len(in_bucket(words, lo, hi))}
+                        for lo, hi in self.buckets
+                    ],
+                }
+            )
         return {"sets": sets, "notes": notes}
 
-    def examples(self, name: str, bucket: str | None, offset: int, limit: int
-                 ) -> dict[str, Any]:
+    def examples(self, name: str, bucket: str | None, offset: int, limit: int) -> dict[str, Any]:
         """``GET /api/examples``: pairs of set ``name`` in ``bucket`` (all without one),
         ``limit`` of them from the ``offset``-th, each with its id (line number).
 
@@ -173,14 +196,22 @@ class TestSets:
         if bucket:
             lo, hi = parse_bucket(bucket)
             ids, label = in_bucket(words, lo, hi), bucket_label(lo, hi)
-        page = ids[offset: offset + limit]
-        return {"split": name, "bucket": label, "total": len(ids), "offset": offset,
-                "examples": [{"id": i, "source": ts.sources[i], "reference": ts.references[i],
-                              "words": words[i]} for i in page]}
+        page = ids[offset : offset + limit]
+        return {
+            "split": name,
+            "bucket": label,
+            "total": len(ids),
+            "offset": offset,
+            "examples": [
+                {"id": i, "source": ts.sources[i], "reference": ts.references[i], "words": words[i]}
+                for i in page
+            ],
+        }
 
 
-def served_corpus(data: DataConfig | None, data_path: str | None
-                  ) -> tuple[DataConfig | None, str | None]:
+def served_corpus(
+    data: DataConfig | None, data_path: str | None
+) -> tuple[DataConfig | None, str | None]:
     """(the local corpus to read test sets from, or None, and why not).
 
     ``data`` is the first model's ``data`` config; ``data_path`` replaces its path."""
@@ -191,6 +222,7 @@ def served_corpus(data: DataConfig | None, data_path: str | None
     except DataError as e:
         return None, str(e)
     if resolve_source(data) == "hf":
-        return None, ("the corpus is on the hub and nmt serve reads only a local one: pass "
-                      "--data-path DIR")
+        return None, (
+            "the corpus is on the hub and nmt serve reads only a local one: pass --data-path DIR"
+        )
     return data, None

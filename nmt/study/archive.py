@@ -56,8 +56,9 @@ def archived_sha256(folder: Path, cfg: Config) -> str | None:
     try:
         record = json.loads((folder / CHECKPOINT).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise ArchiveError(f"{folder / CHECKPOINT}: unreadable (expected "
-                           f'{{"sha256": "<64 hex digits>"}}): {e}') from None
+        raise ArchiveError(
+            f'{folder / CHECKPOINT}: unreadable (expected {{"sha256": "<64 hex digits>"}}): {e}'
+        ) from None
     sha = record.get("sha256") if isinstance(record, dict) else None
     try:
         stored = from_dict(yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8")))
@@ -65,9 +66,11 @@ def archived_sha256(folder: Path, cfg: Config) -> str | None:
         raise ArchiveError(f"{folder / 'config.yaml'}: unreadable archived config: {e}") from None
     changes = resume_conflicts(stored, cfg)
     if changes.conflicts:
-        raise ArchiveError(f"{folder / 'config.yaml'} was trained with a different config "
-                           f"({describe_differences(changes.conflicts, 'archive', 'study')}); "
-                           "delete the archived run or change run_prefix")
+        raise ArchiveError(
+            f"{folder / 'config.yaml'} was trained with a different config "
+            f"({describe_differences(changes.conflicts, 'archive', 'study')}); "
+            "delete the archived run or change run_prefix"
+        )
     if not isinstance(sha, str) or len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
         raise ArchiveError(f"{folder / CHECKPOINT}: sha256 is not a SHA-256 digest: {sha!r}")
     return sha

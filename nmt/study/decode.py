@@ -86,9 +86,13 @@ def _joined_set(study: StudyConfig, cfg: Config, split: str, base: TestSet | Non
         base = TestSet(split, [p.src for p in pairs], [p.tgt for p in pairs], "")
     joined = long_sentence_set(base.sources, base.references, study.join_ks)
     ks = ", ".join(map(str, study.join_ks))
-    return TestSet(f"{split}_joined", joined.sources, joined.references,
-                   f"{split} with k = {ks} consecutive pairs joined "
-                   f"(source to source, reference to reference): {len(joined)} lines")
+    return TestSet(
+        f"{split}_joined",
+        joined.sources,
+        joined.references,
+        f"{split} with k = {ks} consecutive pairs joined "
+        f"(source to source, reference to reference): {len(joined)} lines",
+    )
 
 
 def greedy_decoding(cfg: Config) -> Decoding:
@@ -99,8 +103,13 @@ def greedy_decoding(cfg: Config) -> Decoding:
 
 def beam_decoding(cfg: Config, beam: int, alpha: float) -> Decoding:
     """Beam search with the GNMT length penalty ``alpha``, fp32 matrix products."""
-    return Decoding(beam_size=beam, alpha=alpha, length_penalty="gnmt", precision="fp32",
-                    max_ratio=cfg.train.max_output_ratio)
+    return Decoding(
+        beam_size=beam,
+        alpha=alpha,
+        length_penalty="gnmt",
+        precision="fp32",
+        max_ratio=cfg.train.max_output_ratio,
+    )
 
 
 def _tag(decoding: Decoding) -> str:
@@ -131,10 +140,14 @@ def load_models(runs: list[PlannedRun]) -> tuple[dict[str, Loaded | None], dict[
 def cache_key(checkpoint_sha256: str, sources: list[str], decoding: Decoding) -> dict[str, Any]:
     """What cached translations of ``sources`` must have been made from to be reused (see
     the module docstring). Raises nothing."""
-    return {"format": HYPS_FORMAT, "checkpoint_sha256": checkpoint_sha256,
-            "sources_sha256": lines_sha256(sources), "lines": len(sources),
-            "decoding": dataclasses.asdict(decoding),
-            "translator": {"batch_size": BATCH_SIZE, "max_src_pieces": MAX_SOURCE_PIECES}}
+    return {
+        "format": HYPS_FORMAT,
+        "checkpoint_sha256": checkpoint_sha256,
+        "sources_sha256": lines_sha256(sources),
+        "lines": len(sources),
+        "decoding": dataclasses.asdict(decoding),
+        "translator": {"batch_size": BATCH_SIZE, "max_src_pieces": MAX_SOURCE_PIECES},
+    }
 
 
 def _stale(path: Path, want: dict[str, Any]) -> tuple[list[str] | None, str, str | None]:
@@ -144,24 +157,41 @@ def _stale(path: Path, want: dict[str, Any]) -> tuple[list[str] | None, str, str
         got = json.loads(path.with_name(path.name + ".key.json").read_text(encoding="utf-8"))
         hyps = path.read_text(encoding="utf-8").split("\n")[:-1]
     except (OSError, ValueError):
-        return None, ("not cached yet" if not path.exists()
-                      else "cached translations without a readable key"), None
+        return (
+            None,
+            (
+                "not cached yet"
+                if not path.exists()
+                else "cached translations without a readable key"
+            ),
+            None,
+        )
     if not isinstance(got, dict) or not isinstance(got.get("key"), dict):
         return None, "cached translations without a readable key", None
     old: dict[str, Any] = got["key"]
     for k, v in want.items():
         if old.get(k) != v:
-            what = {"checkpoint_sha256": "the checkpoint", "sources_sha256": "the source lines",
-                    "lines": "the source lines", "format": "the search's output format"
-                    }.get(k, f"the {k} settings")
+            what = {
+                "checkpoint_sha256": "the checkpoint",
+                "sources_sha256": "the source lines",
+                "lines": "the source lines",
+                "format": "the search's output format",
+            }.get(k, f"the {k} settings")
             return None, f"cached translations are stale: {what} changed", k
     if got.get("hyps_sha256") != lines_sha256(hyps) or len(hyps) != want["lines"]:
         return None, "cached translations are not the lines their key records", None
     return hyps, "", None
 
 
-def _translate(run: PlannedRun, loaded: Loaded | None, sources: list[str], decoding: Decoding,
-               name: str, log: Callable[[str], None], checkpoint_sha256: str) -> list[str]:
+def _translate(
+    run: PlannedRun,
+    loaded: Loaded | None,
+    sources: list[str],
+    decoding: Decoding,
+    name: str,
+    log: Callable[[str], None],
+    checkpoint_sha256: str,
+) -> list[str]:
     """Translations of ``sources``, cached beside the checkpoint (``hyps/{name}``, the
     greedy ones as ``hyps/{set}.txt``) and in the run's archive under the key
     :func:`cache_key`; ``loaded`` is None for an archived run.
@@ -177,7 +207,7 @@ def _translate(run: PlannedRun, loaded: Loaded | None, sources: list[str], decod
     for i, path in enumerate(paths):
         hyps, why_not, changed_key = _stale(path, want)
         if hyps is not None:
-            for other in paths[i + 1:]:  # a translation cached before the archive existed
+            for other in paths[i + 1 :]:  # a translation cached before the archive existed
                 if _stale(other, want)[0] is None:
                     _write_hyps(other, hyps, want)
             return hyps
@@ -186,23 +216,36 @@ def _translate(run: PlannedRun, loaded: Loaded | None, sources: list[str], decod
     if loaded is None and changed == "checkpoint_sha256" and run.archive:
         # with no checkpoint here the digest comes from checkpoint.json, so it is the
         # record, not the translations, that disagrees
-        raise StudyError(f"{run.cfg.name}: the sha256 in {run.archive / 'checkpoint.json'} "
-                         f"({checkpoint_sha256[:12]}...) is not the checkpoint the archived "
-                         f"translations {paths[-1]} were made from; restore the file (e.g. "
-                         "git checkout -- it) or train the run again")
+        raise StudyError(
+            f"{run.cfg.name}: the sha256 in {run.archive / 'checkpoint.json'} "
+            f"({checkpoint_sha256[:12]}...) is not the checkpoint the archived "
+            f"translations {paths[-1]} were made from; restore the file (e.g. "
+            "git checkout -- it) or train the run again"
+        )
     if loaded is None:
-        raise StudyError(f"{run.cfg.name}: no checkpoint ({run.out_dir / BEST}) and the "
-                         f"archived translations {paths[-1]} cannot be used ({why}); "
-                         "train the run again")
-    log(f"{run.cfg.name}: translating {name} ({len(sources)} sentences, "
-        f"{decoding.describe()}; {why})")
+        raise StudyError(
+            f"{run.cfg.name}: no checkpoint ({run.out_dir / BEST}) and the "
+            f"archived translations {paths[-1]} cannot be used ({why}); "
+            "train the run again"
+        )
+    log(
+        f"{run.cfg.name}: translating {name} ({len(sources)} sentences, "
+        f"{decoding.describe()}; {why})"
+    )
     with torch.inference_mode():
-        translator = Translator.from_loaded(loaded, decoding=decoding, batch_size=BATCH_SIZE,
-                                            max_src_pieces=MAX_SOURCE_PIECES, warn=log)
+        translator = Translator.from_loaded(
+            loaded,
+            decoding=decoding,
+            batch_size=BATCH_SIZE,
+            max_src_pieces=MAX_SOURCE_PIECES,
+            warn=log,
+        )
         out = translator.translate(sources)
     hyps = [" ".join(t.text.split()) for t in out]
-    for warning in (truncation_warning(out, f"{run.cfg.name} on {name}"),
-                    unfinished_warning(out, f"{run.cfg.name} on {name}")):
+    for warning in (
+        truncation_warning(out, f"{run.cfg.name} on {name}"),
+        unfinished_warning(out, f"{run.cfg.name} on {name}"),
+    ):
         if warning:
             log(warning)
     for path in paths:
@@ -216,12 +259,20 @@ def _write_hyps(path: Path, hyps: list[str], key: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.with_name(path.name + ".key.json").unlink(missing_ok=True)
     write_atomic(path, "".join(h + "\n" for h in hyps))
-    write_atomic(path.with_name(path.name + ".key.json"),
-                 json.dumps({"key": key, "hyps_sha256": lines_sha256(hyps)}, indent=1))
+    write_atomic(
+        path.with_name(path.name + ".key.json"),
+        json.dumps({"key": key, "hyps_sha256": lines_sha256(hyps)}, indent=1),
+    )
 
 
-def decode(run: PlannedRun, loaded: Loaded | None, ts: TestSet, decoding: Decoding,
-           log: Callable[[str], None], checkpoint_sha256: str) -> list[str]:
+def decode(
+    run: PlannedRun,
+    loaded: Loaded | None,
+    ts: TestSet,
+    decoding: Decoding,
+    log: Callable[[str], None],
+    checkpoint_sha256: str,
+) -> list[str]:
     """Translations of test set ``ts`` by ``run``'s model (``loaded``, read from the file
     whose SHA-256 is ``checkpoint_sha256``), from the cache when its key matches."""
     tag = _tag(decoding)
@@ -229,9 +280,13 @@ def decode(run: PlannedRun, loaded: Loaded | None, ts: TestSet, decoding: Decodi
     return _translate(run, loaded, ts.sources, decoding, name, log, checkpoint_sha256)
 
 
-def choose_alpha(study: StudyConfig, run: PlannedRun, loaded: Loaded | None,
-                 log: Callable[[str], None], checkpoint_sha256: str
-                 ) -> tuple[float, dict[str, float]]:
+def choose_alpha(
+    study: StudyConfig,
+    run: PlannedRun,
+    loaded: Loaded | None,
+    log: Callable[[str], None],
+    checkpoint_sha256: str,
+) -> tuple[float, dict[str, float]]:
     """The GNMT alpha of ``study.alphas`` with the highest validation score under beam
     search of ``study.beam_size``, and the score of each (the mean of BLEU on the
     validation split and on it joined ``data.valid_join_ks`` at a time, the score training
@@ -245,18 +300,29 @@ def choose_alpha(study: StudyConfig, run: PlannedRun, loaded: Loaded | None,
     scores = {}
     for alpha in study.alphas:
         dec = beam_decoding(run.cfg, study.beam_size, alpha)
-        bleus = [score(_translate(run, loaded, src, dec, f"{name}.{_tag(dec)}.txt", log,
-                                  checkpoint_sha256), ref, src, ((1, None),)).bleu
-                 for name, src, ref in sets]
+        bleus = [
+            score(
+                _translate(
+                    run, loaded, src, dec, f"{name}.{_tag(dec)}.txt", log, checkpoint_sha256
+                ),
+                ref,
+                src,
+                ((1, None),),
+            ).bleu
+            for name, src, ref in sets
+        ]
         scores[f"{alpha:g}"] = round(sum(bleus) / len(bleus), 2)
     best = max(study.alphas, key=lambda a: scores[f"{a:g}"])
     return best, scores
 
 
-def report_decodings(study: StudyConfig, runs: list[PlannedRun],
-                     models: dict[str, Loaded | None],
-                     log: Callable[[str], None], digests: dict[str, str]
-                     ) -> tuple[dict[str, Decoding], dict[str, dict]]:
+def report_decodings(
+    study: StudyConfig,
+    runs: list[PlannedRun],
+    models: dict[str, Loaded | None],
+    log: Callable[[str], None],
+    digests: dict[str, str],
+) -> tuple[dict[str, Decoding], dict[str, dict]]:
     """Each model's report decoding (beam search with its alpha chosen on val, or greedy
     when ``beam_size`` is 1) and the validation scores of the alphas tried; ``digests``:
     each checkpoint's SHA-256 by label (:func:`load_models`)."""

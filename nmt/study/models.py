@@ -24,11 +24,14 @@ def run_summary(path: Path) -> dict[str, Any]:
     try:
         s = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise StudyError(f"{path}: not found; nmt train writes it when a run ends, so this "
-                         "run has not finished (rerun the study to train it)") from None
+        raise StudyError(
+            f"{path}: not found; nmt train writes it when a run ends, so this "
+            "run has not finished (rerun the study to train it)"
+        ) from None
     except (OSError, ValueError) as e:
-        raise StudyError(f"{path}: unreadable run summary (expected the JSON object nmt "
-                         f"train writes): {e}") from None
+        raise StudyError(
+            f"{path}: unreadable run summary (expected the JSON object nmt train writes): {e}"
+        ) from None
     missing = [k for k in keys if not isinstance(s, dict) or k not in s]
     if missing:
         raise StudyError(f"{path}: run summary lacks {', '.join(missing)}")
@@ -44,43 +47,61 @@ def _attention_name(m) -> str:
     return m.attention
 
 
-def runs_section(study: StudyConfig, runs: list[PlannedRun],
-                 alpha_choice: dict[str, dict] | None = None) -> list[str]:
+def runs_section(
+    study: StudyConfig, runs: list[PlannedRun], alpha_choice: dict[str, dict] | None = None
+) -> list[str]:
     """Markdown lines of the Models section for ``runs`` (their ``summary.json`` files).
 
     Raises:
         StudyError: a run's summary is unreadable or incomplete (names the file).
     """
     caps = sorted({r.cfg.data.max_train_words or 0 for r in runs})
-    what = ("only `model.attention` differs" if len(caps) == 1 else
-            "models differ only in `model.attention`, and models named `-N` were trained "
-            "with `data.max_train_words=N` (the paper's RNNsearch-30/-50 axis); the others "
-            f"with the cap of the overrides ({runs[0].cfg.data.max_train_words} words)")
+    what = (
+        "only `model.attention` differs"
+        if len(caps) == 1
+        else "models differ only in `model.attention`, and models named `-N` were trained "
+        "with `data.max_train_words=N` (the paper's RNNsearch-30/-50 axis); the others "
+        f"with the cap of the overrides ({runs[0].cfg.data.max_train_words} words)"
+    )
     if any(r.cfg.model.attention == "multihead" for r in runs):
         heads = sorted({r.cfg.model.heads for r in runs if r.cfg.model.attention == "multihead"})
-        what += (f"; `multihead` has `model.heads` heads ({', '.join(map(str, heads))}; a "
-                 "model named `-Nh` has N), every head count with the same parameters")
+        what += (
+            f"; `multihead` has `model.heads` heads ({', '.join(map(str, heads))}; a "
+            "model named `-Nh` has N), every head count with the same parameters"
+        )
     if any(r.cfg.model.attention in LOCAL_KINDS for r in runs):
         m = next(r.cfg.model for r in runs if r.cfg.model.attention in LOCAL_KINDS)
-        what += (f"; `local_m`/`local_p` score with `{m.local_score}` over a window of "
-                 f"D = {m.local_window} source pieces on each side")
-    md = ["## Models\n", f"Base config `{study.base_config}` with overrides "
-          f"`{' '.join(study.overrides) or '(none)'}`; {what}.\n",
-          "| model | training cap (words) | parameters | epochs | steps "
-          "| wall-clock (min) | best val score (greedy) | attention |",
-          "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        what += (
+            f"; `local_m`/`local_p` score with `{m.local_score}` over a window of "
+            f"D = {m.local_window} source pieces on each side"
+        )
+    md = [
+        "## Models\n",
+        f"Base config `{study.base_config}` with overrides "
+        f"`{' '.join(study.overrides) or '(none)'}`; {what}.\n",
+        "| model | training cap (words) | parameters | epochs | steps "
+        "| wall-clock (min) | best val score (greedy) | attention |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in runs:
         s = run_summary(r.records / "summary.json")
-        md.append(f"| {r.label} | {r.cfg.data.max_train_words} | {s['parameters']:,} | "
-                  f"{s['epochs']} | {s['steps']} | {s['elapsed_min']:.1f} | "
-                  f"{s['best_val_bleu']:.2f} | {_attention_name(r.cfg.model)} |")
+        md.append(
+            f"| {r.label} | {r.cfg.data.max_train_words} | {s['parameters']:,} | "
+            f"{s['epochs']} | {s['steps']} | {s['elapsed_min']:.1f} | "
+            f"{s['best_val_bleu']:.2f} | {_attention_name(r.cfg.model)} |"
+        )
     for label, c in (alpha_choice or {}).items():
         tried = ", ".join(f"{a}: {v:.2f}" for a, v in c["val_score_by_alpha"].items())
         md.append(f"- {label}: alpha {c['alpha']:g} chosen on the validation score ({tried})")
     if runs[0].cfg.data.valid_join_ks:
-        md.append("\nBest val score: mean of the BLEU on the validation split and on the "
-                  "validation split joined as configured (each run's `valid_log.jsonl` has both).")
+        md.append(
+            "\nBest val score: mean of the BLEU on the validation split and on the "
+            "validation split joined as configured (each run's `valid_log.jsonl` has both)."
+        )
     cfg = yaml.safe_dump(runs[0].cfg.to_dict(), sort_keys=False)
-    md += ["", f"<details><summary>Resolved config of `{runs[0].cfg.name}`</summary>\n",
-           f"```yaml\n{cfg}```\n</details>\n"]
+    md += [
+        "",
+        f"<details><summary>Resolved config of `{runs[0].cfg.name}`</summary>\n",
+        f"```yaml\n{cfg}```\n</details>\n",
+    ]
     return md

@@ -72,8 +72,9 @@ class PlannedRun:
         return run_overrides(study, self.attention, self.cap, self.heads, self.seed)
 
 
-def model_label(attention: str, cap: int | None = None, heads: int | None = None,
-                seed: int | None = None) -> str:
+def model_label(
+    attention: str, cap: int | None = None, heads: int | None = None, seed: int | None = None
+) -> str:
     """``attention``, ``attention-{cap}`` or ``attention-{heads}h``, then ``_s{seed}`` for
     a run of the seed axis."""
     if cap is not None:
@@ -83,16 +84,25 @@ def model_label(attention: str, cap: int | None = None, heads: int | None = None
     return label if seed is None else f"{label}_s{seed}"
 
 
-def run_overrides(study: StudyConfig, attention: str, cap: int | None,
-                  heads: int | None = None, seed: int | None = None) -> list[str]:
+def run_overrides(
+    study: StudyConfig,
+    attention: str,
+    cap: int | None,
+    heads: int | None = None,
+    seed: int | None = None,
+) -> list[str]:
     """Study overrides, then the model's attention, name, ``data.max_train_words=cap``
     (the training-length axis), ``model.heads=heads`` (the head-count axis) and
     ``train.seed=seed`` (the seed axis)."""
     extra = [] if cap is None else [f"data.max_train_words={cap}"]
     extra += [] if heads is None else [f"model.heads={heads}"]
     extra += [] if seed is None else [f"train.seed={seed}"]
-    return [*study.overrides, *extra, f"model.attention={attention}",
-            f"name={study.run_prefix}_{model_label(attention, cap, heads, seed)}"]
+    return [
+        *study.overrides,
+        *extra,
+        f"model.attention={attention}",
+        f"name={study.run_prefix}_{model_label(attention, cap, heads, seed)}",
+    ]
 
 
 def plan(study: StudyConfig) -> list[PlannedRun]:
@@ -115,8 +125,7 @@ def plan(study: StudyConfig) -> list[PlannedRun]:
     seen: dict[str, str] = {}
     for attention, cap, heads, seed in models:
         try:
-            cfg = load_config(study.base_config,
-                              run_overrides(study, attention, cap, heads, seed))
+            cfg = load_config(study.base_config, run_overrides(study, attention, cap, heads, seed))
         except ConfigError as e:
             if heads is None and seed is None:
                 raise
@@ -126,8 +135,10 @@ def plan(study: StudyConfig) -> list[PlannedRun]:
         same = dataclasses.replace(cfg, name="").to_dict()
         key = repr(same)
         if key in seen:
-            raise StudyError(f"{label} and {seen[key]} would be the same model (their configs "
-                             "differ only in the name); remove one from the study")
+            raise StudyError(
+                f"{label} and {seen[key]} would be the same model (their configs "
+                "differ only in the name); remove one from the study"
+            )
         seen[key] = label
         action, note = _action(cfg)
         archive, sha = run_archive(study, cfg.name), None
@@ -149,14 +160,17 @@ def _models(study: StudyConfig) -> list[tuple[str, int | None, int | None, int |
         ConfigError: a ``seed_models`` entry names no model of the other axes.
     """
     models: list[tuple[str, int | None, int | None, int | None]] = [
-        (a, None, None, None) for a in study.attentions]
+        (a, None, None, None) for a in study.attentions
+    ]
     models += [(a, cap, None, None) for cap in study.extra_caps for a in study.cap_attentions]
     models += [("multihead", None, h, None) for h in study.head_counts]
     by_label = {model_label(a, c, h): (a, c, h) for a, c, h, _ in models}
     for name in study.seed_models:
         if name not in by_label:
-            raise ConfigError(f"seed_models: {name!r} is not a model of the study (its "
-                              f"models: {', '.join(by_label)})")
+            raise ConfigError(
+                f"seed_models: {name!r} is not a model of the study (its "
+                f"models: {', '.join(by_label)})"
+            )
     models += [(*by_label[name], s) for name in study.seed_models for s in study.extra_seeds]
     return models
 
@@ -176,15 +190,19 @@ def _action(cfg: Config) -> tuple[str, str]:
     if source is None and restarts_from_scratch(out):
         return "resume", "no checkpoint yet (stopped before the first): from step 0"
     if source is None:
-        raise StudyError(f"{out} holds files of an earlier run ({listed(found)}) but no "
-                         "checkpoint to resume from; delete the run or change run_prefix")
+        raise StudyError(
+            f"{out} holds files of an earlier run ({listed(found)}) but no "
+            "checkpoint to resume from; delete the run or change run_prefix"
+        )
     payload = read_payload(source)
     stored = stored_config(payload, source)
     changes = resume_conflicts(stored, cfg)
     if changes.conflicts:
-        raise StudyError(f"{source} was trained with a different config "
-                         f"({describe_differences(changes.conflicts, 'run', 'study')}); "
-                         "delete the run or change run_prefix")
+        raise StudyError(
+            f"{source} was trained with a different config "
+            f"({describe_differences(changes.conflicts, 'run', 'study')}); "
+            "delete the run or change run_prefix"
+        )
     if warning:
         return "resume", f"{source.name}, since last.pt is missing"
     counters = (payload.get("train_state") or {}).get("counters", {})

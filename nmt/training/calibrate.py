@@ -31,8 +31,8 @@ from nmt.data.batches import Batch, TrainingSet
 from nmt.ops.files import write_atomic
 from nmt.ops.precision import autocast, cpu_model_and_flags
 
-MARGIN = 0.95    # bf16 must take at most 95% of fp32's step time: noise never picks it
-ROUNDS = 6       # timed batches, each once in each precision, after one warm-up batch
+MARGIN = 0.95  # bf16 must take at most 95% of fp32's step time: noise never picks it
+ROUNDS = 6  # timed batches, each once in each precision, after one warm-up batch
 CACHE_ENV = "NMT_CACHE_DIR"
 
 Step = Callable[[torch.dtype | None], None]  # one forward+backward in that autocast dtype
@@ -58,16 +58,19 @@ class Calibration:
     def describe(self) -> str:
         """One line for the training log."""
         how = f"cached in {self.path}" if self.cached else "measured now"
-        return (f"train.precision=auto: {self.fp32_s * 1e3:.0f} ms/step fp32, "
-                f"{self.bf16_s * 1e3:.0f} ms/step bf16 on this CPU ({how}); bf16 is taken "
-                f"only when at least {(1 - MARGIN) * 100:.0f}% faster")
+        return (
+            f"train.precision=auto: {self.fp32_s * 1e3:.0f} ms/step fp32, "
+            f"{self.bf16_s * 1e3:.0f} ms/step bf16 on this CPU ({how}); bf16 is taken "
+            f"only when at least {(1 - MARGIN) * 100:.0f}% faster"
+        )
 
 
 def cache_path() -> Path:
     """``$NMT_CACHE_DIR/precision.json``, else ``$XDG_CACHE_HOME/nmt/...``, else
     ``~/.cache/nmt/precision.json``."""
     root = os.environ.get(CACHE_ENV) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "nmt")
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "nmt"
+    )
     return Path(root) / "precision.json"
 
 
@@ -75,14 +78,20 @@ def calibration_key(model_config: dict[str, Any], batch_size: int) -> str:
     """A SHA-256 over what decides the answer: CPU model and flags, torch version, thread
     count, the model config and the batch size."""
     cpu, flags = cpu_model_and_flags()
-    what = {"cpu": cpu, "flags": sorted(flags), "torch": torch.__version__,
-            "threads": torch.get_num_threads(), "model": model_config,
-            "batch_size": batch_size}
+    what = {
+        "cpu": cpu,
+        "flags": sorted(flags),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "model": model_config,
+        "batch_size": batch_size,
+    }
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def calibration_batches(train_set: TrainingSet, train: TrainConfig, n: int = 1 + ROUNDS
-                        ) -> list[Batch]:
+def calibration_batches(
+    train_set: TrainingSet, train: TrainConfig, n: int = 1 + ROUNDS
+) -> list[Batch]:
     """The first ``n`` training batches in a fixed shuffled order: shapes as varied as
     training meets them (empty for an empty training set)."""
     chunks = list(train_set.batches(train.batch_size, train.max_tokens, shuffle_seed=0))
@@ -103,8 +112,7 @@ def training_step(model: torch.nn.Module, batch: Batch) -> Step:
     return step
 
 
-def measure(steps: Sequence[Step], clock: Callable[[], float] | None = None
-            ) -> tuple[float, float]:
+def measure(steps: Sequence[Step], clock: Callable[[], float] | None = None) -> tuple[float, float]:
     """Median seconds per step in fp32 and in bf16: ``steps[0]`` warms both up, then every
     other step (each its own batch) runs once in each precision, the order alternating.
 
@@ -141,8 +149,9 @@ def _read(path: Path, log: Callable[[str], None]) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def choose(steps: Sequence[Step], key: str, log: Callable[[str], None] = print,
-           path: Path | None = None) -> Calibration:
+def choose(
+    steps: Sequence[Step], key: str, log: Callable[[str], None] = print, path: Path | None = None
+) -> Calibration:
     """The cached answer for ``key``, else :func:`measure` ``steps`` and cache it.
 
     A cache that cannot be read is measured over (with a warning); one that cannot be
@@ -157,8 +166,13 @@ def choose(steps: Sequence[Step], key: str, log: Callable[[str], None] = print,
     else:
         fp32_s, bf16_s = measure(steps)
         cached = False
-        cache[key] = {"fp32_s": fp32_s, "bf16_s": bf16_s, "cpu": cpu_model_and_flags()[0],
-                      "torch": torch.__version__, "threads": torch.get_num_threads()}
+        cache[key] = {
+            "fp32_s": fp32_s,
+            "bf16_s": bf16_s,
+            "cpu": cpu_model_and_flags()[0],
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+        }
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(path, json.dumps(cache, indent=1, sort_keys=True) + "\n")

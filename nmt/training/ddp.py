@@ -13,8 +13,14 @@ from nmt.training.state import TrainingError
 _DOWN = "nmt/process-group-down/{}"
 
 
-def check_ranks_agree(model: torch.nn.Module, lr: float, step: int, world: int,
-                      device: torch.device, log: Callable[[str], None]) -> None:
+def check_ranks_agree(
+    model: torch.nn.Module,
+    lr: float,
+    step: int,
+    world: int,
+    device: torch.device,
+    log: Callable[[str], None],
+) -> None:
     """Compare a checksum of ``model``'s weights, the learning rate and the step across the
     ``world`` ranks (a collective: every rank calls it); logs that they agree.
 
@@ -31,8 +37,10 @@ def check_ranks_agree(model: torch.nn.Module, lr: float, step: int, world: int,
     gathered = [torch.zeros_like(mine) for _ in range(world)]
     dist.all_gather(gathered, mine)
     if any(not torch.equal(g, gathered[0]) for g in gathered):
-        raise TrainingError("ranks disagree at the end of training (weights checksum, lr, "
-                            f"step per rank: {[g.tolist() for g in gathered]})")
+        raise TrainingError(
+            "ranks disagree at the end of training (weights checksum, lr, "
+            f"step per rank: {[g.tolist() for g in gathered]})"
+        )
     log(f"ranks agree: identical weights, learning rate and step on {world} ranks")
 
 

@@ -55,13 +55,23 @@ class Trainer:
     state is saved with every checkpoint, so a resumed run repeats the uninterrupted one.
     """
 
-    def __init__(self, cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab, *,
-                 train_set: TrainingSet | list[Example], valid_examples: list[Example],
-                 validate: Validate, log: Callable[[str], None]):
+    def __init__(
+        self,
+        cfg: Config,
+        model: Seq2Seq,
+        src_vocab: Vocab,
+        tgt_vocab: Vocab,
+        *,
+        train_set: TrainingSet | list[Example],
+        valid_examples: list[Example],
+        validate: Validate,
+        log: Callable[[str], None],
+    ):
         self.cfg, self.t, self.model = cfg, cfg.train, model
         self.vocabs = (src_vocab, tgt_vocab)
-        self.train_set: TrainingSet = (ExampleSet(train_set) if isinstance(train_set, list)
-                                       else train_set)
+        self.train_set: TrainingSet = (
+            ExampleSet(train_set) if isinstance(train_set, list) else train_set
+        )
         self.valid_examples = valid_examples
         self.validate, self.log = validate, log
         self.out = cfg.out_dir()
@@ -73,20 +83,24 @@ class Trainer:
         self.net: torch.nn.Module = model
         if self.world > 1:
             self.net = torch.nn.parallel.DistributedDataParallel(
-                model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+                model, device_ids=[self.device.index] if self.device.type == "cuda" else None
+            )
         # fused: one kernel for the whole update instead of ~10 elementwise passes per tensor
         self.optimizer = torch.optim.Adam(model.parameters(), lr=self.t.lr, fused=True)
         self.amp_dtype = self._precision()
         # fp16's narrow range needs loss scaling; bf16 has fp32's range and needs none
-        self.scaler = (torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16
-                       else None)
+        self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
         search = search_dtype(cfg.search.precision, self.device)
-        log(f"search precision (validation, evaluate, translate): {precision_name(search)} "
-            f"(search.precision={cfg.search.precision})")
+        log(
+            f"search precision (validation, evaluate, translate): {precision_name(search)} "
+            f"(search.precision={cfg.search.precision})"
+        )
         if self.amp_dtype == torch.bfloat16 and not native_bf16(self.device):
-            log("warning: train.precision=bf16 on a device without native bf16 matrix "
+            log(
+                "warning: train.precision=bf16 on a device without native bf16 matrix "
                 "multiplies: emulated, and far slower than fp32 (about 20x on an AVX2 CPU); "
-                "train.precision=auto chooses fp32 here")
+                "train.precision=auto chooses fp32 here"
+            )
         self.schedule = Schedule(self.optimizer, self.t)
         self.state = TrainState()
         self.run_id = new_run_id()  # every checkpoint of this run carries it (averaging)
@@ -98,12 +112,15 @@ class Trainer:
         dtype = autocast_dtype(self.t.precision, self.device)
         why = f"train.precision={self.t.precision}"
         auto_cpu = self.t.precision == "auto" and self.device.type == "cpu"
-        batches = (calibration_batches(self.train_set, self.t)
-                   if auto_cpu and dtype is not None else [])
+        batches = (
+            calibration_batches(self.train_set, self.t) if auto_cpu and dtype is not None else []
+        )
         if len(batches) > 1:
-            cal = choose([training_step(self.model, b.to(self.device)) for b in batches],
-                         calibration_key(dataclasses.asdict(self.cfg.model), self.t.batch_size),
-                         self.log)
+            cal = choose(
+                [training_step(self.model, b.to(self.device)) for b in batches],
+                calibration_key(dataclasses.asdict(self.cfg.model), self.t.batch_size),
+                self.log,
+            )
             dtype = torch.bfloat16 if self._shared(float(cal.choice == "bf16")) else None
             why = cal.describe()
         self.log(f"training precision: {precision_name(dtype)} ({why})")
@@ -142,41 +159,55 @@ class Trainer:
             self.state = TrainState.from_counters(ts["counters"])
         except (RuntimeError, ValueError, TypeError, KeyError) as e:
             why = str(e).strip().splitlines()[0][:200]
-            raise CheckpointError(f"{path}: cannot resume from this checkpoint "
-                                  f"({type(e).__name__}: {why})") from None
+            raise CheckpointError(
+                f"{path}: cannot resume from this checkpoint ({type(e).__name__}: {why})"
+            ) from None
         self.run_id = run_id_of(payload) or self.run_id
         self.state.interrupted = None
         self.started = time.monotonic() - self.state.elapsed_s
         st = self.state
-        self.log(f"resumed at step {st.step}: {st.epoch} epoch(s) and {st.batch_in_epoch} "
-                 f"batch(es) of epoch {st.epoch + 1} done, {st.elapsed_s / 60:.1f} min trained, "
-                 f"best val BLEU {st.best_bleu_text()}")
+        self.log(
+            f"resumed at step {st.step}: {st.epoch} epoch(s) and {st.batch_in_epoch} "
+            f"batch(es) of epoch {st.epoch + 1} done, {st.elapsed_s / 60:.1f} min trained, "
+            f"best val BLEU {st.best_bleu_text()}"
+        )
         if st.done and self._budget_left():
             # a finished run whose budget was extended on --resume (max_epochs, ...)
             st.done = False
             self.log("the run had finished; continuing with the extended budget")
         elif st.done:
-            self.log("the run has finished and its budget is spent: nothing to do (extend it "
-                     "with e.g. train.max_steps=N, train.max_epochs=N or train.max_minutes=M)")
+            self.log(
+                "the run has finished and its budget is spent: nothing to do (extend it "
+                "with e.g. train.max_steps=N, train.max_epochs=N or train.max_minutes=M)"
+            )
 
     def _budget_left(self) -> bool:
         """Whether epochs, minutes and patience all allow more training."""
         st, t = self.state, self.t
-        return (st.epoch < t.max_epochs and not self.out_of_time()
-                and (t.max_steps is None or st.step < t.max_steps)
-                and not st.patience_spent(t.patience))
+        return (
+            st.epoch < t.max_epochs
+            and not self.out_of_time()
+            and (t.max_steps is None or st.step < t.max_steps)
+            and not st.patience_spent(t.patience)
+        )
 
     def save(self, name: str) -> None:
         """Write a resumable checkpoint ``{out_dir}/{name}`` (rank 0 only)."""
         if self.rank != 0:
             return
         self.state.elapsed_s = time.monotonic() - self.started
-        ts = {"optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict(),
-              "rng": rng_state(), "counters": self.state.__dict__.copy()}
+        ts = {
+            "optimizer": self.optimizer.state_dict(),
+            "schedule": self.schedule.state_dict(),
+            "rng": rng_state(),
+            "counters": self.state.__dict__.copy(),
+        }
         if self.scaler is not None:
             ts["grad_scaler"] = self.scaler.state_dict()
-        save_atomic(make_payload(self.cfg, self.model, *self.vocabs, train_state=ts,
-                                 run_id=self.run_id), self.out / name)
+        save_atomic(
+            make_payload(self.cfg, self.model, *self.vocabs, train_state=ts, run_id=self.run_id),
+            self.out / name,
+        )
 
     def _shared(self, value: float) -> float:
         """Rank 0's ``value``, on every rank (under torchrun); a no-op on one process.
@@ -193,19 +224,24 @@ class Trainer:
 
     def out_of_time(self) -> bool:
         """True when the rest of the budget is needed for the final validation."""
-        return (self.t.max_minutes is not None
-                and time.monotonic() - self.started + self.state.last_valid_s
-                >= self.t.max_minutes * 60.0)
+        return (
+            self.t.max_minutes is not None
+            and time.monotonic() - self.started + self.state.last_valid_s
+            >= self.t.max_minutes * 60.0
+        )
 
     def _epochs_done(self) -> float:
         """Completed epochs, with the fraction of the current one."""
         return self.state.epoch + self.state.batch_in_epoch / max(self.batches_per_epoch, 1)
 
     def _batches(self) -> Sequence[Any]:
-        batches = self.train_set.batches(self.t.batch_size, self.t.max_tokens,
-                                         shuffle_seed=self.t.seed * 100_003 + self.state.epoch)
+        batches = self.train_set.batches(
+            self.t.batch_size,
+            self.t.max_tokens,
+            shuffle_seed=self.t.seed * 100_003 + self.state.epoch,
+        )
         if self.world > 1:
-            batches = batches[: len(batches) // self.world * self.world][self.rank::self.world]
+            batches = batches[: len(batches) // self.world * self.world][self.rank :: self.world]
         return batches
 
     def train_step(self, chunk: Any) -> int:
@@ -219,13 +255,21 @@ class Trainer:
         st, t = self.state, self.t
         batch = self.train_set.collate(chunk)
         if self.cfg.model.word_dropout:  # off: no draw at all, so runs stay bit-identical
-            batch = drop_words(batch, self.cfg.model.word_dropout,
-                               target=self.cfg.model.word_dropout_target,
-                               generator=step_generator(t.seed, st.step, self.rank))
+            batch = drop_words(
+                batch,
+                self.cfg.model.word_dropout,
+                target=self.cfg.model.word_dropout_target,
+                generator=step_generator(t.seed, st.step, self.rank),
+            )
         batch = batch.to(self.device)
         with autocast(self.device, self.amp_dtype):
-            loss_sum = self.net(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out,
-                                label_smoothing=t.label_smoothing)  # fp32
+            loss_sum = self.net(
+                batch.src,
+                batch.src_len,
+                batch.tgt_in,
+                batch.tgt_out,
+                label_smoothing=t.label_smoothing,
+            )  # fp32
         n_tok = batch.n_tokens
         loss = loss_sum / n_tok
         self.optimizer.zero_grad(set_to_none=True)
@@ -234,10 +278,13 @@ class Trainer:
                 raise TrainingError(
                     f"loss is {loss.item()} at step {st.step + 1} (epoch {st.epoch + 1}, batch "
                     f"{st.batch_in_epoch + 1}); nothing was saved over {self.out / 'last.pt'}. "
-                    "Try a lower train.lr, or train.on_nonfinite_loss=skip.")
+                    "Try a lower train.lr, or train.on_nonfinite_loss=skip."
+                )
             st.skipped_batches += 1
-            self.log(f"warning: skipped batch {st.batch_in_epoch + 1} of epoch {st.epoch + 1}: "
-                     f"loss is {loss.item()}")
+            self.log(
+                f"warning: skipped batch {st.batch_in_epoch + 1} of epoch {st.epoch + 1}: "
+                f"loss is {loss.item()}"
+            )
         else:
             if self.scaler is None:
                 loss.backward()
@@ -262,32 +309,43 @@ class Trainer:
         batches = self._batches()
         self.batches_per_epoch = len(batches)
         self.net.train()
-        bar = tqdm(total=len(batches), initial=st.batch_in_epoch, desc=f"epoch {st.epoch + 1}",
-                   disable=None if t.progress and self.rank == 0 else True,
-                   dynamic_ncols=True, leave=False)
+        bar = tqdm(
+            total=len(batches),
+            initial=st.batch_in_epoch,
+            desc=f"epoch {st.epoch + 1}",
+            disable=None if t.progress and self.rank == 0 else True,
+            dynamic_ncols=True,
+            leave=False,
+        )
         text_progress = t.progress and self.rank == 0 and bar.disable
         tick, tick_tok = time.monotonic(), 0
-        for chunk in batches[st.batch_in_epoch:]:
+        for chunk in batches[st.batch_in_epoch :]:
             tick_tok += self.train_step(chunk)
             tok_s = tick_tok / max(time.monotonic() - tick, 1e-9)
             mean_loss = st.epoch_loss_sum / max(st.epoch_tokens, 1)
             bar.update(1)
             bar.set_postfix(loss=f"{mean_loss:.3f}", tok_s=f"{tok_s:.0f}")
             if text_progress and st.batch_in_epoch % 50 == 0:
-                self.log(f"epoch {st.epoch + 1} batch {st.batch_in_epoch}/{len(batches)}: loss "
-                         f"{mean_loss:.3f} nats/token, {tok_s:.0f} target tokens/s")
+                self.log(
+                    f"epoch {st.epoch + 1} batch {st.batch_in_epoch}/{len(batches)}: loss "
+                    f"{mean_loss:.3f} nats/token, {tok_s:.0f} target tokens/s"
+                )
             if stop.signal is not None:
                 bar.close()
                 st.interrupted = stop.signal
                 self.save(LAST)
-                self.log(f"{stop.signal} received at step {st.step}: saved "
-                         f"{self.out / 'last.pt'}; continue with --resume")
+                self.log(
+                    f"{stop.signal} received at step {st.step}: saved "
+                    f"{self.out / 'last.pt'}; continue with --resume"
+                )
                 return False
-            if self._out_of_time_shared() or (t.max_steps is not None
-                                              and st.step >= t.max_steps):
+            if self._out_of_time_shared() or (t.max_steps is not None and st.step >= t.max_steps):
                 break
-            if (t.valid_every_steps and st.step % t.valid_every_steps == 0
-                    and st.batch_in_epoch < len(batches)):
+            if (
+                t.valid_every_steps
+                and st.step % t.valid_every_steps == 0
+                and st.batch_in_epoch < len(batches)
+            ):
                 self._checkpoint_and_validate(st.epoch_loss_sum / max(st.epoch_tokens, 1))
                 if st.done:
                     break
@@ -305,10 +363,20 @@ class Trainer:
         st, t = self.state, self.t
         began = time.monotonic()
         record = validate_and_log(
-            self.cfg, self.model, net=self.net, valid_examples=self.valid_examples,
-            validate=self.validate, device=self.device, state=st, train_loss=train_loss,
-            started=self.started, rank=self.rank, log=self.log,
-            epochs_done=self._epochs_done(), shared=self._shared)
+            self.cfg,
+            self.model,
+            net=self.net,
+            valid_examples=self.valid_examples,
+            validate=self.validate,
+            device=self.device,
+            state=st,
+            train_loss=train_loss,
+            started=self.started,
+            rank=self.rank,
+            log=self.log,
+            epochs_done=self._epochs_done(),
+            shared=self._shared,
+        )
         st.last_valid_s = self._shared(time.monotonic() - began)
         record["lr"] = self.optimizer.param_groups[0]["lr"]
         record["run_id"] = self.run_id  # a record of another run is told apart (rundir.py)
@@ -326,8 +394,7 @@ class Trainer:
         if st.epoch >= t.max_epochs:
             st.done = True
         if t.max_steps is not None and st.step >= t.max_steps:
-            self.log(f"step budget of {t.max_steps} step{'' if t.max_steps == 1 else 's'} "
-                     "reached")
+            self.log(f"step budget of {t.max_steps} step{'' if t.max_steps == 1 else 's'} reached")
             st.done = True
         if self.world > 1:
             flag = torch.tensor([int(st.done)], device=self.device)
@@ -358,8 +425,14 @@ class Trainer:
                 if not self._epoch(stop):
                     break
         if self.world > 1 and dist.is_initialized():
-            check_ranks_agree(self.model, self.optimizer.param_groups[0]["lr"],
-                              self.state.step, self.world, self.device, self.log)
+            check_ranks_agree(
+                self.model,
+                self.optimizer.param_groups[0]["lr"],
+                self.state.step,
+                self.world,
+                self.device,
+                self.log,
+            )
             # the DDP wrapper's reducer holds the process group: free it while the group
             # is alive, not at interpreter exit, where gloo's threads may abort the process
             self.net = self.model
@@ -367,10 +440,19 @@ class Trainer:
         return self.state
 
 
-def train(cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab, *,
-          train_set: TrainingSet | list[Example], valid_examples: list[Example],
-          validate: Validate, resume: dict[str, Any] | None = None,
-          resume_path: Path | None = None, log: Callable[[str], None] = print) -> TrainState:
+def train(
+    cfg: Config,
+    model: Seq2Seq,
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    *,
+    train_set: TrainingSet | list[Example],
+    valid_examples: list[Example],
+    validate: Validate,
+    resume: dict[str, Any] | None = None,
+    resume_path: Path | None = None,
+    log: Callable[[str], None] = print,
+) -> TrainState:
     """Train ``model`` until the epoch/time budget or early stopping; returns the counters.
 
     Args:
@@ -387,8 +469,16 @@ def train(cfg: Config, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab, *,
             the last good checkpoint.
         CheckpointError: a checkpoint cannot be written (e.g. disk full).
     """
-    trainer = Trainer(cfg, model, src_vocab, tgt_vocab, train_set=train_set,
-                      valid_examples=valid_examples, validate=validate, log=log)
+    trainer = Trainer(
+        cfg,
+        model,
+        src_vocab,
+        tgt_vocab,
+        train_set=train_set,
+        valid_examples=valid_examples,
+        validate=validate,
+        log=log,
+    )
     if resume is not None:
         trainer.restore(resume, resume_path or cfg.out_dir() / LAST)
     else:

@@ -26,17 +26,23 @@ class Schedule:
 
     def __init__(self, optimizer: torch.optim.Optimizer, cfg: TrainConfig):
         self.kind = cfg.lr_schedule
-        self.scheduler: (torch.optim.lr_scheduler.ReduceLROnPlateau
-                         | torch.optim.lr_scheduler.LambdaLR | None) = None
+        self.scheduler: (
+            torch.optim.lr_scheduler.ReduceLROnPlateau | torch.optim.lr_scheduler.LambdaLR | None
+        ) = None
         if self.kind == "plateau":
             self.scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
-                optimizer, mode="max", factor=cfg.lr_decay, patience=cfg.lr_patience - 1,
-                min_lr=cfg.min_lr)
+                optimizer,
+                mode="max",
+                factor=cfg.lr_decay,
+                patience=cfg.lr_patience - 1,
+                min_lr=cfg.min_lr,
+            )
         elif self.kind == "warmup_decay":
             floor = cfg.min_lr / cfg.lr
             w = cfg.warmup_steps
             self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-                optimizer, lambda step: max(floor, min((step + 1) / w, math.sqrt(w / (step + 1)))))
+                optimizer, lambda step: max(floor, min((step + 1) / w, math.sqrt(w / (step + 1))))
+            )
 
     def after_step(self) -> None:
         """Call after every optimizer step."""

@@ -40,7 +40,6 @@ class TrainState:
         validation (``best_bleu`` is then -1)."""
         return "none yet" if self.best_bleu < 0 else f"{self.best_bleu:.2f}"
 
-
     def patience_spent(self, patience: int | None) -> bool:
         """Whether early stopping ends the run here (:func:`patience_spent`)."""
         return patience_spent(self.bad_epochs, patience)

@@ -22,8 +22,9 @@ Validate = Callable[[Seq2Seq], dict[str, Any]]
 
 
 @torch.no_grad()
-def validation_loss(model: Seq2Seq, examples: list[Example], batch_size: int,
-                    device: torch.device) -> float:
+def validation_loss(
+    model: Seq2Seq, examples: list[Example], batch_size: int, device: torch.device
+) -> float:
     """Mean cross-entropy in nats per target token over ``examples`` (no dropout)."""
     model.eval()
     total, tokens = 0.0, 0
@@ -34,26 +35,41 @@ def validation_loss(model: Seq2Seq, examples: list[Example], batch_size: int,
     return total / max(tokens, 1)
 
 
-
-def validate_and_log(cfg: Config, model: Seq2Seq, *, net: torch.nn.Module,
-                     valid_examples: list[Example], validate: Validate,
-                     device: torch.device, state: TrainState, train_loss: float,
-                     started: float, rank: int, log: Callable[[str], None],
-                     epochs_done: float, shared: Callable[[float], float] = lambda x: x
-                     ) -> dict[str, Any]:
+def validate_and_log(
+    cfg: Config,
+    model: Seq2Seq,
+    *,
+    net: torch.nn.Module,
+    valid_examples: list[Example],
+    validate: Validate,
+    device: torch.device,
+    state: TrainState,
+    train_loss: float,
+    started: float,
+    rank: int,
+    log: Callable[[str], None],
+    epochs_done: float,
+    shared: Callable[[float], float] = lambda x: x,
+) -> dict[str, Any]:
     """Validation loss, perplexity and BLEU; updates best score and patience counters.
 
     Rank 0 validates; ``shared`` gives its BLEU to every rank, so the best score, patience
     and the LR schedule are decided once and agree on all ranks."""
-    record: dict[str, Any] = {"epoch": state.epoch, "epochs_done": round(epochs_done, 3),
-                              "step": state.step,
-                              "train_loss": round(train_loss, 6)}
+    record: dict[str, Any] = {
+        "epoch": state.epoch,
+        "epochs_done": round(epochs_done, 3),
+        "step": state.step,
+        "train_loss": round(train_loss, 6),
+    }
     if rank == 0:
         val_loss = validation_loss(model, valid_examples, cfg.train.batch_size, device)
         model.eval()
         scores = validate(model)
-        record.update(val_loss=round(val_loss, 6), val_ppl=round(math.exp(min(val_loss, 50)), 3),
-                      **{f"val_{k}": v for k, v in scores.items()})
+        record.update(
+            val_loss=round(val_loss, 6),
+            val_ppl=round(math.exp(min(val_loss, 50)), 3),
+            **{f"val_{k}": v for k, v in scores.items()},
+        )
     bleu = shared(float(record.get("val_bleu", -1.0)))
     record["val_bleu"] = bleu  # rank 0's score, on every rank
     improved = bleu > state.best_bleu
@@ -62,11 +78,12 @@ def validate_and_log(cfg: Config, model: Seq2Seq, *, net: torch.nn.Module,
     else:
         state.bad_epochs += 1
     state.elapsed_s = time.monotonic() - started
-    record.update(elapsed_s=round(state.elapsed_s, 1), best_bleu=state.best_bleu,
-                  improved=improved)
+    record.update(elapsed_s=round(state.elapsed_s, 1), best_bleu=state.best_bleu, improved=improved)
     if rank == 0:
-        log(f"{epochs_done:.2f} epochs, step {state.step}: train loss {train_loss:.3f} | val loss "
+        log(
+            f"{epochs_done:.2f} epochs, step {state.step}: train loss {train_loss:.3f} | val loss "
             f"{record['val_loss']:.3f} ppl {record['val_ppl']:.2f} BLEU {bleu:.2f} "
-            f"(best {state.best_bleu:.2f}) | {state.elapsed_s / 60:.1f} min")
+            f"(best {state.best_bleu:.2f}) | {state.elapsed_s / 60:.1f} min"
+        )
     net.train()
     return record

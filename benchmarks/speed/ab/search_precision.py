@@ -2,6 +2,7 @@
 alternating over the first N sentences of a split (batches of 64, 2 threads, the CPU's
 default decode workers), then BLEU of each and how many hypotheses are identical.
   python benchmarks/speed/ab/search_precision.py BEAM N ROUNDS CHECKPOINT DATA_DIR [SPLIT]"""
+
 import dataclasses
 import statistics
 import sys
@@ -31,14 +32,19 @@ decs = {p: dataclasses.replace(base, precision=p) for p in ("fp32", "bf16")}
 args = (ld.model, ld.src_vocab, ld.tgt_vocab)
 for d in decs.values():
     translate_lines(*args, src[:16], batch_size=64, decoding=d)
-times = {k: [] for k in decs}; outs = {}
+times = {k: [] for k in decs}
+outs = {}
 for r in range(rounds):
-    for k in (list(decs) if r % 2 == 0 else list(decs)[::-1]):
-        t = time.perf_counter(); out = translate_lines(*args, src, batch_size=64, decoding=decs[k])
-        times[k].append(time.perf_counter() - t); outs[k] = [o.text for o in out]
+    for k in list(decs) if r % 2 == 0 else list(decs)[::-1]:
+        t = time.perf_counter()
+        out = translate_lines(*args, src, batch_size=64, decoding=decs[k])
+        times[k].append(time.perf_counter() - t)
+        outs[k] = [o.text for o in out]
 for k in decs:
     bleu = sacrebleu.corpus_bleu(outs[k], [ref])
-    print(f"{split} beam {beam} {k}: median {n/statistics.median(times[k]):.1f} sent/s "
-          f"(runs: {', '.join(f'{n/t:.0f}' for t in times[k])})  BLEU {bleu.score:.2f}")
+    print(
+        f"{split} beam {beam} {k}: median {n / statistics.median(times[k]):.1f} sent/s "
+        f"(runs: {', '.join(f'{n / t:.0f}' for t in times[k])})  BLEU {bleu.score:.2f}"
+    )
 same = sum(a == b for a, b in zip(outs["fp32"], outs["bf16"], strict=True))
 print(f"identical hypotheses: {same}/{n}")
