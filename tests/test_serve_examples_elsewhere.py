@@ -16,7 +16,7 @@ from nmt.serve.testsets import SetDefinition, served_corpus
 
 from conftest import TOY_PAIRS, write_split
 
-SPLITS = ["test_2016_flickr"]
+SPLITS = ("test_2016_flickr",)
 
 
 def _sets(data: DataConfig | None, note: str | None) -> testsets.TestSets:
