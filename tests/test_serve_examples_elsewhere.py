@@ -36,7 +36,7 @@ def test_examples_from_the_project_root_when_served_from_elsewhere(
     data, note = served_corpus(DataConfig(path="corpus", test_splits=SPLITS), None)
     assert note is None and data is not None
     index = _sets(data, note).index()
-    assert [s["name"] for s in index["sets"]] == SPLITS and index["notes"] == []
+    assert [s["name"] for s in index["sets"]] == list(SPLITS) and index["notes"] == []
     ex = _sets(data, note).examples(SPLITS[0], None, 0, 2)["examples"]
     assert [e["source"] for e in ex] == [p[0] for p in TOY_PAIRS[:2]]
 
