@@ -11,6 +11,6 @@ status=0
 # a bound on positional parameters ([tool.ruff.lint.pylint]); PLR0917 is a preview rule, so
 # preview is switched on for this one rule alone
 .venv/bin/ruff check --preview --select PLR0917 nmt || status=1
-# [tool.mypy] files (nmt)
+# [tool.mypy] files (nmt, tests)
 .venv/bin/mypy || status=1
 exit "$status"

@@ -6,6 +6,7 @@ import gzip
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 # Tiny test models run fastest on one thread, and several threads spin badly when the
 # machine is busy; subprocesses started by the tests inherit this.
@@ -66,7 +67,9 @@ def toy_vocabs():
 
 def tiny_model(src_vocab, tgt_vocab, **overrides):
     """A small model for fast tests; ``overrides`` are ModelConfig fields."""
-    fields = dict(emb_dim=16, enc_hidden=16, dec_hidden=32, attn_dim=16, output_dim=16, dropout=0.0)
+    fields: dict[str, Any] = dict(
+        emb_dim=16, enc_hidden=16, dec_hidden=32, attn_dim=16, output_dim=16, dropout=0.0
+    )
     fields.update(overrides)
     torch.manual_seed(0)
     return build_model(ModelConfig(**fields), len(src_vocab), len(tgt_vocab))

@@ -38,6 +38,7 @@ def test_masked_softmax_padding_is_exactly_zero_and_empty_row_is_zero():
 def test_weights_are_a_distribution_and_context_is_inside_value_range(kind):
     query, memory, mask = _inputs()
     scorer = build_scorer(kind, 8, 8, 6)
+    assert scorer is not None
     context, weights = attend(scorer, query, scorer.precompute(memory), memory, mask)
     assert weights.shape == (3, 7) and context.shape == (3, 8)
     assert (weights >= 0).all()
@@ -53,6 +54,7 @@ def test_weights_are_a_distribution_and_context_is_inside_value_range(kind):
 def test_values_under_padding_do_not_change_the_context(kind):
     query, memory, mask = _inputs()
     scorer = build_scorer(kind, 8, 8, 6)
+    assert scorer is not None
     context, _ = attend(scorer, query, scorer.precompute(memory), memory, mask)
     noisy = memory.clone()
     noisy[~mask] = 1e4 * torch.randn(int((~mask).sum()), 8)
@@ -63,6 +65,7 @@ def test_values_under_padding_do_not_change_the_context(kind):
 def test_scaled_dot_divides_by_sqrt_dk():
     query, memory, mask = _inputs()
     dot, scaled = build_scorer("dot", 8, 8, 1), build_scorer("scaled_dot", 8, 8, 1)
+    assert dot is not None and scaled is not None
     assert torch.allclose(dot(query, memory) / 8**0.5, scaled(query, memory))
 
 
@@ -104,9 +107,11 @@ def test_the_in_place_tanh_equals_torch_tanh_with_its_gradient():
     x = (3 * torch.randn(4, 5, 6)).requires_grad_()
     ref = torch.tanh(x)
     ref.sum().backward()
+    assert x.grad is not None
     ref_grad, x.grad = x.grad.clone(), None
     out = tanh_(x.clone())  # the scorer passes a temporary it does not need again
     out.sum().backward()
+    assert x.grad is not None
     assert torch.allclose(out, ref, atol=1e-6) and torch.allclose(x.grad, ref_grad, atol=1e-6)
     with torch.no_grad():
         y = x.detach().clone()

@@ -8,6 +8,8 @@ import gzip
 import json
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -35,7 +37,9 @@ TINY = [
     "train.batch_size=32",
     "train.max_tokens=400",
 ]
-QUICK = dict(threads=1, warmup=1, train_steps=2, train_seconds=0.3, sentences=16, batch_size=8)
+QUICK: dict[str, Any] = dict(
+    threads=1, warmup=1, train_steps=2, train_seconds=0.3, sentences=16, batch_size=8
+)
 QUICK_ARGS = [
     "--threads",
     "1",
@@ -210,7 +214,7 @@ def test_json_has_every_field_with_sane_values(tiny_checkpoint):
         assert 0 <= dec[key]["bleu"] <= 100 and dec[key]["bleu_signature"].startswith("nrefs:1")
 
 
-def _one_line_error(args: list[str], *expected: str) -> None:
+def _one_line_error(args: list[str | Path], *expected: str) -> None:
     r = CliRunner().invoke(app, ["bench", *map(str, args)])
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert r.exit_code == 2, (r.stdout, r.stderr)

@@ -190,7 +190,9 @@ def test_a_checkpoints_digest_is_of_the_bytes_loaded(tmp_path, toy_vocabs, monke
     models, digests = load_models([run])
     monkeypatch.setattr(checkpoint.torch, "load", real_load)
     assert digests[run.label] == original != file_sha256(best)
-    assert all(torch.equal(v, expected[k]) for k, v in models[run.label].model.state_dict().items())
+    loaded = models[run.label]
+    assert loaded is not None
+    assert all(torch.equal(v, expected[k]) for k, v in loaded.model.state_dict().items())
     best.unlink()
     with pytest.raises(CheckpointError, match="best.pt: checkpoint not found"):
         load_models([run])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import pytest
 import torch
@@ -60,7 +61,7 @@ def test_the_answer_is_cached_and_reused_without_measuring(tmp_path):
 def test_a_damaged_cache_is_measured_over_with_a_warning(tmp_path):
     path = tmp_path / "precision.json"
     path.write_text("{not json")
-    messages = []
+    messages: list[str] = []
     cal = calibrate.choose([lambda dtype: None] * 2, "k", log=messages.append, path=path)
     assert not cal.cached
     assert any(str(path) in m and "unreadable" in m for m in messages)
@@ -105,12 +106,13 @@ def test_trainer_auto_follows_the_measurement_on_a_native_bf16_cpu(
         lambda p, _dev, *_a: torch.bfloat16 if p != "fp32" else None,
     )
     monkeypatch.setenv(calibrate.CACHE_ENV, str(tmp_path / "cache"))
-    seen = []
-    monkeypatch.setattr(
-        calibrate,
-        "measure",
-        lambda steps: seen.append(len(steps)) or (1.0, 0.5 if bf16_faster else 1.1),
-    )
+    seen: list[int] = []
+
+    def fake_measure(steps: Sequence[calibrate.Step]) -> tuple[float, float]:
+        seen.append(len(steps))
+        return (1.0, 0.5 if bf16_faster else 1.1)
+
+    monkeypatch.setattr(calibrate, "measure", fake_measure)
     src_v, tgt_v = toy_vocabs
     examples = encode_pairs([Pair(s, t, "toy") for s, t in TOY_PAIRS], src_v, tgt_v)
     messages: list[str] = []

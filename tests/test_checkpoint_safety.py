@@ -91,7 +91,7 @@ def test_read_payload_refuses_pickled_code_without_running_it(tmp_path):
 
 def test_own_checkpoints_load_with_weights_only(tmp_path, toy_vocabs):
     src, tgt = toy_vocabs
-    train_state = {
+    train_state: dict[str, object] = {
         "optimizer": {"state": {}, "param_groups": []},
         "schedule": None,
         "rng": {"torch": torch.get_rng_state(), "python": __import__("random").getstate()},

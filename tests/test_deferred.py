@@ -9,6 +9,13 @@ from nmt.ops.weight_grads import defer_weight_grads, deferred_linear
 
 from conftest import tiny_model
 
+
+def _grad(t: torch.Tensor) -> torch.Tensor:
+    """``t.grad``, which a backward pass through ``t`` must have set."""
+    assert t.grad is not None
+    return t.grad
+
+
 ATTENTIONS = list(ATTENTION_TYPES)
 
 
@@ -97,7 +104,7 @@ def test_deferred_linear_is_addmm_with_one_weight_gradient_for_all_steps():
         x = torch.tanh(deferred_linear(b, x, wd, pending))[:, :3]
         outs.append(x)
     torch.stack(outs).sum().backward()
-    got = [t.grad.clone() for t in (w, b, h0)]
+    got = [_grad(t).clone() for t in (w, b, h0)]
     assert pending == []  # used up by the backward pass
     for t in (w, b, h0):
         t.grad = None
@@ -107,7 +114,7 @@ def test_deferred_linear_is_addmm_with_one_weight_gradient_for_all_steps():
         outs.append(x)
     torch.stack(outs).sum().backward()
     for g, t in zip(got, (w, b, h0), strict=True):
-        assert torch.allclose(g, t.grad, atol=1e-6)
+        assert torch.allclose(g, _grad(t), atol=1e-6)
 
 
 def test_search_and_no_grad_decoding_do_not_defer(toy_vocabs):

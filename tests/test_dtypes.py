@@ -11,7 +11,7 @@ from torch.func import functional_call
 
 from nmt.config.schema import ModelConfig
 from nmt.inference.search import beam_search, greedy
-from nmt.model.attention import masked_softmax
+from nmt.model.attention import Attention, masked_softmax
 from nmt.model.attention_factory import build_attention
 from nmt.model.loss import summed_cross_entropy
 from nmt.model.seq2seq import build_model
@@ -23,7 +23,7 @@ B, S, D = 2, 5, 6  # D: decoder state and memory size alike (dot scores need the
 class _Read(nn.Module):
     """One attention read as a module, so that functional_call can swap its parameters."""
 
-    def __init__(self, att: nn.Module, t: int):
+    def __init__(self, att: Attention, t: int):
         super().__init__()
         self.att, self.t = att, t
 
@@ -34,10 +34,10 @@ class _Read(nn.Module):
         return context, weights
 
 
-def _build(kind: str) -> nn.Module:
+def _build(kind: str) -> Attention:
     torch.manual_seed(0)
     att = build_attention(kind, D, D, 4, local_score="general", window=1, heads=2)
-    assert att is not None
+    assert isinstance(att, nn.Module)
     return att.double()
 
 

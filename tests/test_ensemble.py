@@ -6,6 +6,7 @@ import json
 import math
 import os
 import shutil
+from typing import Any, cast
 
 import pytest
 import torch
@@ -16,7 +17,13 @@ from nmt.config.load import from_dict
 from nmt.config.schema import ModelConfig
 from nmt.data.digest import file_sha256
 from nmt.data.vocab import BOS, EOS, train_vocab
-from nmt.inference.ensemble import Ensemble, ensemble_of, load_ensemble, load_models
+from nmt.inference.ensemble import (
+    Ensemble,
+    LoadedEnsemble,
+    ensemble_of,
+    load_ensemble,
+    load_models,
+)
 from nmt.inference.search import beam_search, greedy, max_output_length
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
@@ -76,7 +83,12 @@ def _forced_members(models, src, src_len, tokens):
                 logps.append(logp[0])
                 attns.append(None if attn is None else attn[0])
                 prev = torch.tensor([tok])
-            out.append((torch.stack(logps), None if attns[0] is None else torch.stack(attns)))
+            out.append(
+                (
+                    torch.stack(logps),
+                    None if attns[0] is None else torch.stack(cast(list[torch.Tensor], attns)),
+                )
+            )
     return out
 
 
@@ -230,9 +242,10 @@ def test_the_translator_decodes_checkpoints_as_their_ensemble(checkpoints, toy_v
     assert [t.text for t in tr.translate(SOURCES)] == [t.text for t in direct]
     one = Translator.from_checkpoints([a], decoding=dec)
     assert not isinstance(one.model, Ensemble)
-    assert isinstance(load_models([a]), Loaded) and load_models([a, b]).describe() == (
-        "ensemble of 2 (additive, dot)"
-    )  # what nmt translate loads
+    assert isinstance(load_models([a]), Loaded)
+    both = load_models([a, b])
+    assert isinstance(both, LoadedEnsemble)
+    assert both.describe() == "ensemble of 2 (additive, dot)"  # what nmt translate loads
 
 
 def test_translate_parses_several_checkpoints_as_one_ensemble(checkpoints, tmp_path):
@@ -400,11 +413,14 @@ def test_evaluate_ensemble_reads_each_checkpoint_once(checkpoints, tmp_path, mon
     src, ref = tmp_path / "s.de", tmp_path / "r.en"
     src.write_text("ein mann .\n", encoding="utf-8")
     ref.write_text("a man .\n", encoding="utf-8")
-    reads = []
+    reads: list[object] = []
     real = scoring.load_checkpoint
-    monkeypatch.setattr(
-        scoring, "load_checkpoint", lambda p, *a, **k: reads.append(p) or real(p, *a, **k)
-    )
+
+    def counting_load(p: Any, *a: Any, **k: Any) -> Any:
+        reads.append(p)
+        return real(p, *a, **k)
+
+    monkeypatch.setattr(scoring, "load_checkpoint", counting_load)
     monkeypatch.setattr(ensemble, "load_checkpoint", lambda *a, **k: pytest.fail("read again"))
     report = evaluate.evaluate_checkpoints([a, b], src=src, ref=ref, beam_size=1, ensemble=True)
     assert reads == [a, b] and [r["name"] for r in report.json][-1] == "ensemble of 2"

@@ -1,5 +1,7 @@
 """``nmt heads``' agreement with reference word alignments (nmt/analysis/heads_alignment.py)."""
 
+from pathlib import Path
+
 import torch
 
 from nmt.analysis.heads_alignment import forced_weights, format_alignment, model_alignment
@@ -36,7 +38,7 @@ def test_each_head_and_the_head_mean_against_a_hand_made_reference():
     assert rows["mean"].aer == 0.0 and m.stats.tolist() == [[2, 2, 2]]
     one = model_alignment("one", {0: (w[1:], SRC, TGT)}, ref, n_samples=20)
     assert [r.head for r in one.rows] == ["1"] and one.rows[0].aer == 1.0
-    md = "\n".join(format_alignment([m, one], "toy set", "ref.gdfa", n_samples=20))
+    md = "\n".join(format_alignment([m, one], "toy set", Path("ref.gdfa"), n_samples=20))
     assert "| toy | mean | 100.0% | 100.0% | 0.0% [0.0%, 0.0%] | 1 (0) |" in md
     assert "| one | +100.0% [+100.0%, +100.0%] | 1.000 | 1 |" in md
 

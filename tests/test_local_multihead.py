@@ -15,11 +15,19 @@ from nmt.config.schema import LOCAL_KINDS, ConfigError
 from nmt.data.batches import collate, encode_pairs
 from nmt.data.corpus import Pair
 from nmt.inference.search import beam_search, greedy
-from nmt.model.attention import LocalAttention, masked_softmax
+from nmt.model.attention import GlobalScorer, LocalAttention, masked_softmax
 from nmt.model.attention_factory import build_scorer
 from nmt.model.multihead import MultiHeadAttention, scaled_dot_product_attention
 
 from conftest import TOY_PAIRS, tiny_model
+
+
+def _scorer(kind: str, query_dim: int, memory_dim: int, attn_dim: int) -> GlobalScorer:
+    """The global scorer ``kind`` (never ``none``) that a local attention scores with."""
+    scorer = build_scorer(kind, query_dim, memory_dim, attn_dim)
+    assert scorer is not None, kind
+    return scorer
+
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -34,7 +42,7 @@ def _memory(B=3, S=12, M=8, D=8, lengths=(12, 9, 3)):
 @pytest.mark.parametrize("score", ["general", "additive", "dot"])
 def test_local_weights_are_exactly_zero_outside_the_window_and_on_padding(kind, score):
     query, memory, mask = _memory()
-    att = LocalAttention(kind, build_scorer(score, 8, 8, 6), query_dim=8, window=2, predictor_dim=6)
+    att = LocalAttention(kind, _scorer(score, 8, 8, 6), query_dim=8, window=2, predictor_dim=6)
     for t in (0, 4, 20):
         _, w, _ = att.read(query, att.precompute(memory), memory, mask, t)
         p = att.centre(query, mask, t)
@@ -46,7 +54,7 @@ def test_local_weights_are_exactly_zero_outside_the_window_and_on_padding(kind, 
 
 def test_local_m_centre_is_the_target_position_clamped_to_the_source():
     query, memory, mask = _memory()
-    att = LocalAttention("local_m", build_scorer("dot", 8, 8, 6), 8, 2, 6)
+    att = LocalAttention("local_m", _scorer("dot", 8, 8, 6), 8, 2, 6)
     assert att.centre(query, mask, 1).tolist() == [1.0, 1.0, 1.0]
     assert att.centre(query, mask, 5).tolist() == [5.0, 5.0, 2.0]  # third source: 3 pieces
     _, w, _ = att.read(query, memory, memory, mask, 1)
@@ -60,7 +68,7 @@ def test_local_m_centre_is_the_target_position_clamped_to_the_source():
 def test_local_p_applies_the_gaussian_as_the_paper_defines():
     query, memory, mask = _memory()
     D = 4
-    att = LocalAttention("local_p", build_scorer("general", 8, 8, 6), 8, D, 5)
+    att = LocalAttention("local_p", _scorer("general", 8, 8, 6), 8, D, 5)
     keys = att.precompute(memory)
     _, w, _ = att.read(query, keys, memory, mask, 0)
     # eq. 9: p_t = S * sigmoid(v_p^T tanh(W_p h_t)), S the sentence's own source length
@@ -77,6 +85,7 @@ def test_local_p_applies_the_gaussian_as_the_paper_defines():
     assert (w.sum(-1) <= 1 + 1e-6).all() and (w.sum(-1) < 1).any()
     # the Gaussian is differentiable in p_t: the position predictor learns
     w.sum().backward()
+    assert att.v_p.weight.grad is not None
     assert att.v_p.weight.grad.abs().sum() > 0
 
 
@@ -240,6 +249,7 @@ def test_head_weights_of_a_model_match_its_greedy_search(toy_vocabs):
     hyps = greedy(model, batch.src, batch.src_len)
     for sent, hyp, n in zip(sents, hyps, batch.src_len.tolist(), strict=True):
         assert sent.weights.shape == (2, len(sent.tgt_pieces), n)
+        assert hyp.attention is not None
         rows = hyp.attention.size(0)  # greedy's (mean) attention, EOS row when produced
         assert torch.allclose(sent.weights.mean(0)[:rows], hyp.attention, atol=1e-5)
     none = tiny_model(src_vocab, tgt_vocab, attention="none")
@@ -362,6 +372,7 @@ def test_attention_memory_grows_with_n_q_times_n_kv():
 
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "attention_cost.py"
     spec = importlib.util.spec_from_file_location("attention_cost", path)
+    assert spec is not None and spec.loader is not None, path
     attention_cost = importlib.util.module_from_spec(spec)
     sys.modules["attention_cost"] = attention_cost  # dataclasses look their module up there
     spec.loader.exec_module(attention_cost)

@@ -40,6 +40,7 @@ def test_bf16_logits_give_fp32_loss_and_bf16_gradient():
     loss = summed_cross_entropy(logits, target)
     assert loss.dtype == torch.float32
     loss.backward()
+    assert logits.grad is not None
     assert logits.grad.dtype == torch.bfloat16
 
 

@@ -33,6 +33,7 @@ def test_perfect_hypotheses_score_100_and_buckets_count_source_words():
     assert s.buckets[2].bleu is None
     assert all(b.bleu == pytest.approx(100.0) for b in s.buckets if b.n)
     assert s.signature.startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert s.lowercase_signature is not None
     assert s.bleu_lowercase == pytest.approx(100.0) and "case:lc" in s.lowercase_signature
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import math
 from types import SimpleNamespace
-from typing import get_args
+from typing import Any, get_args
 
 import pytest
 import torch
@@ -34,8 +34,8 @@ from nmt.model.seq2seq import build_model, count_parameters
 from conftest import TOY_PAIRS, tiny_model
 
 # tiny_model's sizes, for configs written out in full
-SIZES = dict(emb_dim=16, enc_hidden=16, dec_hidden=32, attn_dim=16, output_dim=16)
-CHOICES = {
+SIZES: dict[str, Any] = dict(emb_dim=16, enc_hidden=16, dec_hidden=32, attn_dim=16, output_dim=16)
+CHOICES: dict[str, dict[str, Any]] = {
     "enc_residual": dict(enc_layers=2, enc_residual=True),
     "tie_embeddings": dict(tie_embeddings=True),
     "cgru": dict(step_order="cgru"),
@@ -274,7 +274,7 @@ def test_cgru_step_is_nematus_conditional_gru(toy_vocabs):
     s), c = ATT(C, s'), s_new = GRU_2(c, s'), t = tanh(W_o [s_new; c; E y] + b_o)."""
     model = tiny_model(*toy_vocabs, step_order="cgru").eval()
     dec = model.decoder
-    assert isinstance(dec, CGRUDecoder)
+    assert isinstance(dec, CGRUDecoder) and dec.scorer is not None
     batch = _batch(*toy_vocabs)
     with torch.no_grad():
         mem, state = model.encode(batch.src, batch.src_len)
@@ -347,9 +347,11 @@ def test_cgru_deferred_weight_gradients_equal_autograds(toy_vocabs, attention):
         }
     assert set(grads[True]) == set(grads[False])
     for name, g in grads[False].items():
-        torch.testing.assert_close(
-            grads[True][name], g, rtol=1e-5, atol=1e-6, msg=lambda m, name=name: f"{name}: {m}"
-        )
+
+        def message(m: str, name: str = name) -> str:
+            return f"{name}: {m}"
+
+        torch.testing.assert_close(grads[True][name], g, rtol=1e-5, atol=1e-6, msg=message)
     for name in (
         "decoder.cells.0.weight_hh",
         "decoder.cond.weight_hh",
@@ -448,6 +450,7 @@ def test_each_choice_round_trips_through_a_checkpoint(toy_vocabs, tmp_path, choi
     with torch.no_grad():
         a, wa = model.logits(batch.src, batch.src_len, batch.tgt_in)
         b, wb = loaded.logits(batch.src, batch.src_len, batch.tgt_in)
+    assert wa is not None and wb is not None
     assert torch.equal(a, b) and torch.equal(wa, wb)
     assert [h.tokens for h in greedy(model, batch.src, batch.src_len)] == [
         h.tokens for h in greedy(loaded, batch.src, batch.src_len)
@@ -459,13 +462,12 @@ def test_flops_count_every_weight_matrix_once_per_token(choice):
     """As tests/test_bench.py's check, for the new choices: the per-token MACs equal the
     weight-matrix entries of the built model (embeddings, the initial state and additive
     attention's v left out by design); a tied generator is still one O x V product."""
-    cfg = ModelConfig(
-        **{
-            **dict(emb_dim=8, enc_hidden=16, dec_hidden=24, attn_dim=12, output_dim=10),
-            **CHOICES[choice],
-            **({"output_dim": 8} if "tie_embeddings" in CHOICES[choice] else {}),
-        }
-    )
+    fields: dict[str, Any] = {
+        **dict(emb_dim=8, enc_hidden=16, dec_hidden=24, attn_dim=12, output_dim=10),
+        **CHOICES[choice],
+        **({"output_dim": 8} if "tie_embeddings" in CHOICES[choice] else {}),
+    }
+    cfg = ModelConfig(**fields)
     model = build_model(cfg, 50, 60)
     per_sentence = ("embed.weight", "decoder.init.", "decoder.fixed.")
     matrices = sum(
@@ -505,6 +507,7 @@ def test_cgru_beam_of_one_is_greedy_and_batched_beam_is_each_sentence_alone(toy_
         )[0]
         assert [h.tokens for h in alone] == [h.tokens for h in batched[i]]
         for h in batched[i]:
+            assert h.attention is not None
             assert h.attention.size(1) == n  # (steps, real source pieces)
 
 
@@ -552,9 +555,9 @@ def test_tied_model_starts_near_the_uniform_loss():
     """The shared matrix is initialised for the output layer (N(0, 1/O)): the initial
     cross-entropy is near log V, as an untied model's, not several nats above it (N(0, 1)
     embeddings as logits weights give logits of variance about O)."""
-    vocab, sizes = (
-        1000,
-        dict(emb_dim=128, enc_hidden=64, dec_hidden=128, attn_dim=64, output_dim=128),
+    vocab = 1000
+    sizes: dict[str, Any] = dict(
+        emb_dim=128, enc_hidden=64, dec_hidden=128, attn_dim=64, output_dim=128
     )
     src = torch.randint(4, vocab, (8, 12))
     tgt = torch.randint(4, vocab, (8, 11))

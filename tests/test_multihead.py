@@ -99,6 +99,7 @@ def test_fully_masked_row_gives_zeros_not_nan():
     assert torch.equal(out[0, 0], torch.zeros(2))
     assert torch.isclose(weights[0, 1].sum(), torch.tensor(1.0))
     out.sum().backward()
+    assert q.grad is not None
     assert not torch.isnan(q.grad).any()
 
 

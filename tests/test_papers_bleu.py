@@ -94,11 +94,14 @@ def test_references_are_moses_tokenized_once_per_list(monkeypatch):
     import nmt.evaluation.metrics as metrics
 
     metrics._tokenized_references.cache_clear()
-    calls = []
+    calls: list[int] = []
     real = metrics.moses_tokenize
-    monkeypatch.setattr(
-        metrics, "moses_tokenize", lambda lines, lang: calls.append(len(lines)) or real(lines, lang)
-    )
+
+    def counting_tokenize(lines: list[str], lang: str) -> list[str]:
+        calls.append(len(lines))
+        return real(lines, lang)
+
+    monkeypatch.setattr(metrics, "moses_tokenize", counting_tokenize)
     refs = ["A man, running.", "Two dogs."]
     first = metrics.papers_bleu(["a man , running .", "two dogs ."], refs, "en")
     again = metrics.papers_bleu(["a man runs .", "two dogs ."], refs, "en")

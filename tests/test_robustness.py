@@ -18,7 +18,7 @@ from conftest import TOY_PAIRS, tiny_model, write_split
 # any text without line breaks (those would make it several lines)
 LINE = st.text(
     st.characters(
-        blacklist_categories=("Cs",),
+        blacklist_categories=["Cs"],
         blacklist_characters="\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029",
     ),
     max_size=60,
@@ -44,8 +44,9 @@ def test_reader_keeps_one_pair_per_line_for_any_unicode(tmp_path_factory, lines)
 )
 @given(lines=st.lists(LINE, min_size=1, max_size=6))
 def test_translator_gives_one_single_line_output_per_input(toy_vocabs, lines):
-    model = tiny_model(*toy_vocabs).eval()
-    out = translate_lines(model, *toy_vocabs, lines)
+    src_v, tgt_v = toy_vocabs
+    model = tiny_model(src_v, tgt_v).eval()
+    out = translate_lines(model, src_v, tgt_v, lines)
     assert len(out) == len(lines)
     for line, tr in zip(lines, out, strict=True):
         assert tr.source == line
@@ -84,7 +85,7 @@ def _toy_training(tmp_path, toy_vocabs, **train_overrides):
         return loss * float("nan") if model.training and calls["n"] == 5 else loss
 
     model.forward = poisoned
-    logs = []
+    logs: list[str] = []
     state = train(
         cfg,
         model,

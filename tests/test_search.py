@@ -251,6 +251,7 @@ def test_beam_one_equals_greedy(toy_vocabs, attention, order):
             if attention == "none":
                 assert bh.attention is None and gh.attention is None
             else:
+                assert bh.attention is not None and gh.attention is not None
                 assert bh.attention.shape == gh.attention.shape
                 assert torch.allclose(bh.attention, gh.attention, atol=1e-6)
 
@@ -268,6 +269,7 @@ def test_n_best_sorted_distinct_and_scored(toy_vocabs, penalty):
         assert order == sorted(order)
         assert len({tuple(h.tokens) for h in hyps}) == 5
         for h in hyps:
+            assert h.attention is not None
             steps = h.attention.size(0)  # |Y|: tokens, plus the EOS row when produced
             assert steps in (len(h.tokens), len(h.tokens) + 1)
             assert h.attention.size(1) == n_src
@@ -557,7 +559,9 @@ def test_greedy_drops_finished_sentences_and_equals_each_sentence_alone(
         assert alone.tokens == batched[i].tokens
         assert alone.log_prob == pytest.approx(batched[i].log_prob, abs=1e-4)
         if alone.attention is not None:
-            assert torch.allclose(alone.attention, batched[i].attention, atol=1e-5)
+            together = batched[i].attention
+            assert together is not None
+            assert torch.allclose(alone.attention, together, atol=1e-5)
 
 
 def test_beam_steps_once_per_sentence_first_and_drops_finished_sentences(toy_vocabs, monkeypatch):

@@ -93,8 +93,9 @@ def test_grid_edge_warns_only_where_val_bleu_may_rise_beyond_the_grid():
     from nmt.analysis.selection import grid_edge
 
     grid = (0.6, 1.0, 1.4)
-    assert "try --alphas 1.4,1.8,2.2" in grid_edge(1.4, grid)
-    assert "the smallest of --alphas 0.6,1,1.4" in grid_edge(0.6, grid)
+    top, bottom = grid_edge(1.4, grid), grid_edge(0.6, grid)
+    assert top is not None and "try --alphas 1.4,1.8,2.2" in top
+    assert bottom is not None and "the smallest of --alphas 0.6,1,1.4" in bottom
     assert grid_edge(1.0, grid) is None  # inside the grid: val's own optimum
     assert grid_edge(0.0, (0.0, 1.0)) is None  # no length penalty is the smallest there is
     assert grid_edge(1.0, (1.0,)) is None and grid_edge(1.0, (1.0, 1.0)) is None

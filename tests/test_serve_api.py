@@ -422,7 +422,9 @@ def test_openapi_states_the_limits_and_docs_work_offline(client: TestClient) -> 
     docs = client.get("/docs")
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
     if "cdn" not in docs.text:  # fastapi-offline: the page's scripts are served from here
-        js = re.search(r'src="([^"]+swagger-ui-bundle\.js)"', docs.text).group(1)
+        found = re.search(r'src="([^"]+swagger-ui-bundle\.js)"', docs.text)
+        assert found is not None, docs.text
+        js = found.group(1)
         assert client.get(js).status_code == 200
     page = client.get("/")
     assert page.status_code == 200

@@ -16,7 +16,7 @@ from nmt.serve.testsets import SetDefinition, served_corpus
 
 from conftest import TOY_PAIRS, write_split
 
-SPLITS = ["test_2016_flickr"]
+SPLITS = ("test_2016_flickr",)
 
 
 def _sets(data: DataConfig | None, note: str | None) -> testsets.TestSets:
@@ -36,7 +36,7 @@ def test_examples_from_the_project_root_when_served_from_elsewhere(
     data, note = served_corpus(DataConfig(path="corpus", test_splits=SPLITS), None)
     assert note is None and data is not None
     index = _sets(data, note).index()
-    assert [s["name"] for s in index["sets"]] == SPLITS and index["notes"] == []
+    assert [s["name"] for s in index["sets"]] == list(SPLITS) and index["notes"] == []
     ex = _sets(data, note).examples(SPLITS[0], None, 0, 2)["examples"]
     assert [e["source"] for e in ex] == [p[0] for p in TOY_PAIRS[:2]]
 

@@ -70,6 +70,7 @@ def invalid(r: Any, where: str) -> dict[str, Any]:
 def test_chunked_body_over_the_limit_is_refused_as_it_arrives(app: Any) -> None:
     with live_server(app) as url:
         host, port = urllib.parse.urlsplit(url).hostname, urllib.parse.urlsplit(url).port
+        assert port is not None, url
         with socket.create_connection((host, port), timeout=120) as s:
             s.sendall(
                 b"POST /api/translate HTTP/1.1\r\nHost: test\r\n"

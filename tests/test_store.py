@@ -194,7 +194,7 @@ def test_arrow_and_memory_give_the_same_pairs_filtering_and_batches(corpus, tmp_
 
 def test_vocabulary_sample_is_a_seeded_reservoir(corpus):
     d = DataConfig(source="dir", path=str(corpus), src_lang="de", tgt_lang="en")
-    logs = []
+    logs: list[str] = []
     src, tgt = sample_pairs(d, 100, seed=1, log=logs.append)
     assert len(src) == len(tgt) == 100 and all(src) and all(tgt)
     assert sample_pairs(d, 100, seed=1, log=logs.append) == (src, tgt)
@@ -222,7 +222,7 @@ def test_cache_is_reused_and_a_changed_file_or_setting_invalidates_it(
 
     with monkeypatch.context() as m:
         m.setattr(nmt.data.store, "prepare_store", no_preparing)
-        logs = []
+        logs: list[str] = []
         again = prepare(cfg, log=logs.append)  # a new run: the cached vocabulary too
         assert again.reused and again.src_vocab.model_bytes == first.src_vocab.model_bytes
         assert any("reused" in line and "not preparing again" in line for line in logs)
@@ -334,7 +334,8 @@ def test_store_without_content_keys_or_with_other_vocab_files_is_rebuilt(tmp_pat
         "sources": [{"path": s["path"], "bytes": 1, "mtime_ns": 1} for s in manifest["sources"]],
     }
     (cache / "manifest.json").write_text(json.dumps(old))
-    assert "before stores recorded the content" in stale_reason(cache, want, None)
+    reason = stale_reason(cache, want, None)
+    assert reason is not None and "before stores recorded the content" in reason
     (cache / "manifest.json").write_text(json.dumps(manifest))
     assert stale_reason(cache, want, None) is None
     other = build_vocabs(cfg, [Pair("ganz andere wörter", "other words entirely", "")])

@@ -1,18 +1,23 @@
 """Decoding several batches at once (translate_lines' workers) changes nothing but speed."""
 
+from typing import cast
+
 import pytest
 import torch
 
+from nmt.data.vocab import Vocab
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator, decode_workers, translate_lines
 
 from conftest import TOY_PAIRS, tiny_model, write_split
 
+Vocabs = tuple[Vocab, Vocab]  # the toy_vocabs fixture: source and target
+
 LINES = [s for s, _ in TOY_PAIRS] + ["ein mann", "", "zwei katzen schlafen im schnee ."]
 
 
 @pytest.mark.parametrize("beam", [1, 3])
-def test_workers_give_the_same_translations_as_one_batch_at_a_time(toy_vocabs, beam):
+def test_workers_give_the_same_translations_as_one_batch_at_a_time(toy_vocabs: Vocabs, beam):
     model = tiny_model(*toy_vocabs).eval()
     threads = torch.get_num_threads()
     dec = Decoding(beam_size=beam, n_best=beam)
@@ -43,7 +48,7 @@ def test_decode_workers_counts_and_checks():
 
 
 def test_an_error_in_one_batch_reaches_the_caller_and_the_threads_are_restored(
-    toy_vocabs, monkeypatch
+    toy_vocabs: Vocabs, monkeypatch
 ):
     import nmt.inference.translator
 
@@ -169,7 +174,9 @@ def test_many_invalid_utf8_lines_give_one_warning(toy_vocabs, tmp_path, capsys):
     assert "lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ..." in err
 
 
-def test_filter_keeps_the_chunks_written_before_a_ctrl_c(toy_vocabs, tmp_path, capsys, monkeypatch):
+def test_filter_keeps_the_chunks_written_before_a_ctrl_c(
+    toy_vocabs: Vocabs, tmp_path, capsys, monkeypatch
+):
     loaded, calls = _loaded(toy_vocabs), []
     real = Translator.translate
 
@@ -187,7 +194,9 @@ def test_filter_keeps_the_chunks_written_before_a_ctrl_c(toy_vocabs, tmp_path, c
     assert written == expected  # the two chunks before the interruption, complete
 
 
-def test_lines_the_model_knows_nothing_of_are_flagged_and_warned(toy_vocabs, tmp_path, capsys):
+def test_lines_the_model_knows_nothing_of_are_flagged_and_warned(
+    toy_vocabs: Vocabs, tmp_path, capsys
+):
     loaded = _loaded(toy_vocabs)
     lines = ["ein mann", "🐕🐕 🐕", "", "ein 🐕"]
     out = translate_lines(loaded.model, *toy_vocabs, lines)
@@ -218,7 +227,7 @@ def test_decoding_defaults_are_the_configs_and_from_config_takes_given_values():
     assert (got.beam_size, got.alpha, got.max_ratio, got.n_best) == (3, 0.2, 1.5, 2)
 
 
-def test_translator_encodes_cuts_and_flags_one_way(toy_vocabs):
+def test_translator_encodes_cuts_and_flags_one_way(toy_vocabs: Vocabs):
     from nmt.inference.translator import Translator
 
     model = tiny_model(*toy_vocabs).eval()
@@ -236,7 +245,7 @@ def test_translator_encodes_cuts_and_flags_one_way(toy_vocabs):
 
 
 def test_a_beam_wider_than_the_target_vocabulary_is_capped_with_one_warning(
-    toy_vocabs, tmp_path, capsys
+    toy_vocabs: Vocabs, tmp_path, capsys
 ):
     """``nmt bench --beam 100000`` on a 64-piece vocabulary ran for minutes: every command
     searches through the Translator, which caps the beam at the vocabulary (and says so)."""
@@ -261,6 +270,7 @@ def test_a_beam_wider_than_the_target_vocabulary_is_capped_with_one_warning(
     assert [(t.text, t.nbest) for t in out] == [(t.text, t.nbest) for t in ref]
     assert Decoding(beam_size=3).capped(V) == (Decoding(beam_size=3), None)
     capped, line = Decoding(beam_size=99, n_best=99).capped(8)
+    assert line is not None
     assert (capped.beam_size, capped.n_best) == (8, 8) and line.endswith("and n_best 99 to 8")
     # translate's filter (stderr) and the interactive prompt print the one line
     _, err = _filter(loaded, b"ein mann\n", tmp_path, capsys, decoding=Decoding(beam_size=100_000))
@@ -275,6 +285,7 @@ def test_evaluate_and_serve_cap_or_refuse_a_beam_wider_than_the_vocabulary(toy_v
     from nmt.model.checkpoint import make_payload, save_atomic
     from nmt.serve.decode import decoding_for
     from nmt.serve.limits import ApiError
+    from nmt.serve.registry import ModelEntry
     from nmt.serve.schemas import TranslateRequest
 
     V = len(toy_vocabs[1])
@@ -303,18 +314,29 @@ def test_evaluate_and_serve_cap_or_refuse_a_beam_wider_than_the_vocabulary(toy_v
     assert any(f"searching with beam {V}" in w for w in report.warnings)
     assert report.json[0]["search"].startswith(f"beam search, beam {V},")
     # nmt serve: a 6-piece vocabulary (the API allows beams up to 16)
-    small = SimpleNamespace(
-        id="m", decoding=Decoding(beam_size=12), loaded=SimpleNamespace(tgt_vocab=list(range(6)))
+    # stand-ins with just the fields decoding_for reads
+    small = cast(
+        ModelEntry,
+        SimpleNamespace(
+            id="m",
+            decoding=Decoding(beam_size=12),
+            loaded=SimpleNamespace(tgt_vocab=list(range(6))),
+        ),
     )
     with pytest.raises(ApiError, match="beam 8 is more than the 6 target pieces of model 'm'"):
-        decoding_for(small, TranslateRequest(lines=["x"], beam=8))
-    assert decoding_for(small, TranslateRequest(lines=["x"])).beam_size == 6  # its default
-    wide = SimpleNamespace(
-        id="w",
-        decoding=Decoding(beam_size=40, n_best=12),
-        loaded=SimpleNamespace(tgt_vocab=list(range(30))),
+        decoding_for(small, TranslateRequest.model_validate({"lines": ["x"], "beam": 8}))
+    assert (
+        decoding_for(small, TranslateRequest.model_validate({"lines": ["x"]})).beam_size == 6
+    )  # its default
+    wide = cast(
+        ModelEntry,
+        SimpleNamespace(
+            id="w",
+            decoding=Decoding(beam_size=40, n_best=12),
+            loaded=SimpleNamespace(tgt_vocab=list(range(30))),
+        ),
     )
-    served = decoding_for(wide, TranslateRequest(lines=["x"]))
+    served = decoding_for(wide, TranslateRequest.model_validate({"lines": ["x"]}))
     assert (served.beam_size, served.n_best) == (16, 1)  # MAX_BEAM; the request's n_best
 
 

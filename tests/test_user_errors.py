@@ -98,7 +98,9 @@ def test_vocab_size_below_the_characters_is_one_line(tmp_path):
 
     from nmt.data.vocab import train_vocab
 
-    minimum = int(re.search(r"at least (\d+)", msg).group(1))
+    found = re.search(r"at least (\d+)", msg)
+    assert found is not None, msg
+    minimum = int(found.group(1))
     src = [x.strip() for x in (case / "train.de").read_text(encoding="utf-8").splitlines()]
     assert len(train_vocab(src, minimum)) == minimum  # the stated minimum is the real one
     with pytest.raises(ValueError, match=f"at least {minimum}"):
