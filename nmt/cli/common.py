@@ -70,7 +70,7 @@ DEVICE_OPTION = typer.Option("auto", help="auto (CUDA when present) | cpu | cuda
 PRECISION_OPTION = typer.Option(
     None,
     help="Search precision: fp32, bf16, fp16 (CUDA) or "
-    "auto (bf16 where the device has it); the matrix products "
+    "auto (fp32 on a CPU, bf16 on a CUDA device that has it); the matrix products "
     "only, scores stay fp32. Default: the checkpoint's "
     "search.precision.",
 )
