@@ -22,7 +22,8 @@ ROW_MULTIPLE = 64
 
 def stable_rows_wanted(device: torch.device) -> bool:
     """Whether products on ``device`` should get rounded row counts: on a CPU under bf16/fp16
-    autocast (oneDNN), not in fp32 (MKL builds nothing per shape) nor on CUDA."""
+    autocast (oneDNN), not in fp32 (MKL builds nothing per shape) nor on CUDA. Raises
+    nothing."""
     return device.type == "cpu" and torch.is_autocast_enabled("cpu")
 
 
@@ -39,7 +40,7 @@ def rounded_rows(n: int, multiple: int | None = None) -> int:
 
 
 def pad_rows(x: torch.Tensor, rows: int) -> torch.Tensor:
-    """``x`` (N, K) with zero rows appended up to ``rows`` (>= N) rows: (rows, K); ``x``
-    itself when it already has them."""
+    """``x`` (N, K) with zero rows appended up to ``rows`` (>= N) rows: (rows, K), same dtype
+    and device; ``x`` itself when it already has them. Raises nothing for any N, K."""
     extra = rows - x.size(0)
     return x if extra <= 0 else F.pad(x, (0, 0, 0, extra))
