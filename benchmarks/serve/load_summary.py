@@ -57,19 +57,24 @@ def fmt(x: float | None, digits: int = 0) -> str:
 def table(runs: list[dict[str, Any]]) -> list[str]:
     out = [
         "| run | concurrency | answered (of N) | other codes | sentences/s | p50 ms | p95 ms "
-        "| p99 ms | server CPU ms/request | same as solo | load avg start-end |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| p99 ms | server CPU ms/request | lines per search | same as solo "
+        "| load avg start-end |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for run in runs:
         for r in run["rows"]:
             codes = ", ".join(f"{k}: {v}" for k, v in r["codes"].items()) or "none"
             solo = "(solo)" if r["concurrency"] == 1 else f"{r['same_as_solo']} of {r['compared']}"
             load = f"{r['load_average_start'][0]:.2f}-{r['load_average_end'][0]:.2f}"
+            # the new server's batches per model (its /metrics); none for the old one
+            per = ", ".join(
+                f"{m} {b['mean_lines']}" for m, b in sorted(r.get("batches", {}).items())
+            )
             out.append(
                 f"| {run['file'].removesuffix('.json')} | {r['concurrency']} "
                 f"| {r['ok']} of {r['requests']} | {codes} | {r['sentences_per_s']:.2f} "
                 f"| {fmt(r['p50_ms'])} | {fmt(r['p95_ms'])} | {fmt(r['p99_ms'])} "
-                f"| {fmt(r.get('server_cpu_ms_per_request'), 1)} | {solo} | {load} |"
+                f"| {fmt(r.get('server_cpu_ms_per_request'), 1)} | {per} | {solo} | {load} |"
             )
     return out
 

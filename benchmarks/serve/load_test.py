@@ -15,7 +15,9 @@ throughput (sentences/s), p50/p95/p99 latency, the status codes other than 200 (
 a documented answer to overload, anything else an error), how many answers equal the solo
 answer (text and pieces of every model's best hypothesis), the server's CPU seconds per
 answered request (user + system of its process tree, from /proc: much less sensitive to
-other load than the wall clock) and the load average before and after. A level stops
+other load than the wall clock), the load average before and after, and where the server
+has /metrics (the new one, one worker) per model the searches, their mean lines and their
+seconds. A level stops
 sending after ``--max-seconds``.
 
 ``--out X.json`` gets the run: the machine (CPU model, cores), the date, threads, load
@@ -214,6 +216,53 @@ def served_models(base: str) -> list[dict[str, Any]]:
     return [{k: m.get(k) for k in keep} for m in got.get("models", [])]
 
 
+def batch_metrics(base: str) -> dict[str, float] | None:
+    """The new server's ``nmt_serve_batch_lines`` and ``nmt_serve_search_seconds`` sums and
+    counts per model from GET /metrics (``"NAME_sum{model=\"m\"}"`` -> value); None where
+    there is no /metrics (the old server)."""
+    try:
+        with urllib.request.urlopen(f"{base}/metrics", timeout=30) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    keep = (
+        "nmt_serve_batch_lines_sum",
+        "nmt_serve_batch_lines_count",
+        "nmt_serve_search_seconds_sum",
+    )
+    got = {}
+    for line in text.splitlines():
+        if line.startswith(keep):
+            name, _, value = line.rpartition(" ")
+            got[name] = float(value)
+    return got
+
+
+def batch_row(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, Any]:
+    """Per model, over one level: searches, mean lines per search, search seconds."""
+    if before is None or after is None:
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in after.items():
+        if not key.startswith("nmt_serve_batch_lines_count"):
+            continue
+        model = key[key.index("{") :]
+        n = value - before.get(key, 0.0)
+        lines = after[f"nmt_serve_batch_lines_sum{model}"] - before.get(
+            f"nmt_serve_batch_lines_sum{model}", 0.0
+        )
+        search = after.get(f"nmt_serve_search_seconds_sum{model}", 0.0) - before.get(
+            f"nmt_serve_search_seconds_sum{model}", 0.0
+        )
+        name = model.split('"')[1] if '"' in model else model
+        out[name] = {
+            "searches": int(n),
+            "mean_lines": round(lines / n, 2) if n else None,
+            "search_s": round(search, 2),
+        }
+    return out
+
+
 def best(answer: Any) -> list[Any] | None:
     """Per model [model, text, pieces] of the best hypothesis: what must equal the solo answer."""
     if answer is None:
@@ -231,9 +280,12 @@ def level(
     max_seconds: float,
     solo: list[Any] | None,
     server_pid: int,
+    base: str | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Send every line at ``concurrency``: the level's row, and one raw row per request
-    (``answer``: its best(), None when not answered 200)."""
+    (``answer``: its best(), None when not answered 200). ``base``: the server's URL, to read
+    its batch metrics before and after (None: not read, e.g. with several workers, whose
+    /metrics is one worker's)."""
     stop = time.monotonic() + max_seconds
     start = time.perf_counter()
 
@@ -250,12 +302,14 @@ def level(
             "answer": best(answer) if status == 200 else None,
         }
 
+    metrics_before = batch_metrics(base) if base else None
     load_before = os.getloadavg()
     cpu_before = tree_cpu_seconds(server_pid)
     with ThreadPoolExecutor(concurrency) as pool:
         got = list(pool.map(one, range(len(lines))))
     wall = time.perf_counter() - start
     cpu_after = tree_cpu_seconds(server_pid)
+    metrics_after = batch_metrics(base) if base else None
     ok = [g for g in got if g["status"] == 200]
     latency = [g["ms"] for g in ok]
     codes: dict[str, int] = {}
@@ -279,6 +333,9 @@ def level(
         "load_average_start": [round(x, 2) for x in load_before],
         "load_average_end": [round(x, 2) for x in os.getloadavg()],
     }
+    batches = batch_row(metrics_before, metrics_after)
+    if batches:
+        row["batches"] = batches
     if solo is not None:
         pairs = [(g["answer"], s) for g, s in zip(got, solo, strict=True)]
         row["same_as_solo"] = sum(a is not None and a == s for a, s in pairs)
@@ -342,7 +399,10 @@ def main() -> None:
             post(url, {**body, "lines": [line]}, a.max_seconds)
         solo: list[Any] | None = None
         for c in levels:
-            row, got = level(url, lines, body, c, a.max_seconds, solo, proc.pid)
+            one_process = "--workers" not in a.serve_args
+            row, got = level(
+                url, lines, body, c, a.max_seconds, solo, proc.pid, base if one_process else None
+            )
             if solo is None:  # concurrency 1: each request alone
                 solo = [g["answer"] for g in got]
                 row["same_as_solo"] = row["compared"] = sum(s is not None for s in solo)
