@@ -524,3 +524,26 @@ def test_busy_port_on_the_command_line_is_one_error_line(models: dict[str, Path]
 def test_usage_guide_covers_serve() -> None:
     text = (REPO / "docs/usage.md").read_text(encoding="utf-8")
     assert "nmt serve" in text and "serve.md" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "body, content_type, where",
+    [
+        (b'{"lines": ["Ein Hund."]', "application/json", "character 23"),
+        (b"Ein Hund.", "application/json", "character 0"),
+        (b"Ein Hund.", "text/plain", None),
+    ],
+)
+def test_a_body_that_is_not_json_says_what_to_send(
+    client: TestClient, body: bytes, content_type: str, where: str | None
+) -> None:
+    """A body that is not a JSON object was answered with pydantic's bare "JSON decode
+    error" (or "Input should be a valid dictionary"); the message now names the fault, where
+    it is, and the shape of a valid request."""
+    r = client.post("/api/translate", content=body, headers={"content-type": content_type})
+    assert r.status_code == 422, r.text
+    message = r.json()["message"]
+    assert "JSON object" in message and '{"lines": [' in message, message
+    if where is not None:
+        assert where in message, message

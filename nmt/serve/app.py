@@ -123,6 +123,30 @@ def _message(err: dict[str, Any]) -> str:
     return str(err.get("msg", ""))
 
 
+# what a request looks like, for the errors of a body that is not one
+_REQUEST_SHAPE = '{"lines": ["Ein Hund läuft im Schnee."]}'
+
+
+def _not_json(err: dict[str, Any]) -> str | None:
+    """The message for a body that is not a JSON object (malformed JSON, or a body sent as
+    another content type), else None: pydantic's own ("JSON decode error", "Input should
+    be a valid dictionary") names neither the fault nor what to send."""
+    loc, kind = tuple(err.get("loc", ())), err.get("type")
+    if kind == "json_invalid":
+        reason = str((err.get("ctx") or {}).get("error", "malformed JSON"))
+        at = f" at character {loc[1]}" if len(loc) > 1 and isinstance(loc[1], int) else ""
+        return (
+            f"the request body is not valid JSON ({reason}{at}); send a JSON object with "
+            f"Content-Type: application/json, e.g. {_REQUEST_SHAPE}"
+        )
+    if loc == ("body",) and kind in ("model_attributes_type", "dict_type", "missing"):
+        return (
+            "the request body is not a JSON object; send one with Content-Type: "
+            f"application/json, e.g. {_REQUEST_SHAPE}"
+        )
+    return None
+
+
 def validation_error(_: Request, exc: Exception) -> JSONResponse:
     """413 when a validation error is a limit (the first such), else 422 with the list:
     per error its ``loc``, ``msg``, ``type`` and, when short, the rejected ``input``."""
@@ -141,6 +165,12 @@ def validation_error(_: Request, exc: Exception) -> JSONResponse:
         for e in found
     ]
     first = listed[0] if listed else {"msg": str(exc), "loc": []}
+    not_json = _not_json(found[0]) if found else None
+    if not_json is not None:
+        return JSONResponse(
+            json_safe({"error": "invalid_request", "message": not_json, "errors": listed}),
+            status_code=422,
+        )
     loc = [x for x in first["loc"] if x != "body"]
     msg = str(first["msg"]).removeprefix("Value error, ")
     body: dict[str, Any] = {
