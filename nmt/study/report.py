@@ -16,7 +16,8 @@ from typing import Any
 from nmt.config.buckets import parse_buckets
 from nmt.config.schema import StudyConfig
 from nmt.data.digest import lines_sha256
-from nmt.evaluation.bootstrap import BucketRow, bucket_drop, format_markdown, study_table
+from nmt.evaluation.bootstrap import bucket_drop
+from nmt.evaluation.length_table import BucketRow, format_markdown, study_table
 from nmt.evaluation.metrics import score
 from nmt.evaluation.plots import curves_from_rows, plot_bleu_by_length
 from nmt.model.checkpoint import Loaded
