@@ -36,7 +36,7 @@ class Translation:
         complete: the hypothesis ended with ``</s>``; False when the search reached the
             length limit first (``train.max_output_ratio``) and the output is cut.
         nbest: with ``n_best`` > 1, (text, score, complete) per hypothesis: complete ones
-            first, best score first (:func:`nmt.inference.search.rank`).
+            first, best score first (:func:`nmt.inference.hypothesis.rank`).
     """
 
     source: str

@@ -24,7 +24,7 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from nmt.data.batches import Example, collate
 from nmt.data.vocab import EOS
-from nmt.inference.search import normalised_score
+from nmt.inference.hypothesis import normalised_score
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import EncodedSource, fixed_torch_threads
 from nmt.ops.precision import autocast, search_dtype
@@ -197,7 +197,7 @@ def _hypothesis(
     multihead = p.entry.loaded.cfg.model.attention == "multihead"
     return {
         # one cut at the length limit (ended false) was completed with </s> by the search
-        # and scored with it (nmt.inference.search.Hypothesis), as nmt translate shows it
+        # and scored with it (nmt.inference.hypothesis.Hypothesis), as nmt translate shows it
         "text": text,
         "tgt_pieces": [tv.id_to_piece(x) for x in tokens] + ["</s>"],
         "score": _finite(score),
@@ -329,7 +329,7 @@ def _read_back(
 ) -> list[dict[str, Any]]:
     """The n-best list of one line from its forced pass: complete hypotheses first, best
     score first, then those the search cut at the length limit (``complete`` false;
-    :func:`nmt.inference.search.rank`). With a prefix, each hypothesis is rescored as a
+    :func:`nmt.inference.hypothesis.rank`). With a prefix, each hypothesis is rescored as a
     whole (its log P, prefix included, over the length penalty of its length); ``top``
     keeps the request's ``top_k`` of the batch's alternatives."""
     dec, n_prefix = p.decoding, len(p.prefix)

@@ -23,7 +23,8 @@ from typing import Any
 import torch
 
 from nmt.data.vocab import BOS, EOS, PAD
-from nmt.inference.search import Hypothesis, beam_search, greedy
+from nmt.inference.hypothesis import Hypothesis
+from nmt.inference.search import beam_search, greedy
 from nmt.inference.translate import Decoding
 
 
