@@ -5,13 +5,8 @@ from typing import Any, cast
 
 import pytest
 
-from nmt.evaluation.bootstrap import (
-    bootstrap_ci,
-    bucket_indices,
-    format_markdown,
-    paired_bootstrap,
-    study_table,
-)
+from nmt.evaluation.bootstrap import bootstrap_ci, bucket_indices, paired_bootstrap
+from nmt.evaluation.length_table import format_markdown, study_table
 from nmt.evaluation.metrics import score
 
 WORDS = (
@@ -208,10 +203,10 @@ def test_bootstrap_matches_the_nmt35_reference(case):
     low, high = expected["percentile_95_ci_B1000_numpy_seed12345"]
     assert iv.low == pytest.approx(low, abs=1e-6) and iv.high == pytest.approx(high, abs=1e-6)
     # every resampled score is one the exact distribution allows
-    from nmt.evaluation.bootstrap import _metric, _resample, _sentence_stats
+    from nmt.evaluation.bootstrap import metric_named, resample, sentence_stats
 
-    m = _metric("bleu")
-    samples = _resample(m, _sentence_stats(m, hyps, refs), 200, 1).samples
+    m = metric_named("bleu")
+    samples = resample(m, sentence_stats(m, hyps, refs), 200, 1).samples
     allowed = {round(float(k), 6) for k in expected["exact_distribution_of_one_resample"]}
     assert {round(float(x), 6) for x in samples} <= allowed
 

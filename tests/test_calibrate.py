@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import nmt.training.calibrate as calibrate
-import nmt.training.loop
+import nmt.training.precision_choice
 from nmt.config.schema import Config, TrainConfig
 from nmt.data.batches import collate, encode_pairs
 from nmt.data.corpus import Pair
@@ -101,7 +101,7 @@ def test_trainer_auto_follows_the_measurement_on_a_native_bf16_cpu(
     tmp_path, toy_vocabs, monkeypatch, bf16_faster
 ):
     monkeypatch.setattr(
-        nmt.training.loop,
+        nmt.training.precision_choice,
         "autocast_dtype",
         lambda p, _dev, *_a: torch.bfloat16 if p != "fp32" else None,
     )

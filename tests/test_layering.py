@@ -184,24 +184,10 @@ def test_every_module_has_a_docstring():
     assert not missing, f"modules without a docstring: {missing}"
 
 
-# modules that `ruff format` (adopted in issue 51) laid out past the cap: each may not grow,
-# and is due to be split; a split module leaves this list
-OVER_CAP = {
-    "nmt.evaluation.bootstrap": 448,
-    "nmt.inference.search": 432,
-    "nmt.model.checkpoint": 436,
-    "nmt.model.decoder": 415,
-    "nmt.study.report": 507,
-    "nmt.training.loop": 487,
-}
-
-
 def test_every_module_is_small():
     sizes = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in MODULES.items()}
-    big = {m: n for m, n in sizes.items() if n > OVER_CAP.get(m, MAX_LINES)}
-    assert not big, f"modules over {MAX_LINES} lines (or grown past OVER_CAP): {big}"
-    done = {m for m, cap in OVER_CAP.items() if sizes.get(m, 0) <= MAX_LINES}
-    assert not done, f"back under {MAX_LINES} lines, drop from OVER_CAP: {done}"
+    big = {m: n for m, n in sizes.items() if n > MAX_LINES}
+    assert not big, f"modules over {MAX_LINES} lines (split them by responsibility): {big}"
 
 
 # nmt/commands/ holds one composition root per verb, each named after its verb; what two

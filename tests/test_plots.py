@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.evaluation.bootstrap import study_table
+from nmt.evaluation.length_table import study_table
 from nmt.evaluation.plots import LengthPoint, curves_from_rows, plot_attention, plot_bleu_by_length
 
 

@@ -136,12 +136,14 @@ def test_train_refuses_fp16_on_cpu_before_any_work(tmp_path, key):
 
 @pytest.mark.slow
 def test_bf16_without_native_support_is_warned_about(tmp_path, toy_vocabs, monkeypatch):
-    import nmt.training.loop
+    import nmt.training.precision_choice
 
     messages: list[str] = []
     src_v, tgt_v = toy_vocabs
     for native in (False, True):
-        monkeypatch.setattr(nmt.training.loop, "native_bf16", lambda _device, n=native: n)
+        monkeypatch.setattr(
+            nmt.training.precision_choice, "native_bf16", lambda _device, n=native: n
+        )
         cfg = Config(train=TrainConfig(out_dir=str(tmp_path), device="cpu", precision="bf16"))
         Trainer(
             cfg,

@@ -12,14 +12,8 @@ from nmt.config.schema import LENGTH_PENALTIES
 from nmt.data.batches import collate, encode_pairs
 from nmt.data.corpus import Pair
 from nmt.data.vocab import BOS, EOS
-from nmt.inference.search import (
-    Hypothesis,
-    beam_search,
-    greedy,
-    length_penalty_divisor,
-    max_output_length,
-    normalised_score,
-)
+from nmt.inference.hypothesis import Hypothesis, length_penalty_divisor, normalised_score
+from nmt.inference.search import beam_search, greedy, max_output_length
 
 from conftest import TOY_PAIRS, tiny_model
 

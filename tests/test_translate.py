@@ -56,11 +56,11 @@ def test_an_error_in_one_batch_reaches_the_caller_and_the_threads_are_restored(
     threads, calls = torch.get_num_threads(), []
     real = nmt.inference.translator._search
 
-    def failing(model, src, src_len, decoding, amp_dtype=None):
+    def failing(model, src, src_len, decoding):
         calls.append(1)
         if len(calls) == 2:
             raise RuntimeError("batch 2 failed")
-        return real(model, src, src_len, decoding, amp_dtype)
+        return real(model, src, src_len, decoding)
 
     monkeypatch.setattr(nmt.inference.translator, "_search", failing)
     with pytest.raises(RuntimeError, match="batch 2 failed"):

@@ -45,7 +45,7 @@ from nmt.analysis.selection import (
     score_tests,
 )
 from nmt.inference.ensemble import load_ensemble
-from nmt.model.checkpoint import also_as
+from nmt.model.duplicate_checkpoints import also_as
 from nmt.model.rundir import BEST, LOG, check_run_ids, read_valid_log
 
 DEFAULTS = SelectOptions()  # frozen: one shared instance is safe as a default

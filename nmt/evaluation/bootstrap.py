@@ -1,4 +1,5 @@
-"""Bootstrap confidence intervals and paired significance tests, per source-length bucket.
+"""Bootstrap confidence intervals and paired significance tests; the BLEU drop between two
+source-length buckets. The table of every bucket and system is nmt/evaluation/length_table.py.
 
 Scores are sacreBLEU corpus BLEU and chrF (0-100, default settings, as in
 :func:`nmt.evaluation.metrics.score`). Resampling follows Koehn (2004, "Statistical Significance
@@ -40,8 +41,6 @@ from typing import Literal
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF
 
-from nmt.evaluation.metrics import bucket_label
-
 MetricName = Literal["bleu", "chrf"]
 _CHUNK = 256  # resamples per matrix product; bounds memory at _CHUNK * N counts
 
@@ -74,50 +73,7 @@ class PairedResult:
 
 
 @dataclass
-class BucketRow:
-    """One system on one source-length bucket.
-
-    Attributes:
-        min_len, max_len: the bucket, in source words (``max_len`` None: no upper bound).
-        system: system name. baseline: name of the baseline it is compared with, or None.
-        n: sentences in the bucket. mean_src_words: their mean source length (None if n=0).
-        too_few: ``0 < n < min_bucket``; the scores are computed but unreliable.
-        min_bucket: the threshold behind ``too_few``.
-        bleu, chrf: scores with intervals, None when the bucket is empty.
-        vs_baseline: paired BLEU comparison; None for the baseline and empty buckets.
-        len_ratio: hypothesis/reference length in BLEU's 13a tokens, summed over the
-            bucket (sacreBLEU's ``sys_len / ref_len``); None when the bucket is empty.
-        over_long: fraction (0-1) of the bucket's sentences whose hypothesis has more than
-            1.5 times as many words as its reference (the signature of repetition loops).
-        brevity_penalty: BLEU's brevity penalty for the bucket, ``min(1, exp(1 - r/c))``
-            (Papineni et al. 2002, sec. 2.2.2), as sacreBLEU computes it; 1 means not
-            penalised, so BLEU below it with BP near 1 is wrong content, not short output.
-    """
-
-    min_len: int
-    max_len: int | None
-    system: str
-    baseline: str | None
-    n: int
-    mean_src_words: float | None
-    too_few: bool
-    min_bucket: int
-    bleu: Interval | None
-    chrf: Interval | None
-    vs_baseline: PairedResult | None
-    len_ratio: float | None = None
-    brevity_penalty: float | None = None
-    over_long: float | None = None  # share of sentences whose hypothesis has > 1.5x the
-    # reference's words: repetition loops, which a bucket's length ratio averages away
-
-    @property
-    def label(self) -> str:
-        """The bucket as text, e.g. ``"11-20"`` or ``"31+"``."""
-        return bucket_label(self.min_len, self.max_len)
-
-
-@dataclass
-class _Resampled:
+class Resampled:
     """A score on the whole set and its ``n_samples`` resampled values."""
 
     score: float
@@ -136,7 +92,12 @@ def bucket_indices(
     ]
 
 
-def _metric(name: str) -> BLEU | CHRF:
+def metric_named(name: str) -> BLEU | CHRF:
+    """sacreBLEU's BLEU or chrF (default settings) for ``"bleu"`` or ``"chrf"``.
+
+    Raises:
+        ValueError: any other name.
+    """
     match name:
         case "bleu":
             return BLEU()
@@ -145,7 +106,7 @@ def _metric(name: str) -> BLEU | CHRF:
     raise ValueError(f"metric must be 'bleu' or 'chrf', got {name!r}")
 
 
-def _sentence_stats(metric: BLEU | CHRF, hyps: list[str], refs: list[str]) -> np.ndarray:
+def sentence_stats(metric: BLEU | CHRF, hyps: list[str], refs: list[str]) -> np.ndarray:
     """(N, d) per-sentence sufficient statistics (integer counts, stored as float64)."""
     stats = metric._extract_corpus_statistics(hyps, [refs])
     return np.asarray(stats, dtype=np.float64).reshape(len(hyps), -1)
@@ -162,7 +123,7 @@ def _draw_counts(n: int, n_samples: int, seed: int):
         yield np.bincount(flat, minlength=c * n).reshape(c, n).astype(np.float64)
 
 
-def _resample(metric: BLEU | CHRF, stats: np.ndarray, n_samples: int, seed: int) -> _Resampled:
+def resample(metric: BLEU | CHRF, stats: np.ndarray, n_samples: int, seed: int) -> Resampled:
     """Score of ``stats`` (N, d) summed, and of each of ``n_samples`` resamples."""
     score = metric._compute_score_from_stats(stats.sum(0)).score
     samples = [
@@ -170,16 +131,18 @@ def _resample(metric: BLEU | CHRF, stats: np.ndarray, n_samples: int, seed: int)
         for counts in _draw_counts(len(stats), n_samples, seed)
         for row in counts @ stats
     ]  # (C, d) summed statistics per resample
-    return _Resampled(score, np.asarray(samples))
+    return Resampled(score, np.asarray(samples))
 
 
-def _interval(r: _Resampled) -> Interval:
+def percentile_interval(r: Resampled) -> Interval:
+    """The whole-set score of ``r`` with the 2.5th and 97.5th percentiles of its resamples."""
     low, high = np.percentile(r.samples, [2.5, 97.5])
     return Interval(float(r.score), float(low), float(high))
 
 
-def _paired(base: _Resampled, system: _Resampled) -> PairedResult:
-    """Both must come from the same draws (same seed, same sentences)."""
+def paired_result(base: Resampled, system: Resampled) -> PairedResult:
+    """``system`` minus ``base`` with its interval and one-sided p-value (module docstring);
+    both must come from the same draws (same seed, same sentences)."""
     diffs = system.samples - base.samples  # (n_samples,)
     low, high = np.percentile(diffs, [2.5, 97.5])
     return PairedResult(
@@ -191,8 +154,9 @@ def _paired(base: _Resampled, system: _Resampled) -> PairedResult:
     )
 
 
-def _check(n_samples: int, refs: list[str], lists: dict[str, list[str]]) -> None:
-    """Raise ValueError unless every list in ``lists`` is as long as a non-empty ``refs``."""
+def check_counts(n_samples: int, refs: list[str], lists: dict[str, list[str]]) -> None:
+    """Raise ValueError unless ``n_samples`` >= 1 and every list in ``lists`` is as long as
+    a non-empty ``refs`` (the message names the list)."""
     if n_samples < 1:
         raise ValueError(f"n_samples must be at least 1, got {n_samples}")
     if not refs:
@@ -214,9 +178,9 @@ def bootstrap_ci(
     Raises:
         ValueError: empty or mismatched lists, ``n_samples < 1``, unknown ``metric``.
     """
-    _check(n_samples, refs, {"hypotheses": hyps})
-    m = _metric(metric)
-    return _interval(_resample(m, _sentence_stats(m, hyps, refs), n_samples, seed))
+    check_counts(n_samples, refs, {"hypotheses": hyps})
+    m = metric_named(metric)
+    return percentile_interval(resample(m, sentence_stats(m, hyps, refs), n_samples, seed))
 
 
 def paired_bootstrap(
@@ -233,134 +197,13 @@ def paired_bootstrap(
     Raises:
         ValueError: empty or mismatched lists, ``n_samples < 1``, unknown ``metric``.
     """
-    _check(
+    check_counts(
         n_samples, refs, {"baseline hypotheses": baseline_hyps, "system hypotheses": system_hyps}
     )
-    m = _metric(metric)
-    base = _resample(m, _sentence_stats(m, baseline_hyps, refs), n_samples, seed)
-    system = _resample(m, _sentence_stats(m, system_hyps, refs), n_samples, seed)
-    return _paired(base, system)
-
-
-def study_table(
-    systems: dict[str, list[str]],
-    refs: list[str],
-    sources: list[str],
-    buckets: tuple[tuple[int, int | None], ...],
-    baseline: str | None = "none",
-    min_bucket: int = 30,
-    n_samples: int = 1000,
-    seed: int = 12345,
-) -> list[BucketRow]:
-    """BLEU and chrF with intervals, and paired BLEU deltas against ``baseline``, for every
-    bucket (outer loop, in order) and system (baseline first, then the dict order).
-
-    Within a bucket every system is resampled with the same draws, so the paired test uses
-    the same resample indices for both systems. Buckets with ``0 < n < min_bucket``
-    sentences are still scored but flagged ``too_few``; empty buckets get None scores.
-    Pass ``buckets=((1, None),)`` for the whole set; empty sources fall in no bucket.
-
-    Raises:
-        ValueError: no systems, a hypothesis list, ``refs`` and ``sources`` differ in
-            length, ``baseline`` is not a system, ``min_bucket < 1`` or ``n_samples < 1``.
-    """
-    if not systems:
-        raise ValueError("no systems to compare")
-    if baseline is not None and baseline not in systems:
-        raise ValueError(f"baseline {baseline!r} is not one of the systems {list(systems)}")
-    if min_bucket < 1:
-        raise ValueError(f"min_bucket must be at least 1, got {min_bucket}")
-    lists = {f"hypotheses of {name!r}": hyps for name, hyps in systems.items()}
-    _check(n_samples, refs, {"sources": sources, **lists})
-    names = ([baseline] if baseline is not None else []) + [s for s in systems if s != baseline]
-    bleu = BLEU()  # = _metric("bleu"), typed as BLEU for its BLEUScore below
-    metrics = {"bleu": bleu, "chrf": _metric("chrf")}
-    # Per-sentence statistics once per system; a bucket is a row slice of them.
-    stats = {
-        (s, m): _sentence_stats(metric, systems[s], refs)
-        for s in names
-        for m, metric in metrics.items()
-    }
-    lengths = np.array([len(s.split()) for s in sources])
-    rows = []
-    for (lo, hi), idx in zip(buckets, bucket_indices(sources, buckets), strict=True):
-        scored = (
-            {
-                (s, m): _resample(metric, stats[s, m][idx], n_samples, seed)
-                for s in names
-                for m, metric in metrics.items()
-            }
-            if idx
-            else {}
-        )
-        for s in names:
-            whole = bleu._compute_score_from_stats(stats[s, "bleu"][idx].sum(0)) if idx else None
-            paired = None
-            if idx and baseline is not None and s != baseline:
-                paired = _paired(scored[baseline, "bleu"], scored[s, "bleu"])
-            rows.append(
-                BucketRow(
-                    min_len=lo,
-                    max_len=hi,
-                    system=s,
-                    baseline=baseline,
-                    n=len(idx),
-                    mean_src_words=float(lengths[idx].mean()) if idx else None,
-                    too_few=0 < len(idx) < min_bucket,
-                    min_bucket=min_bucket,
-                    bleu=_interval(scored[s, "bleu"]) if idx else None,
-                    chrf=_interval(scored[s, "chrf"]) if idx else None,
-                    vs_baseline=paired,
-                    len_ratio=whole.sys_len / whole.ref_len if whole and whole.ref_len else None,
-                    brevity_penalty=whole.bp if whole else None,
-                    over_long=(
-                        sum(len(systems[s][i].split()) > 1.5 * len(refs[i].split()) for i in idx)
-                        / len(idx)
-                    )
-                    if idx
-                    else None,
-                )
-            )
-    return rows
-
-
-def _cell(iv: Interval | None) -> str:
-    return "–" if iv is None else f"{iv.score:.1f} [{iv.low:.1f}, {iv.high:.1f}]"
-
-
-def _delta_cell(row: BucketRow) -> str:
-    if row.n == 0:
-        return "–"
-    if row.vs_baseline is None:
-        return "(baseline)" if row.system == row.baseline else ""
-    d = row.vs_baseline
-    # With n resamples the smallest non-zero p is 1/n, so 0 means "below 1/n", not "zero".
-    p = f"p<{1 / d.n_samples:.2g}" if d.p_value == 0 else f"p={d.p_value:.3f}"
-    return f"{d.delta:+.1f} ({p})"
-
-
-def format_markdown(rows: list[BucketRow]) -> str:
-    """A Markdown table, one line per row: bucket, system, n (with ``(n<30)`` when the
-    bucket is too small), ``BLEU [low, high]``, ``chrF [low, high]``, the hypothesis/
-    reference length ratio, BLEU's brevity penalty and the paired BLEU delta
-    ``+5.2 (p=0.001)`` against the baseline. Empty buckets show ``–``."""
-    baseline = next((r.baseline for r in rows if r.baseline is not None), None)
-    delta_head = f"ΔBLEU vs {baseline} (p)" if baseline is not None else "ΔBLEU"
-    lines = [
-        f"| Source words | System | n | BLEU [95% CI] | chrF [95% CI] | hyp/ref length "
-        f"| BP | hyp > 1.5× ref | {delta_head} |",
-        "|---|---|---:|---|---|---:|---:|---:|---|",
-    ]
-    for r in rows:
-        n = f"{r.n} (n<{r.min_bucket})" if r.too_few else str(r.n)
-        ratio = "–" if r.len_ratio is None else f"{r.len_ratio:.2f}"
-        bp = "–" if r.brevity_penalty is None else f"{r.brevity_penalty:.2f}"
-        loops = "–" if r.over_long is None else f"{100 * r.over_long:.0f}%"
-        lines.append(
-            f"| {r.label} | {r.system} | {n} | {_cell(r.bleu)} | {_cell(r.chrf)} "
-            f"| {ratio} | {bp} | {loops} | {_delta_cell(r)} |"
-        )
-    return "\n".join(lines)
+    m = metric_named(metric)
+    base = resample(m, sentence_stats(m, baseline_hyps, refs), n_samples, seed)
+    system = resample(m, sentence_stats(m, system_hyps, refs), n_samples, seed)
+    return paired_result(base, system)
 
 
 def bucket_drop(
@@ -383,15 +226,15 @@ def bucket_drop(
     Raises:
         ValueError: mismatched or empty lists, ``n_samples < 1``.
     """
-    _check(n_samples, refs, {"hypotheses": hyps, "sources": sources})
-    m = _metric("bleu")
-    stats = _sentence_stats(m, hyps, refs)
+    check_counts(n_samples, refs, {"hypotheses": hyps, "sources": sources})
+    m = metric_named("bleu")
+    stats = sentence_stats(m, hyps, refs)
     first, second = bucket_indices(sources, (high_bucket, low_bucket))
     if not first or not second:
         return None
-    a = _resample(m, stats[first], n_samples, seed)
-    b = _resample(m, stats[second], n_samples, seed + 1)
-    return _paired(b, a)  # a - b: the drop
+    a = resample(m, stats[first], n_samples, seed)
+    b = resample(m, stats[second], n_samples, seed + 1)
+    return paired_result(b, a)  # a - b: the drop
 
 
 def bootstrap_sums(
@@ -404,7 +247,7 @@ def bootstrap_sums(
     Raises:
         ValueError: no rows, ``n_samples < 1``.
     """
-    return _interval(_resample_sums(stats, score_fn, n_samples, seed))
+    return percentile_interval(_resample_sums(stats, score_fn, n_samples, seed))
 
 
 def paired_bootstrap_sums(
@@ -429,13 +272,13 @@ def paired_bootstrap_sums(
         )
     base = _resample_sums(baseline, score_fn, n_samples, seed)
     sys_ = _resample_sums(system, score_fn, n_samples, seed)
-    result = _paired(base, sys_)
+    result = paired_result(base, sys_)
     if not higher_is_better:
         result.p_value = float(np.mean(sys_.samples - base.samples >= 0))
     return result
 
 
-def _resample_sums(stats: np.ndarray, score_fn, n_samples: int, seed: int) -> _Resampled:
+def _resample_sums(stats: np.ndarray, score_fn, n_samples: int, seed: int) -> Resampled:
     if n_samples < 1:
         raise ValueError(f"n_samples must be at least 1, got {n_samples}")
     if len(stats) == 0:
@@ -445,4 +288,4 @@ def _resample_sums(stats: np.ndarray, score_fn, n_samples: int, seed: int) -> _R
         for counts in _draw_counts(len(stats), n_samples, seed)
         for row in counts @ stats
     ]  # (C, d) summed statistics per resample
-    return _Resampled(score_fn(stats.sum(0)), np.asarray(samples))
+    return Resampled(score_fn(stats.sum(0)), np.asarray(samples))

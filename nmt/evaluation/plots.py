@@ -23,7 +23,7 @@ import numpy as np
 from matplotlib.backend_bases import FigureCanvasBase
 from matplotlib.lines import Line2D
 
-from nmt.evaluation.bootstrap import BucketRow
+from nmt.evaluation.length_table import BucketRow
 
 DPI = 120
 FIGSIZE_IN = (6.4, 4.0)
@@ -52,8 +52,9 @@ class LengthPoint:
 
 
 def curves_from_rows(rows: list[BucketRow]) -> dict[str, list[LengthPoint]]:
-    """The curves of :func:`plot_bleu_by_length` from :func:`nmt.evaluation.bootstrap.study_table`
-    rows; x is the mean source length of the bucket, or its midpoint when empty."""
+    """The curves of :func:`plot_bleu_by_length` from the rows of
+    :func:`nmt.evaluation.length_table.study_table`; x is the mean source length of the
+    bucket, or its midpoint when empty."""
     curves: dict[str, list[LengthPoint]] = {}
     for r in rows:
         mid = r.min_len if r.max_len is None else (r.min_len + r.max_len) / 2

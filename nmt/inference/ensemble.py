@@ -27,7 +27,8 @@ from torch import nn
 
 from nmt.config.schema import Config
 from nmt.data.vocab import Vocab
-from nmt.model.checkpoint import CheckpointError, Loaded, load_checkpoint, refuse_duplicates
+from nmt.model.checkpoint import CheckpointError, Loaded, load_checkpoint
+from nmt.model.duplicate_checkpoints import refuse_duplicates
 from nmt.ops.precision import at_least_fp32
 
 

@@ -3,7 +3,9 @@
 Both searches know nothing about what the model state holds: they only call
 ``model.encode(src, src_len) -> (mem, state)``, ``model.step(prev, state, mem) ->
 (log_probs (B, V), state, attention (B, S) or None)`` and ``index_select(idx)`` on the
-memory and state. Beam size 1 gives exactly the greedy tokens.
+memory and state. Beam size 1 gives exactly the greedy tokens. What they return
+(:class:`~nmt.inference.hypothesis.Hypothesis`), the length penalties and the n-best order
+are nmt/inference/hypothesis.py's.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import torch
 
 from nmt.config.schema import LENGTH_PENALTIES, SearchConfig, TrainConfig
 from nmt.data.vocab import BOS, EOS
+from nmt.inference.hypothesis import Hypothesis, length_penalty_divisor, normalised_score, rank
 from nmt.inference.rescore import autocast_on, fp32_log_probs
 from nmt.inference.search_limit import ended_by_choice, only_eos
 from nmt.ops.precision import at_least_fp32
@@ -21,32 +24,6 @@ from nmt.ops.topk import top_k
 
 # defaults of the config, so that a direct call decodes as `nmt translate` does
 _SEARCH, _MAX_RATIO = SearchConfig(), TrainConfig().max_output_ratio
-
-
-@dataclass
-class Hypothesis:
-    """One decoded sentence.
-
-    Attributes:
-        tokens: target ids without BOS/EOS.
-        score: the score used for ranking: ``log_prob`` normalised by the length penalty
-            (beam search); equal to ``log_prob`` for greedy.
-        attention: (len(tokens) + 1, S_real) attention weights per output step (EOS row
-            included when produced, else len(tokens) rows), or None for the fixed-vector model.
-        log_prob: total log-probability (nats) including EOS when it was produced.
-        complete: False when the search reached the length limit before choosing EOS.
-            Such a hypothesis is completed with EOS in place of its last piece (the piece
-            at the limit is EOS, whatever its probability) and scored with that EOS term,
-            as forced decoding scores the same pieces and EOS; it is ranked after every
-            complete hypothesis and returned only when fewer than ``n_best`` complete
-            ones were found.
-    """
-
-    tokens: list[int]
-    score: float
-    attention: torch.Tensor | None
-    log_prob: float | None = None
-    complete: bool = True
 
 
 def max_output_length(src_len: torch.Tensor, ratio: float, extra: int = 10) -> torch.Tensor:
@@ -122,34 +99,6 @@ def greedy(
     if autocast_on(dev):  # bf16 scores depend on the batch: recompute them in fp32
         _rescore(model, src, src_len, [[h] for h in hyps], "none", 0.0)
     return hyps
-
-
-def length_penalty_divisor(length, kind: str, alpha: float = _SEARCH.alpha):
-    """Divisor lp(Y) of the total log-probability; works on numbers or (B,) tensors.
-
-    ``length`` = |Y|, the generated pieces including EOS when produced.
-
-    * ``gnmt``: Wu et al. 2016 ("Google's NMT system"), eq. 14:
-      lp(Y) = (5 + |Y|)^alpha / (5 + 1)^alpha.
-    * ``average``: lp(Y) = |Y| (plain length normalisation).
-    * ``none``: lp(Y) = 1 (raw log-probability).
-
-    Raises:
-        ValueError: unknown ``kind``.
-    """
-    match kind:
-        case "gnmt":
-            return (5 + length) ** alpha / (5 + 1) ** alpha
-        case "average":
-            return length
-        case "none":
-            return 1.0
-    raise ValueError(f"length_penalty: unknown option {kind!r}; expected one of {LENGTH_PENALTIES}")
-
-
-def normalised_score(log_prob, length, kind: str, alpha: float = _SEARCH.alpha):
-    """Ranking score ``log P(Y) / lp(Y)`` (see :func:`length_penalty_divisor`)."""
-    return log_prob / length_penalty_divisor(length, kind, alpha)
 
 
 def _check_beam_options(beam_size: int, n_best: int, length_penalty: str, alpha: float):
@@ -424,9 +373,3 @@ def _rescore(
     for (_, h), lp, att in zip(flat, lps, atts, strict=True):
         h.log_prob, h.score = lp, float(normalised_score(lp, len(h.tokens) + 1, kind, alpha))
         h.attention = att if h.attention is not None else None
-
-
-def rank(hyps: list[Hypothesis]) -> list[Hypothesis]:
-    """``hyps`` in n-best order: complete hypotheses by score (best first), then those cut
-    at the length limit by score; equal scores keep their order. Raises nothing."""
-    return sorted(hyps, key=lambda h: (not h.complete, -h.score))

@@ -7,13 +7,15 @@ invalid or unknown input. :class:`nmt.inference.translator.Translator` does the 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from nmt.config.schema import LengthPenalty, Precision, SearchConfig, TrainConfig
-from nmt.ops.precision import precision_name, search_dtype
+from nmt.ops.precision import autocast, precision_name, search_dtype
 
 # sources longer than this many pieces are cut (and every command warns which lines)
 MAX_SOURCE_PIECES = 400
@@ -36,7 +38,7 @@ class Translation:
         complete: the hypothesis ended with ``</s>``; False when the search reached the
             length limit first (``train.max_output_ratio``) and the output is cut.
         nbest: with ``n_best`` > 1, (text, score, complete) per hypothesis: complete ones
-            first, best score first (:func:`nmt.inference.search.rank`).
+            first, best score first (:func:`nmt.inference.hypothesis.rank`).
     """
 
     source: str
@@ -139,6 +141,22 @@ class Decoding:
         """
         name = precision_name(search_dtype(self.precision, device, option))
         return dataclasses.replace(self, precision=name)
+
+
+@contextmanager
+def search_precision(decoding: Decoding, device: torch.device) -> Iterator[None]:
+    """The block runs in the search precision of ``decoding`` on ``device``: autocast in
+    the dtype :func:`nmt.ops.precision.search_dtype` gives (``auto`` is fp32 on a CPU), or
+    plain fp32. The one place a search enters its mixed precision: the Translator's
+    searches and ``nmt serve``'s batches both come through here. Autocast is per thread,
+    so each thread that searches enters it itself.
+
+    Raises:
+        nmt.ops.precision.PrecisionError: unknown precision, or fp16 on a CPU (before the
+            block runs).
+    """
+    with autocast(device, search_dtype(decoding.precision, device)):
+        yield
 
 
 def strongest_alignment(tr: Translation) -> list[tuple[str, str, float]]:

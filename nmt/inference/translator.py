@@ -23,8 +23,7 @@ import torch
 from nmt.data.batches import Example, collate, make_batches
 from nmt.data.vocab import EOS, UNK, Vocab
 from nmt.inference.search import beam_search, greedy
-from nmt.inference.translate import MAX_SOURCE_PIECES, Decoding, Translation
-from nmt.ops.precision import autocast, search_dtype
+from nmt.inference.translate import MAX_SOURCE_PIECES, Decoding, Translation, search_precision
 
 # torch's CPU thread count is one per process: a translation that changes it holds this
 # lock, so two Translators (or two requests) never decode with each other's thread count
@@ -49,16 +48,12 @@ class EncodedSource:
 
 
 def _search(
-    model: Any,
-    src: torch.Tensor,
-    src_len: torch.Tensor,
-    decoding: Decoding,
-    amp_dtype: torch.dtype | None = None,
+    model: Any, src: torch.Tensor, src_len: torch.Tensor, decoding: Decoding
 ) -> list[list[Any]]:
-    """n-best lists (best first) for every sentence of the batch; ``amp_dtype``: the
-    autocast dtype of the search steps (None: fp32). Autocast is per thread, so each
-    search worker enters it itself."""
-    with autocast(src.device, amp_dtype):
+    """n-best lists (best first) for every sentence of the batch, searched in
+    ``decoding.precision`` (:func:`nmt.inference.translate.search_precision`, entered by
+    each search worker itself: autocast is per thread)."""
+    with search_precision(decoding, src.device):
         if decoding.beam_size == 1:
             return [[h] for h in greedy(model, src, src_len, decoding.max_ratio)]
         return beam_search(
@@ -290,7 +285,8 @@ class Translator:
                 CPU.
         """
         decoding = self.capped(decoding or self.decoding)
-        amp_dtype = search_dtype(decoding.precision, self.device)
+        # an unknown precision, or fp16 on a CPU, refused here: before any search starts
+        decoding.on(self.device)
         self.model.eval()
         results: list[Translation] = []
         examples = []
@@ -309,9 +305,7 @@ class Translator:
         n_workers = decode_workers(self.device, len(batches), workers or self.workers, self.threads)
 
         def search(batch: Any) -> tuple[Any, list[list[Any]]]:
-            return batch, _search(
-                self.model, batch.src.to(self.device), batch.src_len, decoding, amp_dtype
-            )
+            return batch, _search(self.model, batch.src.to(self.device), batch.src_len, decoding)
 
         with _TORCH_THREADS, _torch_threads(threads_per_worker(n_workers, self.threads)):
             if n_workers == 1:

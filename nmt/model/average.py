@@ -28,13 +28,8 @@ import torch
 
 from nmt.config.differences import config_differences, describe_differences
 from nmt.config.schema import RESUME_ADJUSTABLE
-from nmt.model.checkpoint import (
-    CheckpointError,
-    read_payload,
-    refuse_duplicates,
-    run_id_of,
-    stored_config,
-)
+from nmt.model.checkpoint import CheckpointError, read_payload, run_id_of, stored_config
+from nmt.model.duplicate_checkpoints import refuse_duplicates
 from nmt.model.rundir import is_run_checkpoint, run_files
 from nmt.ops.files import same_file
 

@@ -28,7 +28,8 @@ from typing import cast
 import torch
 from torch import nn
 
-from nmt.model.decoder import Decoder, DecoderState, Memory, StepOutput, gru_update
+from nmt.model.decoder import Decoder, gru_update
+from nmt.model.decoder_state import DecoderState, Memory, StepOutput
 from nmt.ops.precision import at_least_fp32, cast_for_autocast
 from nmt.ops.step_matmul import StepWeights
 

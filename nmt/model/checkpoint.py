@@ -22,7 +22,6 @@ import io
 import pickle
 import uuid
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,6 @@ import torch
 
 from nmt.config.load import from_dict
 from nmt.config.schema import Config, ConfigError
-from nmt.data.digest import file_sha256
 from nmt.data.vocab import Vocab
 from nmt.model import folder
 from nmt.model.footprint import ResourceError, check_fits
@@ -102,8 +100,13 @@ def run_id_of(payload: dict[str, Any]) -> str | None:
     return payload.get("run_id")
 
 
-def _check_file(path: Path) -> None:
-    """Raises CheckpointError when ``path`` is a directory or no file."""
+def check_file(path: Path) -> None:
+    """That ``path`` is a file, before anything reads it.
+
+    Raises:
+        CheckpointError: ``path`` is a directory (a study's archive of a run, or any other:
+            a checkpoint inside it is suggested) or does not exist.
+    """
     if path.is_dir():
         if (path / "checkpoint.json").is_file() and not (path / "best.pt").is_file():
             # nmt/commands/study_archive.py's layout: a digest in place of the checkpoint
@@ -149,7 +152,7 @@ def read_payload(path: str | Path) -> dict[str, Any]:
     from_folder = _folder_payload(path)
     if from_folder is not None:
         return from_folder[0]
-    _check_file(path)
+    check_file(path)
     return _checked_payload(path, path)
 
 
@@ -197,7 +200,7 @@ def read_payload_and_digest(path: str | Path) -> tuple[dict[str, Any], str]:
     from_folder = _folder_payload(path)
     if from_folder is not None:
         return from_folder
-    _check_file(path)
+    check_file(path)
     try:
         data = path.read_bytes()
     except OSError as e:  # also a file removed since the check
@@ -339,58 +342,6 @@ def load_checkpoint(
     model.load_state_dict(payload["model"])
     model.to(device).eval()
     return Loaded(cfg, model, src_vocab, tgt_vocab, payload, digest)
-
-
-def also_as(first: Path, given: Path) -> str:
-    """`` (also as FIRST)`` when a path given twice was spelt two ways, else ``""``: naming
-    the same spelling twice only repeats it."""
-    return "" if str(first) == str(given) else f" (also as {first})"
-
-
-def refuse_duplicates(
-    paths: Sequence[Path], use: str, digests: Sequence[str] | None = None
-) -> list[str]:
-    """Each checkpoint once (``nmt average``, ensembles): the same file, however spelled,
-    or two files of identical bytes would count one model twice.
-
-    Args:
-        paths: the checkpoint files. use: what is done with each, for the message
-            (``"averaged"``). digests: their SHA-256 when already known (e.g.
-            :attr:`Loaded.sha256`); else each file is hashed here, without unpickling it.
-
-    Returns:
-        the SHA-256 of each file, in the order of ``paths``.
-
-    Raises:
-        CheckpointError: a file given twice or two with identical contents (both named),
-            or a file that is missing, a directory or unreadable.
-    """
-    by_path: dict[Path, Path] = {}
-    by_hash: dict[str, Path] = {}
-    for i, p in enumerate(paths):
-        resolved = p.resolve()
-        if resolved in by_path:
-            first = by_path[resolved]
-            raise CheckpointError(
-                f"{p}: given twice{also_as(first, p)}; each checkpoint can be {use} once"
-            )
-        by_path[resolved] = p
-        digest = digests[i] if digests is not None else _file_digest(p)
-        if digest in by_hash:
-            raise CheckpointError(
-                f"{p}: the same checkpoint as {by_hash[digest]} (identical "
-                f"contents); each checkpoint can be {use} once"
-            )
-        by_hash[digest] = p
-    return list(by_hash)
-
-
-def _file_digest(path: Path) -> str:
-    _check_file(path)
-    try:
-        return file_sha256(path)
-    except OSError as e:
-        raise CheckpointError(f"{path}: cannot read checkpoint ({e.strerror or e})") from None
 
 
 def weights_mismatch(model: torch.nn.Module, weights: dict[str, Any]) -> str | None:

@@ -22,7 +22,7 @@ is computed once from the encoder's final states and given to every step unchang
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import cast
 
 import torch
@@ -31,6 +31,7 @@ from torch import nn
 
 from nmt.data.vocab import PAD
 from nmt.model.attention_factory import build_attention
+from nmt.model.decoder_state import DecoderState, Memory, StepOutput
 from nmt.model.encoder import EncoderOutput
 from nmt.ops.precision import at_least_fp32, cast_for_autocast
 from nmt.ops.step_matmul import StepWeights, step_addmm
@@ -55,67 +56,6 @@ def gru_update(gi: torch.Tensor, gh: torch.Tensor, h: torch.Tensor) -> torch.Ten
     r, z = torch.sigmoid(gi_rz + gh_rz).split(D, dim=1)
     n = torch.tanh(gi_n + r * gh_n)
     return torch.lerp(n, h, z)
-
-
-@dataclass
-class Memory:
-    """Per-sentence encoder results the decoder reads at every step.
-
-    Attributes:
-        memory: (B, S, M). keys: (B, S, *) precomputed scorer keys, or None for ``none``.
-        mask: (B, S). fixed_context: (B, M) for ``none``, else None.
-        weights: the batch's :class:`StepWeights`, shared by all rows.
-    """
-
-    memory: torch.Tensor
-    keys: torch.Tensor | None
-    mask: torch.Tensor
-    fixed_context: torch.Tensor | None
-    weights: StepWeights
-
-    def index_select(self, idx: torch.Tensor) -> Memory:
-        """Rows ``idx`` (K,) of every per-sentence tensor (for beam search reordering)."""
-
-        def pick(t: torch.Tensor | None) -> torch.Tensor | None:
-            return None if t is None else t.index_select(0, idx)
-
-        return Memory(
-            self.memory.index_select(0, idx),
-            pick(self.keys),
-            self.mask.index_select(0, idx),
-            pick(self.fixed_context),
-            self.weights,
-        )
-
-
-@dataclass
-class DecoderState:
-    """Recurrent state. hidden: (L, B, D). feed: (B, O) last attentional vector (luong).
-    t: the target position (0-based) of the next step, shared by every row (local_m's
-    window centre)."""
-
-    hidden: torch.Tensor
-    feed: torch.Tensor | None
-    t: int = 0
-
-    def index_select(self, idx: torch.Tensor) -> DecoderState:
-        """Rows ``idx`` (K,) of the state: hidden (L, K, D), feed (K, O)."""
-        return DecoderState(
-            self.hidden.index_select(1, idx),
-            None if self.feed is None else self.feed.index_select(0, idx),
-            self.t,
-        )
-
-
-@dataclass
-class StepOutput:
-    """pre_output: (B, O) input to the generator. attention: (B, S) weights, or None;
-    for ``multihead`` the mean over heads, with each head's weights in heads (B, h, S)."""
-
-    pre_output: torch.Tensor
-    state: DecoderState
-    attention: torch.Tensor | None
-    heads: torch.Tensor | None = None
 
 
 class Decoder(nn.Module):

@@ -14,7 +14,8 @@ from torch import nn
 from nmt.config.schema import ModelConfig
 from nmt.data.vocab import PAD
 from nmt.model.cgru import CGRUDecoder
-from nmt.model.decoder import Decoder, DecoderState, Memory
+from nmt.model.decoder import Decoder
+from nmt.model.decoder_state import DecoderState, Memory
 from nmt.model.encoder import Encoder
 from nmt.model.loss import summed_cross_entropy
 from nmt.ops.precision import HALF_DTYPES
@@ -85,9 +86,9 @@ class Seq2Seq(nn.Module):
     def step_logits(self, pre_output: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """The generator's logits (B, V) for one search step's pre-outputs (B, O), the same
         numbers as ``self.generator(pre_output)``, in the GEMM orientation that is faster
-        for few rows (:func:`nmt.model.decoder.step_addmm`): the output layer is the largest
+        for few rows (:func:`nmt.ops.step_matmul.step_addmm`): the output layer is the largest
         matrix of a search step. ``weight``: the generator's (V, O) weight as the batch's
-        :class:`nmt.model.decoder.StepWeights` hold it (cast once under autocast; :meth:`encode`
+        :class:`nmt.ops.step_matmul.StepWeights` hold it (cast once under autocast; :meth:`encode`
         puts it there)."""
         return step_addmm(self.generator.bias, pre_output, weight)
 

@@ -24,10 +24,9 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from nmt.data.batches import Example, collate
 from nmt.data.vocab import EOS
-from nmt.inference.search import normalised_score
-from nmt.inference.translate import Decoding
+from nmt.inference.hypothesis import normalised_score
+from nmt.inference.translate import Decoding, search_precision
 from nmt.inference.translator import EncodedSource, fixed_torch_threads
-from nmt.ops.precision import autocast, search_dtype
 from nmt.serve.forced import Forced, forced_pass_many, search_after_prefix
 from nmt.serve.limits import (
     MAX_ANSWER_NUMBERS,
@@ -197,7 +196,7 @@ def _hypothesis(
     multihead = p.entry.loaded.cfg.model.attention == "multihead"
     return {
         # one cut at the length limit (ended false) was completed with </s> by the search
-        # and scored with it (nmt.inference.search.Hypothesis), as nmt translate shows it
+        # and scored with it (nmt.inference.hypothesis.Hypothesis), as nmt translate shows it
         "text": text,
         "tgt_pieces": [tv.id_to_piece(x) for x in tokens] + ["</s>"],
         "score": _finite(score),
@@ -277,7 +276,6 @@ def run_jobs(
     p0 = jobs[0][0]
     e, dec = p0.entry, p0.decoding
     model, dev = e.loaded.model, e.translator.device
-    amp = search_dtype(dec.precision, dev)
     rows = sorted(
         ((j, i) for j, (p, _, _) in enumerate(jobs) for i, s in enumerate(p.sources) if s.ids),
         key=lambda r: len(jobs[r[0]][0].sources[r[1]].ids),
@@ -288,7 +286,7 @@ def run_jobs(
     forced: dict[tuple[int, int], list[Forced]] = {}
     with fixed_torch_threads(threads):
         start = time.perf_counter()
-        with autocast(dev, amp), torch.inference_mode():
+        with search_precision(dec, dev), torch.inference_mode():
             if rows:
                 batch = collate([Example(s, [], k) for k, s in enumerate(srcs)])
                 nbest = search_after_prefix(model, batch.src.to(dev), batch.src_len, dec, p0.prefix)
@@ -329,7 +327,7 @@ def _read_back(
 ) -> list[dict[str, Any]]:
     """The n-best list of one line from its forced pass: complete hypotheses first, best
     score first, then those the search cut at the length limit (``complete`` false;
-    :func:`nmt.inference.search.rank`). With a prefix, each hypothesis is rescored as a
+    :func:`nmt.inference.hypothesis.rank`). With a prefix, each hypothesis is rescored as a
     whole (its log P, prefix included, over the length penalty of its length); ``top``
     keeps the request's ``top_k`` of the batch's alternatives."""
     dec, n_prefix = p.decoding, len(p.prefix)

@@ -11,8 +11,8 @@ read, and searches that continue a forced target prefix.
   from the state reached after a forced prefix: the model is wrapped so that its
   ``encode`` reads the prefix and its first ``step`` takes the prefix' last piece.
 
-Callers hold :func:`nmt.inference.translator.fixed_torch_threads` and the autocast of
-the decoding's precision around both.
+Callers hold :func:`nmt.inference.translator.fixed_torch_threads` and the decoding's
+precision (:func:`nmt.inference.translate.search_precision`) around both.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from typing import Any
 import torch
 
 from nmt.data.vocab import BOS, EOS, PAD
-from nmt.inference.search import Hypothesis, beam_search, greedy
+from nmt.inference.hypothesis import Hypothesis
+from nmt.inference.search import beam_search, greedy
 from nmt.inference.translate import Decoding
 
 

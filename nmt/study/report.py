@@ -1,14 +1,13 @@
 """Study report: decode every test set with every model, score by length, write Markdown.
 
-BLEU/chrF by source length with bootstrap intervals, the length plot and attention
-heatmaps, in one Markdown file.
+BLEU/chrF by source length with bootstrap intervals, the drop from short to long sources
+and the length plots, in one Markdown file with the sections of nmt/study/models.py,
+training_section.py and heatmaps.py.
 """
 
 from __future__ import annotations
 
 import json
-import random
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -17,17 +16,10 @@ from typing import Any
 from nmt.config.buckets import parse_buckets
 from nmt.config.schema import StudyConfig
 from nmt.data.digest import lines_sha256
-from nmt.data.training_data import training_pairs
-from nmt.evaluation.bootstrap import BucketRow, bucket_drop, format_markdown, study_table
-from nmt.evaluation.metrics import bucket_label, score
-from nmt.evaluation.plots import (
-    curves_from_rows,
-    plot_attention,
-    plot_bleu_by_length,
-    plot_length_histogram,
-)
-from nmt.inference.translate import Decoding
-from nmt.inference.translator import Translator
+from nmt.evaluation.bootstrap import bucket_drop
+from nmt.evaluation.length_table import BucketRow, format_markdown, study_table
+from nmt.evaluation.metrics import score
+from nmt.evaluation.plots import curves_from_rows, plot_bleu_by_length
 from nmt.model.checkpoint import Loaded
 from nmt.study.archive import archive_records
 from nmt.study.decode import (
@@ -38,8 +30,10 @@ from nmt.study.decode import (
     load_test_sets,
     report_decodings,
 )
+from nmt.study.heatmaps import heatmap_section, long_heatmap_section
 from nmt.study.models import runs_section
 from nmt.study.plan import PlannedRun
+from nmt.study.training_section import training_data_section
 
 
 def _falloff(rows: list[BucketRow], system: str) -> str:
@@ -55,196 +49,6 @@ def _falloff(rows: list[BucketRow], system: str) -> str:
         f"{system}: {first.bleu.score:.1f} BLEU at {first.label} words -> "
         f"{last.bleu.score:.1f} at {last.label} words ({-drop:+.1f} points, {-rel:+.0f}%)"
     )
-
-
-def _heatmaps(
-    study: StudyConfig,
-    runs: list[PlannedRun],
-    models: dict[str, Loaded | None],
-    first: TestSet,
-    out: Path,
-    decodings: dict[str, Decoding],
-) -> list[str]:
-    """Draw attention for the chosen and sampled sentences; returns Markdown lines."""
-    candidates = [s for s in first.sources if 8 <= len(s.split()) <= 20]
-    sampled = random.Random(study.bootstrap_seed).sample(
-        candidates, min(study.sampled_heatmaps, len(candidates))
-    )
-    lines = []
-    for i, sentence in enumerate([*study.heatmap_sentences, *sampled]):
-        for run in runs:
-            loaded = models[run.label]
-            if run.attention == "none" or loaded is None:  # no attention, or no checkpoint
-                continue
-            tr = Translator.from_loaded(loaded, decoding=decodings[run.label]).translate(
-                [sentence]
-            )[0]
-            if tr.attention is None:
-                continue
-            name = f"attention_{i + 1}_{run.label}.png"
-            plot_attention(
-                tr.src_pieces,
-                tr.tgt_pieces,
-                tr.attention,
-                out / name,
-                f"{run.label}: {tr.text[:60]}",
-            )
-            lines.append(
-                f"**{run.label}**, source: {sentence}  \nhypothesis: {tr.text}\n\n"
-                f"![attention {run.label} {i + 1}]({name})\n"
-            )
-    archived = [r.label for r in runs if r.attention != "none" and models[r.label] is None]
-    if archived:  # their checkpoints are gone, so their attention cannot be drawn again
-        lines.append(
-            f"No heatmaps of {', '.join(archived)}: reported from the study's "
-            "archive, which keeps translations and records but no checkpoint "
-            "(attention weights need the model).\n"
-        )
-    return lines
-
-
-def _long_heatmaps(
-    study: StudyConfig,
-    runs: list[PlannedRun],
-    models: dict[str, Loaded | None],
-    joined: TestSet | None,
-    out: Path,
-    decodings: dict[str, Decoding],
-    log: Callable[[str], None],
-    digests: dict[str, str],
-) -> list[str]:
-    """Attention on joined test sentences of ``long_heatmap_words`` source words, one
-    heatmap per attention model, with every model's output (the fixed-vector model's too)
-    and the reference beside it; returns Markdown lines."""
-    if joined is None or study.long_heatmaps == 0:
-        return []
-    lo, hi = study.long_heatmap_words
-    candidates = [i for i, s in enumerate(joined.sources) if lo <= len(s.split()) <= hi]
-    chosen = sorted(
-        random.Random(study.bootstrap_seed).sample(
-            candidates, min(study.long_heatmaps, len(candidates))
-        )
-    )
-    lines = [
-        "## Alignment on long input\n",
-        f"Joined test sentences of {lo}-{hi} source words (chosen with seed "
-        f"{study.bootstrap_seed}); each caption boundary is where one caption's final "
-        "period is followed by the next caption. A model that keeps its alignment "
-        "moves down the diagonal across the boundaries; one that loses it smears or "
-        "stops.\n",
-    ]
-    for n, i in enumerate(chosen, 1):
-        sentence = joined.sources[i]
-        lines += [
-            f"### Long sentence {n} ({len(sentence.split())} source words)\n",
-            f"source: {sentence}  \nreference: {joined.references[i]}\n",
-        ]
-        for run in runs:
-            loaded = models[run.label]
-            if loaded is None:  # archived: its output from its archived translations
-                text = decode(run, None, joined, decodings[run.label], log, digests[run.label])[i]
-                lines.append(
-                    f"- **{run.label}** ({len(text.split())} words): {text}"
-                    + (
-                        ""
-                        if run.attention == "none"
-                        else " (archived run: no checkpoint, no attention drawn)"
-                    )
-                )
-                continue
-            tr = Translator.from_loaded(loaded, decoding=decodings[run.label]).translate(
-                [sentence]
-            )[0]
-            lines.append(f"- **{run.label}** ({len(tr.text.split())} words): {tr.text}")
-            if tr.attention is not None:
-                name = f"long_attention_{n}_{run.label}.png"
-                plot_attention(
-                    tr.src_pieces,
-                    tr.tgt_pieces,
-                    tr.attention,
-                    out / name,
-                    f"{run.label}, {len(sentence.split())}-word joined source",
-                )
-                lines.append(f"\n  ![attention {run.label} on long sentence {n}]({name})\n")
-        lines.append("")
-    return lines
-
-
-def _training_data_section(
-    study: StudyConfig, runs: list[PlannedRun], models: dict[str, Loaded | None], out: Path
-) -> list[str]:
-    """What each training-length cap trains on: pairs per k, a length histogram and the
-    tokens of one epoch (the same corpus for every model with the same cap)."""
-    edges = parse_buckets(study.buckets)
-    by_cap: dict[int | None, PlannedRun] = {}
-    for r in runs:
-        if models[r.label] is not None or r.cfg.data.max_train_words not in by_cap:
-            by_cap.setdefault(r.cfg.data.max_train_words, r)  # one with a vocabulary
-    d0 = runs[0].cfg.data
-    md = [
-        "## Training data\n",
-        f"Split `{d0.train_split}`, plus joined pairs for k = "
-        f"{', '.join(map(str, d0.train_join_ks)) or '(none)'} consecutive pairs "
-        f"(at most {d0.train_join_per_k or 'all'} per k, evenly spaced through the split); "
-        "pairs over the cap (words, either side) are dropped. Every model with the same "
-        "cap trains on exactly these pairs. Validation: "
-        f"`{d0.valid_split}`"
-        + (
-            f" and `{d0.valid_split}` joined k = "
-            f"{', '.join(map(str, d0.valid_join_ks))} at a time; the "
-            "best checkpoint maximises the mean of the two BLEU scores"
-            if d0.valid_join_ks
-            else ""
-        )
-        + ".\n",
-        "| cap (words) | models | pairs | "
-        + " | ".join(f"k={k}" for k in (1, *d0.train_join_ks))
-        + " | source words | target words | target pieces + EOS per epoch |",
-        "|---|---|---:|" + "---:|" * (len(d0.train_join_ks) + 1) + "---:|---:|---:|",
-    ]
-    hist: dict[str, list[int]] = {}
-    for cap, run in sorted(by_cap.items(), key=lambda kv: kv[0] or 10**9):
-        _raw, kept, _stats = training_pairs(run.cfg.data)
-        ks = Counter(
-            1 + int(p.origin.rsplit("(+", 1)[1].split()[0]) if "joined)" in p.origin else 1
-            for p in kept
-        )
-        loaded = models[run.label]
-        pieces = (
-            "n/a (no checkpoint)"
-            if loaded is None
-            else f"{sum(len(loaded.tgt_vocab.encode(p.tgt)) + 1 for p in kept):,}"
-        )
-        names = ", ".join(r.label for r in runs if r.cfg.data.max_train_words == cap)
-        md.append(
-            f"| {cap} | {names} | {len(kept):,} | "
-            + " | ".join(f"{ks.get(k, 0):,}" for k in (1, *d0.train_join_ks))
-            + f" | {sum(len(p.src.split()) for p in kept):,} | "
-            f"{sum(len(p.tgt.split()) for p in kept):,} | {pieces} |"
-        )
-        lengths = Counter(len(p.src.split()) for p in kept)
-        hist[f"cap {cap}"] = [
-            sum(c for n, c in lengths.items() if n >= lo and (hi is None or n <= hi))
-            for lo, hi in edges
-        ]
-    plot_length_histogram(
-        hist,
-        [bucket_label(lo, hi) for lo, hi in edges],
-        out / "training_lengths.png",
-        f"{study.name}: training pairs by source length",
-    )
-    md += [
-        "",
-        "Training pairs by source length (words):\n",
-        "| cap | " + " | ".join(bucket_label(lo, hi) for lo, hi in edges) + " |",
-        "|---|" + "---:|" * len(edges),
-    ]
-    md += [
-        f"| {name} | " + " | ".join(f"{c:,}" for c in counts) + " |"
-        for name, counts in hist.items()
-    ]
-    md += ["", "![training pairs by source length](training_lengths.png)\n"]
-    return md
 
 
 def _figure2(
@@ -313,7 +117,7 @@ def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str]
     ]
     md += runs_section(study, runs, alpha_choice)
     if any(r.cfg.data.train_join_ks for r in runs):
-        md += _training_data_section(study, runs, models, out)
+        md += training_data_section(study, runs, models, out)
     results: dict = {
         "study": asdict(study),
         "decoding": search,
@@ -388,9 +192,9 @@ def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str]
         "## Attention heatmaps\n",
         "Rows: target pieces; columns: source pieces; white = weight 1.\n",
     ]
-    md += _heatmaps(study, runs, models, test_sets[0], out, decodings)
+    md += heatmap_section(study, runs, models, test_sets[0], out, decodings)
     joined = next((t for t in test_sets if t.name.endswith("_joined")), None)
-    md += _long_heatmaps(study, runs, models, joined, out, decodings, log, digests)
+    md += long_heatmap_section(study, runs, models, joined, out, decodings, log, digests)
     md += [_DEFINITIONS.format(n_samples=study.n_samples, seed=study.bootstrap_seed, search=search)]
     (out / "report.md").write_text("\n".join(md), encoding="utf-8")
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")

@@ -1,16 +1,57 @@
-"""The end of a DistributedDataParallel run (torchrun): the check that every rank holds the
-same weights, and the teardown of the process group, one rank after another."""
+"""A DistributedDataParallel run (torchrun): each rank's device and the process group set
+up, rank 0's decisions given to every rank, and at the end the check that every rank holds
+the same weights and the teardown of the process group, one rank after another."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
 
+from nmt.ops.device import pick_device
 from nmt.training.state import TrainingError
 
 _DOWN = "nmt/process-group-down/{}"
+
+
+def setup_device(spec: str, world: int) -> torch.device:
+    """The device this process trains on: ``train.device``'s (``spec``); under torchrun
+    (``world`` > 1) a CUDA rank takes its own GPU (``LOCAL_RANK``), and the process group
+    is initialised here unless it is already (nccl on CUDA, gloo on a CPU).
+
+    Raises:
+        nmt.ops.device.DeviceError: as :func:`nmt.ops.device.pick_device`.
+    """
+    device = pick_device(spec)
+    if world > 1:
+        if device.type == "cuda":
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+            torch.cuda.set_device(device)
+        if not dist.is_initialized():
+            dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return device
+
+
+def wrapped(model: torch.nn.Module, world: int, device: torch.device) -> torch.nn.Module:
+    """``model`` (already on ``device``) in DistributedDataParallel under torchrun
+    (``world`` > 1), which averages the gradients of the ranks; ``model`` itself on one
+    process."""
+    if world == 1:
+        return model
+    ids = [device.index] if device.type == "cuda" else None
+    return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+
+
+def from_rank0(value: float, world: int, device: torch.device) -> float:
+    """Rank 0's ``value`` on every rank (a broadcast: every rank calls it); ``value``
+    itself on one process (``world`` 1). Raises nothing of its own."""
+    if world == 1:
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.broadcast(t, 0)
+    return float(t.item())
 
 
 def check_ranks_agree(

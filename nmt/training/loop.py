@@ -11,7 +11,6 @@ writes checkpoints.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import random
@@ -22,29 +21,21 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from tqdm import tqdm
 
 from nmt.config.schema import Config
 from nmt.data.batches import Example, ExampleSet, TrainingSet
 from nmt.data.noise import drop_words, step_generator
 from nmt.data.vocab import Vocab
-from nmt.model.checkpoint import (
-    CheckpointError,
-    make_payload,
-    new_run_id,
-    run_id_of,
-    save_atomic,
-    weights_mismatch,
-)
+from nmt.model.checkpoint import make_payload, new_run_id, run_id_of, save_atomic
 from nmt.model.rundir import BEST, LAST, LOG, STEP_GLOB, step_name
 from nmt.model.seq2seq import Seq2Seq
-from nmt.ops.device import pick_device
 from nmt.ops.files import append_line
-from nmt.ops.precision import autocast, autocast_dtype, native_bf16, precision_name, search_dtype
-from nmt.training.calibrate import calibration_batches, calibration_key, choose, training_step
-from nmt.training.ddp import check_ranks_agree, teardown
+from nmt.ops.precision import autocast
+from nmt.training.ddp import check_ranks_agree, from_rank0, setup_device, teardown, wrapped
+from nmt.training.precision_choice import training_precision
+from nmt.training.progress import EpochProgress
 from nmt.training.schedule import Schedule
-from nmt.training.state import StopFlag, TrainingError, TrainState, rng_state, set_rng_state
+from nmt.training.state import StopFlag, TrainingError, TrainState, restore_train_state, train_state
 from nmt.training.validation import Validate, validate_and_log
 
 
@@ -78,63 +69,20 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         self.rank = int(os.environ.get("RANK", "0"))
-        self.device = self._setup_device()
-        model.to(self.device)
-        self.net: torch.nn.Module = model
-        if self.world > 1:
-            self.net = torch.nn.parallel.DistributedDataParallel(
-                model, device_ids=[self.device.index] if self.device.type == "cuda" else None
-            )
+        self.device = setup_device(self.t.device, self.world)
+        self.net = wrapped(model.to(self.device), self.world, self.device)
         # fused: one kernel for the whole update instead of ~10 elementwise passes per tensor
         self.optimizer = torch.optim.Adam(model.parameters(), lr=self.t.lr, fused=True)
-        self.amp_dtype = self._precision()
+        self.amp_dtype = training_precision(
+            cfg, model, self.train_set, self.device, shared=self._shared, log=log
+        )
         # fp16's narrow range needs loss scaling; bf16 has fp32's range and needs none
         self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
-        search = search_dtype(cfg.search.precision, self.device)
-        log(
-            f"search precision (validation, evaluate, translate): {precision_name(search)} "
-            f"(search.precision={cfg.search.precision})"
-        )
-        if self.amp_dtype == torch.bfloat16 and not native_bf16(self.device):
-            log(
-                "warning: train.precision=bf16 on a device without native bf16 matrix "
-                "multiplies: emulated, and far slower than fp32 (about 20x on an AVX2 CPU); "
-                "train.precision=auto chooses fp32 here"
-            )
         self.schedule = Schedule(self.optimizer, self.t)
         self.state = TrainState()
         self.run_id = new_run_id()  # every checkpoint of this run carries it (averaging)
         self.started = time.monotonic()
         self.batches_per_epoch = 1  # set by each epoch; for the fractional-epoch log
-
-    def _precision(self) -> torch.dtype | None:
-        """The autocast dtype, logged; a native-bf16 CPU's ``auto`` is measured (calibrate)."""
-        dtype = autocast_dtype(self.t.precision, self.device)
-        why = f"train.precision={self.t.precision}"
-        auto_cpu = self.t.precision == "auto" and self.device.type == "cpu"
-        batches = (
-            calibration_batches(self.train_set, self.t) if auto_cpu and dtype is not None else []
-        )
-        if len(batches) > 1:
-            cal = choose(
-                [training_step(self.model, b.to(self.device)) for b in batches],
-                calibration_key(dataclasses.asdict(self.cfg.model), self.t.batch_size),
-                self.log,
-            )
-            dtype = torch.bfloat16 if self._shared(float(cal.choice == "bf16")) else None
-            why = cal.describe()
-        self.log(f"training precision: {precision_name(dtype)} ({why})")
-        return dtype
-
-    def _setup_device(self) -> torch.device:
-        device = pick_device(self.t.device)
-        if self.world > 1:
-            if device.type == "cuda":
-                device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-                torch.cuda.set_device(device)
-            if not dist.is_initialized():
-                dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-        return device
 
     def restore(self, payload: dict[str, Any], path: Path) -> None:
         """Continue from a checkpoint payload written by :meth:`save` (already checked by
@@ -145,32 +93,14 @@ class Trainer:
             CheckpointError: the weights, optimizer state, random state or counters do not
                 fit this run (a damaged or foreign file).
         """
-        ts = payload["train_state"]
-        why = weights_mismatch(self.model, payload["model"])
-        if why:
-            raise CheckpointError(f"{path}: cannot resume: {why}")
-        try:
-            self.model.load_state_dict(payload["model"])
-            self.optimizer.load_state_dict(ts["optimizer"])
-            self.schedule.load_state_dict(ts.get("schedule"))
-            if self.scaler is not None and ts.get("grad_scaler"):
-                self.scaler.load_state_dict(ts["grad_scaler"])
-            set_rng_state(ts["rng"])
-            self.state = TrainState.from_counters(ts["counters"])
-        except (RuntimeError, ValueError, TypeError, KeyError) as e:
-            why = str(e).strip().splitlines()[0][:200]
-            raise CheckpointError(
-                f"{path}: cannot resume from this checkpoint ({type(e).__name__}: {why})"
-            ) from None
+        self.state = restore_train_state(
+            payload, path, self.model, self.optimizer, self.schedule, self.scaler
+        )
         self.run_id = run_id_of(payload) or self.run_id
         self.state.interrupted = None
         self.started = time.monotonic() - self.state.elapsed_s
         st = self.state
-        self.log(
-            f"resumed at step {st.step}: {st.epoch} epoch(s) and {st.batch_in_epoch} "
-            f"batch(es) of epoch {st.epoch + 1} done, {st.elapsed_s / 60:.1f} min trained, "
-            f"best val BLEU {st.best_bleu_text()}"
-        )
+        self.log(st.resumed_text())
         if st.done and self._budget_left():
             # a finished run whose budget was extended on --resume (max_epochs, ...)
             st.done = False
@@ -196,28 +126,17 @@ class Trainer:
         if self.rank != 0:
             return
         self.state.elapsed_s = time.monotonic() - self.started
-        ts = {
-            "optimizer": self.optimizer.state_dict(),
-            "schedule": self.schedule.state_dict(),
-            "rng": rng_state(),
-            "counters": self.state.__dict__.copy(),
-        }
-        if self.scaler is not None:
-            ts["grad_scaler"] = self.scaler.state_dict()
+        ts = train_state(self.optimizer, self.schedule, self.scaler, self.state)
         save_atomic(
             make_payload(self.cfg, self.model, *self.vocabs, train_state=ts, run_id=self.run_id),
             self.out / name,
         )
 
     def _shared(self, value: float) -> float:
-        """Rank 0's ``value``, on every rank (under torchrun); a no-op on one process.
-        Every decision taken from validation or the clock goes through here, so that all
-        ranks take it together and keep identical weights."""
-        if self.world == 1:
-            return value
-        t = torch.tensor([value], dtype=torch.float64, device=self.device)
-        dist.broadcast(t, 0)
-        return float(t.item())
+        """Rank 0's ``value`` on every rank (:func:`nmt.training.ddp.from_rank0`). Every
+        decision taken from validation or the clock goes through here, so that all ranks
+        take it together and keep identical weights."""
+        return from_rank0(value, self.world, self.device)
 
     def _out_of_time_shared(self) -> bool:
         return bool(self._shared(float(self.out_of_time())))
@@ -309,27 +228,16 @@ class Trainer:
         batches = self._batches()
         self.batches_per_epoch = len(batches)
         self.net.train()
-        bar = tqdm(
-            total=len(batches),
-            initial=st.batch_in_epoch,
-            desc=f"epoch {st.epoch + 1}",
-            disable=None if t.progress and self.rank == 0 else True,
-            dynamic_ncols=True,
-            leave=False,
+        bar = EpochProgress(
+            len(batches),
+            st.batch_in_epoch,
+            st.epoch,
+            show=bool(t.progress and self.rank == 0),
+            log=self.log,
         )
-        text_progress = t.progress and self.rank == 0 and bar.disable
-        tick, tick_tok = time.monotonic(), 0
         for chunk in batches[st.batch_in_epoch :]:
-            tick_tok += self.train_step(chunk)
-            tok_s = tick_tok / max(time.monotonic() - tick, 1e-9)
-            mean_loss = st.epoch_loss_sum / max(st.epoch_tokens, 1)
-            bar.update(1)
-            bar.set_postfix(loss=f"{mean_loss:.3f}", tok_s=f"{tok_s:.0f}")
-            if text_progress and st.batch_in_epoch % 50 == 0:
-                self.log(
-                    f"epoch {st.epoch + 1} batch {st.batch_in_epoch}/{len(batches)}: loss "
-                    f"{mean_loss:.3f} nats/token, {tok_s:.0f} target tokens/s"
-                )
+            n_tok = self.train_step(chunk)
+            bar.update(n_tok, st.batch_in_epoch, st.epoch_loss_sum / max(st.epoch_tokens, 1))
             if stop.signal is not None:
                 bar.close()
                 st.interrupted = stop.signal
@@ -396,10 +304,7 @@ class Trainer:
         if t.max_steps is not None and st.step >= t.max_steps:
             self.log(f"step budget of {t.max_steps} step{'' if t.max_steps == 1 else 's'} reached")
             st.done = True
-        if self.world > 1:
-            flag = torch.tensor([int(st.done)], device=self.device)
-            dist.broadcast(flag, 0)
-            st.done = bool(flag.item())
+        st.done = bool(self._shared(float(st.done)))  # rank 0's decision, on every rank
         # step_N.pt before last.pt: a kill between them leaves last.pt at the previous
         # validation, so --resume trains step N again and writes both (the other order
         # would resume a finished run whose step_N.pt is missing for good)

@@ -1,14 +1,19 @@
 """What a training run carries between steps and across a resume: counters, random states,
-and the stop flag that turns SIGINT/SIGTERM into a checkpoint."""
+the ``train_state`` every checkpoint holds (written, and restored on ``--resume``), and the
+stop flag that turns SIGINT/SIGTERM into a checkpoint."""
 
 from __future__ import annotations
 
 import random
 import signal
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
+
+from nmt.model.checkpoint import CheckpointError, weights_mismatch
+from nmt.training.schedule import Schedule
 
 
 class TrainingError(RuntimeError):
@@ -39,6 +44,15 @@ class TrainState:
         """The best validation BLEU for messages ("32.10"), or "none yet" before the first
         validation (``best_bleu`` is then -1)."""
         return "none yet" if self.best_bleu < 0 else f"{self.best_bleu:.2f}"
+
+    def resumed_text(self) -> str:
+        """Where a resumed run continues, for the log: step, epochs and batches done,
+        minutes trained, best validation BLEU."""
+        return (
+            f"resumed at step {self.step}: {self.epoch} epoch(s) and {self.batch_in_epoch} "
+            f"batch(es) of epoch {self.epoch + 1} done, {self.elapsed_s / 60:.1f} min trained, "
+            f"best val BLEU {self.best_bleu_text()}"
+        )
 
     def patience_spent(self, patience: int | None) -> bool:
         """Whether early stopping ends the run here (:func:`patience_spent`)."""
@@ -78,6 +92,60 @@ def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def train_state(
+    optimizer: torch.optim.Optimizer,
+    schedule: Schedule,
+    scaler: torch.amp.GradScaler | None,
+    state: TrainState,
+) -> dict[str, Any]:
+    """The ``train_state`` of a checkpoint (:func:`nmt.model.checkpoint.make_payload`): the
+    optimizer's and schedule's states, the random states, the counters of ``state`` and,
+    under fp16, the GradScaler's; :func:`restore_train_state` reads it back."""
+    ts = {
+        "optimizer": optimizer.state_dict(),
+        "schedule": schedule.state_dict(),
+        "rng": rng_state(),
+        "counters": state.__dict__.copy(),
+    }
+    if scaler is not None:
+        ts["grad_scaler"] = scaler.state_dict()
+    return ts
+
+
+def restore_train_state(
+    payload: dict[str, Any],
+    path: Path,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    schedule: Schedule,
+    scaler: torch.amp.GradScaler | None,
+) -> TrainState:
+    """Load a checked checkpoint payload (read from ``path``, for messages) into ``model``,
+    ``optimizer``, ``schedule``, ``scaler`` and the random states; returns its counters.
+
+    Raises:
+        CheckpointError: the weights, optimizer state, random state or counters do not fit
+            this run (a damaged or foreign file); the message names ``path``.
+    """
+    ts = payload["train_state"]
+    why = weights_mismatch(model, payload["model"])
+    if why:
+        raise CheckpointError(f"{path}: cannot resume: {why}")
+    try:
+        model.load_state_dict(payload["model"])
+        optimizer.load_state_dict(ts["optimizer"])
+        schedule.load_state_dict(ts.get("schedule"))
+        if scaler is not None and ts.get("grad_scaler"):
+            scaler.load_state_dict(ts["grad_scaler"])
+        set_rng_state(ts["rng"])
+        return TrainState.from_counters(ts["counters"])
+    except (RuntimeError, ValueError, TypeError, KeyError) as e:
+        why = str(e).strip().splitlines()[0][:200]
+        raise CheckpointError(
+            f"{path}: cannot resume from this checkpoint ({type(e).__name__}: {why})"
+        ) from None
 
 
 class StopFlag:
