@@ -283,7 +283,11 @@ def run_jobs(
         key=lambda r: len(jobs[r[0]][0].sources[r[1]].ids),
     )
     srcs = [jobs[j][0].sources[i].ids + [EOS] for j, i in rows]
-    top_k = max(k for _, _, k in jobs)
+    # what the search kept is what the forced pass would read (the same steps, in fp32):
+    # it is read again only for what the search does not keep
+    multihead = e.loaded.cfg.model.attention == "multihead"
+    read_again = [k > 0 or bool(p.prefix) or multihead or amp is not None for p, _, k in jobs]
+    top_k = max((k for (_, _, k), again in zip(jobs, read_again, strict=True) if again), default=0)
     hyps: dict[tuple[int, int], list[Any]] = {}
     forced: dict[tuple[int, int], list[Forced]] = {}
     with fixed_torch_threads(threads):
@@ -293,17 +297,22 @@ def run_jobs(
                 batch = collate([Example(s, [], k) for k, s in enumerate(srcs)])
                 nbest = search_after_prefix(model, batch.src.to(dev), batch.src_len, dec, p0.prefix)
                 flat = [(r, h) for r, line in zip(rows, nbest, strict=True) for h in line]
+                again = [
+                    read_again[r[0]] or h.token_logprobs is None for r, h in flat
+                ]  # token_logprobs None: the search did not keep them
                 pos = {r: k for k, r in enumerate(rows)}
-                got = forced_pass_many(
-                    model,
-                    [srcs[pos[r]] for r, _ in flat],
-                    [h.tokens + [EOS] for _, h in flat],
-                    top_k,
-                )  # EOS even when cut
+                got = iter(
+                    forced_pass_many(
+                        model,
+                        [srcs[pos[r]] for (r, _), a in zip(flat, again, strict=True) if a],
+                        [h.tokens + [EOS] for (_, h), a in zip(flat, again, strict=True) if a],
+                        top_k,
+                    )  # EOS even when cut
+                )
                 for r, line in zip(rows, nbest, strict=True):
                     hyps[r] = line
-                for (r, _), f in zip(flat, got, strict=True):
-                    forced.setdefault(r, []).append(f)
+                for (r, h), a in zip(flat, again, strict=True):
+                    forced.setdefault(r, []).append(next(got) if a else _as_forced(h))
         elapsed = (time.perf_counter() - start) * 1000
     answers = []
     for j, (p, refs, k) in enumerate(jobs):
@@ -322,6 +331,15 @@ def run_jobs(
             }
         )
     return answers
+
+
+def _as_forced(h: Any) -> Forced:
+    """What the forced pass gives a hypothesis, as the search kept it: its pieces'
+    log-probabilities (EOS included) and its attention (T, S); no heads, no alternatives.
+    The same model steps on the same states: equal to the forced pass's up to float
+    rounding of another batch (within 1e-5 in fp32)."""
+    att = h.attention
+    return Forced(list(h.token_logprobs), None if att is None else att.float(), None, [])
 
 
 def _read_back(
