@@ -20,8 +20,9 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +87,37 @@ class Job:
         return len(self.prepared.sources)
 
 
+class Turns:
+    """Turns at searching, first come first served, shared by the batchers of one server.
+
+    Searches run one at a time anyway (the process-wide decoding lock); a batcher takes its
+    batch only once its turn has come, so the batch holds every job that arrived while
+    the other models searched. With two models and closed-loop clients, a batch taken
+    before the wait for the lock held about half of them (the clients split into two
+    groups that alternate). FIFO, unlike ``threading.Lock``, so that a busy model cannot
+    keep the turn from another one.
+    """
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._waiting: deque[object] = deque()
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        """Wait for this thread's turn; hold it inside the block."""
+        me = object()
+        with self._cv:
+            self._waiting.append(me)
+            while self._waiting[0] is not me:
+                self._cv.wait()
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._waiting.popleft()
+                self._cv.notify_all()
+
+
 class Batcher:
     """The queue and the batching thread of one model.
 
@@ -95,6 +127,7 @@ class Batcher:
             for others (seconds; 0 searches what is there at once).
         observe: called after each search with (lines, queue seconds of each job, search
             seconds); the server's metrics.
+        turns: the search turns shared with the server's other batchers (default: its own).
 
     Raises:
         ValueError: ``max_batch`` < 1 or ``wait_s`` < 0.
@@ -106,6 +139,7 @@ class Batcher:
         max_batch: int = 32,
         wait_s: float = 0.005,
         observe: Callable[[int, list[float], float], None] | None = None,
+        turns: Turns | None = None,
     ):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
@@ -113,6 +147,7 @@ class Batcher:
             raise ValueError(f"batch wait must be >= 0, got {wait_s}")
         self.threads, self.max_batch, self.wait_s = threads, max_batch, wait_s
         self.observe = observe
+        self.turns = turns or Turns()
         self._pending: deque[Job] = deque()
         self._cv = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -137,10 +172,9 @@ class Batcher:
     def _ready_lines(self, key: tuple[Any, ...]) -> int:
         return sum(j.lines for j in self._pending if j.key == key)
 
-    def _take(self) -> list[Job]:
+    def _wait_for_batch(self) -> None:
         """Wait for a job, then for others like it (``wait_s`` from the first one's
-        arrival, or ``max_batch`` lines); remove and return the batch, FIFO. Called with
-        the lock held."""
+        arrival, or ``max_batch`` lines). Called with the lock held."""
         while not self._pending:
             self._cv.wait()
         first = self._pending[0]
@@ -150,6 +184,11 @@ class Batcher:
             if left <= 0:
                 break
             self._cv.wait(left)
+
+    def _take(self) -> list[Job]:
+        """Remove and return the batch, FIFO: the first job and those like it that fit in
+        ``max_batch`` lines. Called with the lock held, jobs waiting."""
+        first = self._pending[0]
         batch: list[Job] = []
         lines = 0
         for j in list(self._pending):
@@ -165,38 +204,41 @@ class Batcher:
     def _loop(self) -> None:
         while True:
             with self._cv:
-                batch = self._take()
-            live = []
-            now = time.monotonic()
-            for j in batch:  # dropped before their search starts
-                if j.cancelled:
-                    j.future.set_exception(Dropped("the client went away"))
-                elif now > j.deadline:
-                    j.future.set_exception(
-                        DeadlineExceeded(
-                            f"waited {now - j.enqueued:.3f} s, past the request's deadline"
-                        )
+                self._wait_for_batch()
+            with self.turns.turn():  # the batch is taken late: what came meanwhile joins it
+                with self._cv:
+                    batch = self._take()
+                self._search(batch)
+
+    def _search(self, batch: list[Job]) -> None:
+        """Drop the jobs cancelled or past their deadline, search the others, answer."""
+        live = []
+        now = time.monotonic()
+        for j in batch:  # dropped before their search starts
+            if j.cancelled:
+                j.future.set_exception(Dropped("the client went away"))
+            elif now > j.deadline:
+                j.future.set_exception(
+                    DeadlineExceeded(
+                        f"waited {now - j.enqueued:.3f} s, past the request's deadline"
                     )
-                else:
-                    live.append(j)
-            if not live:
-                continue
-            start = time.monotonic()
-            try:
-                answers = run_jobs(
-                    [(j.prepared, j.references, j.top_k) for j in live], self.threads
                 )
-            except Exception as e:  # every job of the batch answers the error (500)
-                for j in live:
-                    j.future.set_exception(e)
-                continue
-            searched = time.monotonic() - start
-            for j, a in zip(live, answers, strict=True):
-                j.future.set_result(a)
-            if self.observe is not None:
-                self.observe(
-                    sum(j.lines for j in live), [start - j.enqueued for j in live], searched
-                )
+            else:
+                live.append(j)
+        if not live:
+            return
+        start = time.monotonic()
+        try:
+            answers = run_jobs([(j.prepared, j.references, j.top_k) for j in live], self.threads)
+        except Exception as e:  # every job of the batch answers the error (500)
+            for j in live:
+                j.future.set_exception(e)
+            return
+        searched = time.monotonic() - start
+        for j, a in zip(live, answers, strict=True):
+            j.future.set_result(a)
+        if self.observe is not None:
+            self.observe(sum(j.lines for j in live), [start - j.enqueued for j in live], searched)
 
 
 async def wait_for_jobs(
