@@ -223,7 +223,13 @@ def create_app(
     _route_codes_only(app)
     turns = Turns()  # one search at a time, models in turn, each batch taken at its turn
     batchers = {
-        i: Batcher(registry.threads, batching.max_batch, batching.wait_ms / 1000, turns=turns)
+        i: Batcher(
+            registry.threads,
+            batching.max_batch,
+            batching.wait_ms / 1000,
+            turns=turns,
+            return_wait_s=batching.return_wait_ms / 1000,
+        )
         for i in registry.models
     }
     metrics = Metrics({i: e.queue.depth for i, e in registry.models.items()})
@@ -296,6 +302,8 @@ def create_app(
         entries = registry.enter(ids)
         deadline = arrived + batching.timeout_s  # the time it took to prepare counts
         jobs = [Job(p, refs, req.top_k, deadline) for p in prepared]
+        for j in jobs:  # the batcher counts a request answered once all its jobs are
+            j.request = jobs
         for e, j in zip(entries, jobs, strict=True):
             j.future.add_done_callback(_leaving(e))  # searched or dropped: the place is free
             batchers[e.id].submit(j)

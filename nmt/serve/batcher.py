@@ -7,6 +7,9 @@ dynamic batcher (``max_queue_delay_microseconds``), Ray Serve's ``@serve.batch``
 :class:`Batcher` waits at most ``wait_s`` after the first job arrives, or until
 ``max_batch`` lines of jobs with the same decoding and forced prefix are waiting, then
 searches them in one batch sorted by source length (:func:`nmt.serve.decode.run_jobs`).
+The batchers of one server search in turn (:class:`Turns`), and a batch is taken when
+its turn comes: jobs that arrived while another model searched join it, and the turn
+waits briefly for the clients that the previous search answered (``return_wait_s``).
 
 A job is dropped, never searched, when its client went away or its deadline passed while
 it waited; its future then holds :class:`Dropped` or :class:`DeadlineExceeded`. A job
@@ -40,11 +43,17 @@ class Batching:
         wait_ms: how long the first waiting job waits for others (``--batch-wait-ms``).
         timeout_s: a request not answered this many seconds after it was queued (queue
             time counted) is answered 503 (``--timeout``).
+        return_wait_ms: how long a search turn waits, at most, for the clients the
+            previous search answered to send their next request (``--return-wait-ms``;
+            0: never). Clients that send one request after another (a page, a script, the
+            load test) then share one batch instead of splitting into groups that
+            alternate between the models' searches.
     """
 
     max_batch: int = 32
     wait_ms: float = 5.0
     timeout_s: float = 60.0
+    return_wait_ms: float = 10.0
 
 
 class DeadlineExceeded(Exception):
@@ -66,6 +75,8 @@ class Job:
         enqueued: when it was submitted (``time.monotonic()``).
         future: the model's answer (the JSON of ``ModelResult``), or the exception.
         cancelled: set when the client went away; read by the batcher before the search.
+        request: every job of its request (one per model), itself included; empty: the
+            request is this job alone. The request is answered once all are done.
     """
 
     prepared: Prepared
@@ -75,6 +86,12 @@ class Job:
     enqueued: float = field(default_factory=time.monotonic)
     future: Future[dict[str, Any]] = field(default_factory=Future)
     cancelled: bool = False
+    request: list[Job] = field(default_factory=list, repr=False)
+
+    @property
+    def answered(self) -> bool:
+        """Whether every job of its request is done (the request can be answered)."""
+        return all(j.future.done() for j in self.request or [self])
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -101,6 +118,9 @@ class Turns:
     def __init__(self) -> None:
         self._cv = threading.Condition()
         self._waiting: deque[object] = deque()
+        # set by the batcher holding the turn when its search ends: when it ended
+        # (time.monotonic()) and how many requests it answered
+        self.ended, self.answered = 0.0, 0
 
     @contextmanager
     def turn(self) -> Iterator[None]:
@@ -128,9 +148,11 @@ class Batcher:
         observe: called after each search with (lines, queue seconds of each job, search
             seconds); the server's metrics.
         turns: the search turns shared with the server's other batchers (default: its own).
+        return_wait_s: how long a turn waits at most for the clients the previous search
+            (of any model) answered to send their next job here (:class:`Batching`).
 
     Raises:
-        ValueError: ``max_batch`` < 1 or ``wait_s`` < 0.
+        ValueError: ``max_batch`` < 1, ``wait_s`` < 0 or ``return_wait_s`` < 0.
     """
 
     def __init__(
@@ -140,12 +162,14 @@ class Batcher:
         wait_s: float = 0.005,
         observe: Callable[[int, list[float], float], None] | None = None,
         turns: Turns | None = None,
+        return_wait_s: float = 0.01,
     ):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
-        if wait_s < 0:
-            raise ValueError(f"batch wait must be >= 0, got {wait_s}")
+        if wait_s < 0 or return_wait_s < 0:
+            raise ValueError(f"batch waits must be >= 0, got {wait_s} and {return_wait_s}")
         self.threads, self.max_batch, self.wait_s = threads, max_batch, wait_s
+        self.return_wait_s = return_wait_s
         self.observe = observe
         self.turns = turns or Turns()
         self._pending: deque[Job] = deque()
@@ -185,6 +209,27 @@ class Batcher:
                 break
             self._cv.wait(left)
 
+    def _wait_for_return(self) -> None:
+        """At the start of a turn: wait, until ``return_wait_s`` after the previous search
+        ended, for as many jobs to arrive after it ended as it answered requests (those
+        clients' next requests), or for ``max_batch`` lines. A client that sends its next
+        request when its answer comes then joins this batch rather than the next one. No
+        wait when the previous search answered nobody (a request waits for another model)
+        or its clients are back already, as with a single client. Called with the lock
+        held, jobs waiting."""
+        since, expect = self.turns.ended, self.turns.answered
+        if not expect or self.return_wait_s <= 0:
+            return
+        until = since + self.return_wait_s
+        key = self._pending[0].key
+        while self._ready_lines(key) < self.max_batch:
+            if sum(j.enqueued > since for j in self._pending) >= expect:
+                return
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            self._cv.wait(left)
+
     def _take(self) -> list[Job]:
         """Remove and return the batch, FIFO: the first job and those like it that fit in
         ``max_batch`` lines. Called with the lock held, jobs waiting."""
@@ -207,8 +252,13 @@ class Batcher:
                 self._wait_for_batch()
             with self.turns.turn():  # the batch is taken late: what came meanwhile joins it
                 with self._cv:
+                    self._wait_for_return()
                     batch = self._take()
-                self._search(batch)
+                try:
+                    self._search(batch)
+                finally:
+                    self.turns.ended = time.monotonic()
+                    self.turns.answered = sum(j.answered for j in batch)
 
     def _search(self, batch: list[Job]) -> None:
         """Drop the jobs cancelled or past their deadline, search the others, answer."""

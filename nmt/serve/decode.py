@@ -1,8 +1,9 @@
 """One model's answer to ``POST /api/translate``: the lines checked against its
 vocabularies (:func:`prepare`), searched in one batch with the lines of other requests
 of the same decoding and prefix (:func:`run_jobs`, fed by :mod:`nmt.serve.batcher`),
-every hypothesis read back by a forced pass
-(:func:`nmt.serve.forced.forced_pass_many`), and scored against the references.
+every hypothesis given its per-token log-probabilities and attention (kept by the search,
+or read back by a forced pass, :func:`nmt.serve.forced.forced_pass_many`, for what the
+search does not keep), and scored against the references.
 
 Searches hold the process-wide decoding lock on a fixed thread count. A line's answer
 does not depend on the lines batched with it beyond float rounding: the server searches
@@ -259,7 +260,9 @@ def run_jobs(
     jobs: list[tuple[Prepared, list[str | None], int]], threads: int
 ) -> list[dict[str, Any]]:
     """Search the lines of several requests to one model in one batch, sorted by source
-    length, and read every hypothesis back in one forced pass.
+    length. Each hypothesis' per-token log-probabilities and attention are the search's;
+    a job with ``top_k``, a prefix, on a multihead model (per-head weights) or in bf16
+    has its hypotheses read back by one forced pass for all such jobs.
 
     Every line is searched as the batched search searches a line (its own length limit,
     its own beams), so its answer does not depend on its neighbours beyond float
@@ -272,7 +275,7 @@ def run_jobs(
 
     Returns:
         per job the JSON of :class:`nmt.serve.schemas.ModelResult`; ``time_ms`` is the
-        whole batch's search and forced pass.
+        whole batch's search and forced pass (where one runs).
     """
     p0 = jobs[0][0]
     e, dec = p0.entry, p0.decoding

@@ -54,7 +54,7 @@ class ServeOptions:
             torch's count). queue: requests waiting or running per model before 429.
         device: auto | cpu | cuda[:N]. data_path: the corpus of the example test sets
             (default: the first model's ``data.path``).
-        batching: ``--max-batch``, ``--batch-wait-ms``, ``--timeout``.
+        batching: ``--max-batch``, ``--batch-wait-ms``, ``--timeout``, ``--return-wait-ms``.
         precision: the search precision of every model (``fp32``, where batched and solo
             answers agree; ``checkpoint`` keeps each checkpoint's ``search.precision``).
         workers: server processes on the one socket, each with its own models.
@@ -90,10 +90,11 @@ def check_options(opts: ServeOptions) -> list[Study]:
             f"--precision {opts.precision!r}: give one of {', '.join(PRECISIONS)} or checkpoint"
         )
     b = opts.batching
-    if b.max_batch < 1 or b.wait_ms < 0 or not b.timeout_s > 0:
+    if b.max_batch < 1 or b.wait_ms < 0 or not b.timeout_s > 0 or b.return_wait_ms < 0:
         raise ValueError(
             f"--max-batch must be >= 1 (got {b.max_batch}), --batch-wait-ms "
-            f">= 0 (got {b.wait_ms:g}), --timeout > 0 (got {b.timeout_s:g})"
+            f">= 0 (got {b.wait_ms:g}), --timeout > 0 (got {b.timeout_s:g}), "
+            f"--return-wait-ms >= 0 (got {b.return_wait_ms:g})"
         )
     pick_device(opts.device, "--device")
     check_specs(opts.models)
