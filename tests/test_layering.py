@@ -188,7 +188,7 @@ def test_every_module_has_a_docstring():
 # and is due to be split; a split module leaves this list
 OVER_CAP = {
     "nmt.evaluation.bootstrap": 448,
-    "nmt.inference.search": 432,
+    "nmt.inference.search": 414,
     "nmt.model.checkpoint": 436,
     "nmt.model.decoder": 415,
     "nmt.study.report": 507,

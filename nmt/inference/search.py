@@ -14,6 +14,7 @@ import torch
 
 from nmt.config.schema import LENGTH_PENALTIES, SearchConfig, TrainConfig
 from nmt.data.vocab import BOS, EOS
+from nmt.inference.open_hypotheses import OpenHypotheses
 from nmt.inference.rescore import autocast_on, fp32_log_probs
 from nmt.inference.search_limit import ended_by_choice, only_eos
 from nmt.ops.precision import at_least_fp32
@@ -174,51 +175,6 @@ def _check_beam_options(beam_size: int, n_best: int, length_penalty: str, alpha:
         raise ValueError(f"alpha must be >= 0 (the length penalty must not shrink), got {alpha}")
 
 
-@dataclass
-class _Open:
-    """Open hypotheses as N flat rows (N = B*K, or B*2K for candidates).
-
-    log_prob: (N,) totals. tokens: (N, t) pieces so far. attention: (N, t, S) or None.
-    step_lp: (N, t) fp32 log-probability of each piece taken.
-    """
-
-    log_prob: torch.Tensor
-    tokens: torch.Tensor
-    attention: torch.Tensor | None
-    step_lp: torch.Tensor
-
-    def extend(
-        self,
-        rows: torch.Tensor,
-        log_prob: torch.Tensor,
-        tokens: torch.Tensor,
-        step_attn: torch.Tensor | None,
-        step_lp: torch.Tensor,
-    ) -> _Open:
-        """Children: parents ``rows`` (N',) followed by ``tokens`` (N',) with totals
-        ``log_prob`` (N',) and the pieces' own log-probabilities ``step_lp`` (N',);
-        ``step_attn`` (N, S) is this step's attention of every parent."""
-        toks = torch.cat([self.tokens.index_select(0, rows), tokens[:, None]], dim=1)  # (N', t+1)
-        lps = torch.cat([self.step_lp.index_select(0, rows), step_lp[:, None]], dim=1)
-        if step_attn is None:
-            return _Open(log_prob, toks, None, lps)
-        old = self.attention
-        if old is None:
-            old = step_attn.new_empty(self.tokens.size(0), 0, step_attn.size(1))
-        att = torch.cat([old.index_select(0, rows), step_attn.index_select(0, rows)[:, None]], 1)
-        return _Open(log_prob, toks, att, lps)  # att: (N', t+1, S)
-
-    def select(self, rows: torch.Tensor) -> _Open:
-        """Rows ``rows`` (N,) of every open-hypothesis tensor."""
-        attention = None if self.attention is None else self.attention.index_select(0, rows)
-        return _Open(
-            self.log_prob.index_select(0, rows),
-            self.tokens.index_select(0, rows),
-            attention,
-            self.step_lp.index_select(0, rows),
-        )
-
-
 def _candidates(
     logp: torch.Tensor, open_lp: torch.Tensor, K: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -262,7 +218,7 @@ def _candidates(
 
 def _collect(
     finished: list[list[Hypothesis]],
-    cands: _Open,
+    cands: OpenHypotheses,
     final: torch.Tensor,
     length: int,
     src_len: list[int],
@@ -368,7 +324,7 @@ def beam_search(
     # totals in fp64, as greedy's: summed in fp32 they round differently with the batch
     start_lp = torch.full((B, K), float("-inf"), dtype=torch.float64, device=dev)
     start_lp[:, 0] = 0.0  # K copies of one start: only the first may be extended
-    beams = _Open(
+    beams = OpenHypotheses(
         start_lp.view(-1),
         torch.empty(B * K, 0, dtype=torch.long, device=dev),
         None,
