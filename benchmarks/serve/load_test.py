@@ -169,8 +169,8 @@ def start_server(
     ]
     # cwd and PYTHONPATH: the checkout's own nmt before the one installed in this venv
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(checkout)}
-    # its own process group: stop_server ends the --workers children too (the parent
-    # dies on SIGTERM without stopping them)
+    # its own process group: stop_server ends the --workers children too, also of an
+    # older checkout, whose parent died on SIGTERM without stopping them
     proc = subprocess.Popen(cmd, cwd=checkout, env=env, start_new_session=True)
     for _ in range(900):
         try:

@@ -302,6 +302,12 @@ def serve(
     batch_wait_ms: float = typer.Option(
         5.0, min=0, help="How long a request waits for others to batch with (milliseconds)."
     ),
+    return_wait_ms: float = typer.Option(
+        10.0,
+        min=0,
+        help="How long a search waits at most for the clients the previous search answered "
+        "to send their next request, so that they share one batch (milliseconds; 0: never).",
+    ),
     timeout: float = typer.Option(
         60.0,
         min=0.001,
@@ -345,7 +351,7 @@ def serve(
         queue=queue,
         device=device,
         data_path=data_path,
-        batching=Batching(max_batch, batch_wait_ms, timeout),
+        batching=Batching(max_batch, batch_wait_ms, timeout, return_wait_ms),
         workers=workers,
         precision=precision,
     )

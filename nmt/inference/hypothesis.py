@@ -31,6 +31,10 @@ class Hypothesis:
             as forced decoding scores the same pieces and EOS; it is ranked after every
             complete hypothesis and returned only when fewer than ``n_best`` complete
             ones were found.
+        token_logprobs: per output step (the EOS step included, forced or chosen) the
+            log-probability in nats of the piece taken, as the search computed it (fp32);
+            ``log_prob`` is their sum in fp64. None where the search did not keep them, or
+            where its numbers were replaced by an fp32 rescoring (autocast).
     """
 
     tokens: list[int]
@@ -38,6 +42,7 @@ class Hypothesis:
     attention: torch.Tensor | None
     log_prob: float | None = None
     complete: bool = True
+    token_logprobs: list[float] | None = None
 
 
 def length_penalty_divisor(length, kind: str, alpha: float = _SEARCH.alpha):

@@ -10,13 +10,12 @@ are nmt/inference/hypothesis.py's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from nmt.config.schema import LENGTH_PENALTIES, SearchConfig, TrainConfig
 from nmt.data.vocab import BOS, EOS
 from nmt.inference.hypothesis import Hypothesis, length_penalty_divisor, normalised_score, rank
+from nmt.inference.open_hypotheses import OpenHypotheses
 from nmt.inference.rescore import autocast_on, fp32_log_probs
 from nmt.inference.search_limit import ended_by_choice, only_eos
 from nmt.ops.precision import at_least_fp32
@@ -61,6 +60,7 @@ def greedy(
     # by an ulp or two (1.5e-5 at 76 nats) with the rounding of its terms, which differs in
     # the last bit from batch to batch; summed in fp64 it moves by the terms' difference only
     scores = torch.zeros(B, dtype=torch.float64, device=dev)
+    step_lp = torch.zeros(B, T, dtype=torch.float32, device=dev)  # (B, T) per piece taken
     attn_all = None  # (B, T, S), filled as rows run
     rows = torch.arange(B, device=dev)  # the batch rows still running
     row_limits = limits.to(dev)
@@ -75,6 +75,7 @@ def greedy(
             best_logp = torch.where(last, logp[:, EOS], best_logp)
             best = best.masked_fill(last, EOS)
         tokens[rows, t] = best
+        step_lp[rows, t] = best_logp.float()
         scores[rows] += best_logp.double()
         if attn is not None:
             if attn_all is None:
@@ -88,14 +89,16 @@ def greedy(
             rows, row_limits, best = rows[keep], row_limits[keep], best[keep]
             mem, state = mem.index_select(keep), state.index_select(keep)
         prev = best
-    out, scores_l, cut_l = tokens.tolist(), scores.tolist(), cut.tolist()
+    out, scores_l, cut_l, lp_l = tokens.tolist(), scores.tolist(), cut.tolist(), step_lp.tolist()
     attn_all = None if attn_all is None else attn_all.cpu()
     hyps = []
     for b in range(B):
         seq, limit = out[b], int(limits[b])
         n = seq.index(EOS) if EOS in seq[:limit] else limit  # limit only when limit is 0
         a = None if attn_all is None else attn_all[b, : n + 1, : int(src_len[b])].clone()
-        hyps.append(Hypothesis(seq[:n], scores_l[b], a, scores_l[b], complete=not cut_l[b]))
+        hyps.append(
+            Hypothesis(seq[:n], scores_l[b], a, scores_l[b], not cut_l[b], lp_l[b][: min(n + 1, T)])
+        )
     if autocast_on(dev):  # bf16 scores depend on the batch: recompute them in fp32
         _rescore(model, src, src_len, [[h] for h in hyps], "none", 0.0)
     return hyps
@@ -112,43 +115,6 @@ def _check_beam_options(beam_size: int, n_best: int, length_penalty: str, alpha:
         )
     if alpha < 0:
         raise ValueError(f"alpha must be >= 0 (the length penalty must not shrink), got {alpha}")
-
-
-@dataclass
-class _Open:
-    """Open hypotheses as N flat rows (N = B*K, or B*2K for candidates).
-
-    log_prob: (N,) totals. tokens: (N, t) pieces so far. attention: (N, t, S) or None.
-    """
-
-    log_prob: torch.Tensor
-    tokens: torch.Tensor
-    attention: torch.Tensor | None
-
-    def extend(
-        self,
-        rows: torch.Tensor,
-        log_prob: torch.Tensor,
-        tokens: torch.Tensor,
-        step_attn: torch.Tensor | None,
-    ) -> _Open:
-        """Children: parents ``rows`` (N',) followed by ``tokens`` (N',) with totals
-        ``log_prob`` (N',); ``step_attn`` (N, S) is this step's attention of every parent."""
-        toks = torch.cat([self.tokens.index_select(0, rows), tokens[:, None]], dim=1)  # (N', t+1)
-        if step_attn is None:
-            return _Open(log_prob, toks, None)
-        old = self.attention
-        if old is None:
-            old = step_attn.new_empty(self.tokens.size(0), 0, step_attn.size(1))
-        att = torch.cat([old.index_select(0, rows), step_attn.index_select(0, rows)[:, None]], 1)
-        return _Open(log_prob, toks, att)  # att: (N', t+1, S)
-
-    def select(self, rows: torch.Tensor) -> _Open:
-        """Rows ``rows`` (N,) of every open-hypothesis tensor."""
-        attention = None if self.attention is None else self.attention.index_select(0, rows)
-        return _Open(
-            self.log_prob.index_select(0, rows), self.tokens.index_select(0, rows), attention
-        )
 
 
 def _candidates(
@@ -194,7 +160,7 @@ def _candidates(
 
 def _collect(
     finished: list[list[Hypothesis]],
-    cands: _Open,
+    cands: OpenHypotheses,
     final: torch.Tensor,
     length: int,
     src_len: list[int],
@@ -209,6 +175,7 @@ def _collect(
     if idx.numel() == 0:
         return
     toks, lps = cands.tokens[idx].tolist(), cands.log_prob[idx].tolist()
+    steps = cands.step_lp[idx].tolist()
     forced = [False] * len(toks) if cut is None else cut.view(-1)[idx].tolist()
     atts = None if cands.attention is None else cands.attention[idx].cpu()
     for j, i in enumerate(idx.tolist()):
@@ -217,7 +184,7 @@ def _collect(
         seq = seq[:-1] if seq and seq[-1] == EOS else seq
         att = None if atts is None else atts[j, :, : src_len[b]]
         score = normalised_score(lps[j], length, kind, alpha)
-        finished[b].append(Hypothesis(seq, float(score), att, lps[j], complete))
+        finished[b].append(Hypothesis(seq, float(score), att, lps[j], complete, steps[j]))
 
 
 def _is_done(hyps: list[Hypothesis], K: int, n_best: int, bound: float) -> bool:
@@ -299,7 +266,12 @@ def beam_search(
     # totals in fp64, as greedy's: summed in fp32 they round differently with the batch
     start_lp = torch.full((B, K), float("-inf"), dtype=torch.float64, device=dev)
     start_lp[:, 0] = 0.0  # K copies of one start: only the first may be extended
-    beams = _Open(start_lp.view(-1), torch.empty(B * K, 0, dtype=torch.long, device=dev), None)
+    beams = OpenHypotheses(
+        start_lp.view(-1),
+        torch.empty(B * K, 0, dtype=torch.long, device=dev),
+        None,
+        torch.empty(B * K, 0, dtype=torch.float32, device=dev),
+    )
     limits, lens = max_output_length(src_len, max_ratio).cpu(), src_len.tolist()
     lp_limit = length_penalty_divisor(limits.to(dev).float(), length_penalty, alpha)
     lp_limit = torch.as_tensor(lp_limit, dtype=torch.float, device=dev).expand(B)  # (B,)
@@ -320,7 +292,9 @@ def beam_search(
             chose_eos = ended_by_choice(rows, toks, at_limit.to(dev), K)
             logp = only_eos(logp, at_limit.to(dev), K)
             cand_lp, rows, toks = _candidates(logp, beams.log_prob, K)
-        cands = beams.extend(rows.view(-1), cand_lp.view(-1), toks.view(-1), attn)  # n*2K
+        # each candidate's own piece log-probability: the value its total added
+        piece_lp = at_least_fp32(logp)[rows.view(-1), toks.view(-1)].float()  # (n*2K,)
+        cands = beams.extend(rows.view(-1), cand_lp.view(-1), toks.view(-1), attn, piece_lp)
         is_eos = toks == EOS
         keep = is_eos.int().sort(dim=1, stable=True).indices[:, :K]  # (n, K) open
         final = torch.zeros_like(is_eos)
@@ -372,4 +346,5 @@ def _rescore(
     )
     for (_, h), lp, att in zip(flat, lps, atts, strict=True):
         h.log_prob, h.score = lp, float(normalised_score(lp, len(h.tokens) + 1, kind, alpha))
+        h.token_logprobs = None  # the search's bf16 ones would not add up to log_prob
         h.attention = att if h.attention is not None else None

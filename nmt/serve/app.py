@@ -30,7 +30,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from nmt.serve.batcher import Batcher, Batching, Job, wait_for_jobs
+from nmt.serve.batcher import Batcher, Batching, Job, Turns, wait_for_jobs
 from nmt.serve.decode import bleu_signature, check_budgets, prepare
 from nmt.serve.guard import BodyLimit, echo, json_safe
 from nmt.serve.limits import (
@@ -251,8 +251,15 @@ def create_app(
 
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
     _route_codes_only(app)
+    turns = Turns()  # one search at a time, models in turn, each batch taken at its turn
     batchers = {
-        i: Batcher(registry.threads, batching.max_batch, batching.wait_ms / 1000)
+        i: Batcher(
+            registry.threads,
+            batching.max_batch,
+            batching.wait_ms / 1000,
+            turns=turns,
+            return_wait_s=batching.return_wait_ms / 1000,
+        )
         for i in registry.models
     }
     metrics = Metrics({i: e.queue.depth for i, e in registry.models.items()})
@@ -325,6 +332,8 @@ def create_app(
         entries = registry.enter(ids)
         deadline = arrived + batching.timeout_s  # the time it took to prepare counts
         jobs = [Job(p, refs, req.top_k, deadline) for p in prepared]
+        for j in jobs:  # the batcher counts a request answered once all its jobs are
+            j.request = jobs
         for e, j in zip(entries, jobs, strict=True):
             j.future.add_done_callback(_leaving(e))  # searched or dropped: the place is free
             batchers[e.id].submit(j)

@@ -7,6 +7,9 @@ dynamic batcher (``max_queue_delay_microseconds``), Ray Serve's ``@serve.batch``
 :class:`Batcher` waits at most ``wait_s`` after the first job arrives, or until
 ``max_batch`` lines of jobs with the same decoding and forced prefix are waiting, then
 searches them in one batch sorted by source length (:func:`nmt.serve.decode.run_jobs`).
+The batchers of one server search in turn (:class:`Turns`), and a batch is taken when
+its turn comes: jobs that arrived while another model searched join it, and the turn
+waits briefly for the clients that the previous search answered (``return_wait_s``).
 
 A job is dropped, never searched, when its client went away or its deadline passed while
 it waited; its future then holds :class:`Dropped` or :class:`DeadlineExceeded`. A job
@@ -20,8 +23,9 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,11 +43,17 @@ class Batching:
         wait_ms: how long the first waiting job waits for others (``--batch-wait-ms``).
         timeout_s: a request not answered this many seconds after it was queued (queue
             time counted) is answered 503 (``--timeout``).
+        return_wait_ms: how long a search turn waits, at most, for the clients the
+            previous search answered to send their next request (``--return-wait-ms``;
+            0: never). Clients that send one request after another (a page, a script, the
+            load test) then share one batch instead of splitting into groups that
+            alternate between the models' searches.
     """
 
     max_batch: int = 32
     wait_ms: float = 5.0
     timeout_s: float = 60.0
+    return_wait_ms: float = 10.0
 
 
 class DeadlineExceeded(Exception):
@@ -65,6 +75,8 @@ class Job:
         enqueued: when it was submitted (``time.monotonic()``).
         future: the model's answer (the JSON of ``ModelResult``), or the exception.
         cancelled: set when the client went away; read by the batcher before the search.
+        request: every job of its request (one per model), itself included; empty: the
+            request is this job alone. The request is answered once all are done.
     """
 
     prepared: Prepared
@@ -74,6 +86,12 @@ class Job:
     enqueued: float = field(default_factory=time.monotonic)
     future: Future[dict[str, Any]] = field(default_factory=Future)
     cancelled: bool = False
+    request: list[Job] = field(default_factory=list, repr=False)
+
+    @property
+    def answered(self) -> bool:
+        """Whether every job of its request is done (the request can be answered)."""
+        return all(j.future.done() for j in self.request or [self])
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -86,6 +104,40 @@ class Job:
         return len(self.prepared.sources)
 
 
+class Turns:
+    """Turns at searching, first come first served, shared by the batchers of one server.
+
+    Searches run one at a time anyway (the process-wide decoding lock); a batcher takes its
+    batch only once its turn has come, so the batch holds every job that arrived while
+    the other models searched. With two models and closed-loop clients, a batch taken
+    before the wait for the lock held about half of them (the clients split into two
+    groups that alternate). FIFO, unlike ``threading.Lock``, so that a busy model cannot
+    keep the turn from another one.
+    """
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._waiting: deque[object] = deque()
+        # set by the batcher holding the turn when its search ends: when it ended
+        # (time.monotonic()) and how many requests it answered
+        self.ended, self.answered = 0.0, 0
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        """Wait for this thread's turn; hold it inside the block."""
+        me = object()
+        with self._cv:
+            self._waiting.append(me)
+            while self._waiting[0] is not me:
+                self._cv.wait()
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._waiting.popleft()
+                self._cv.notify_all()
+
+
 class Batcher:
     """The queue and the batching thread of one model.
 
@@ -95,9 +147,12 @@ class Batcher:
             for others (seconds; 0 searches what is there at once).
         observe: called after each search with (lines, queue seconds of each job, search
             seconds); the server's metrics.
+        turns: the search turns shared with the server's other batchers (default: its own).
+        return_wait_s: how long a turn waits at most for the clients the previous search
+            (of any model) answered to send their next job here (:class:`Batching`).
 
     Raises:
-        ValueError: ``max_batch`` < 1 or ``wait_s`` < 0.
+        ValueError: ``max_batch`` < 1, ``wait_s`` < 0 or ``return_wait_s`` < 0.
     """
 
     def __init__(
@@ -106,13 +161,17 @@ class Batcher:
         max_batch: int = 32,
         wait_s: float = 0.005,
         observe: Callable[[int, list[float], float], None] | None = None,
+        turns: Turns | None = None,
+        return_wait_s: float = 0.01,
     ):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
-        if wait_s < 0:
-            raise ValueError(f"batch wait must be >= 0, got {wait_s}")
+        if wait_s < 0 or return_wait_s < 0:
+            raise ValueError(f"batch waits must be >= 0, got {wait_s} and {return_wait_s}")
         self.threads, self.max_batch, self.wait_s = threads, max_batch, wait_s
+        self.return_wait_s = return_wait_s
         self.observe = observe
+        self.turns = turns or Turns()
         self._pending: deque[Job] = deque()
         self._cv = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -137,10 +196,9 @@ class Batcher:
     def _ready_lines(self, key: tuple[Any, ...]) -> int:
         return sum(j.lines for j in self._pending if j.key == key)
 
-    def _take(self) -> list[Job]:
+    def _wait_for_batch(self) -> None:
         """Wait for a job, then for others like it (``wait_s`` from the first one's
-        arrival, or ``max_batch`` lines); remove and return the batch, FIFO. Called with
-        the lock held."""
+        arrival, or ``max_batch`` lines). Called with the lock held."""
         while not self._pending:
             self._cv.wait()
         first = self._pending[0]
@@ -150,6 +208,32 @@ class Batcher:
             if left <= 0:
                 break
             self._cv.wait(left)
+
+    def _wait_for_return(self) -> None:
+        """At the start of a turn: wait, until ``return_wait_s`` after the previous search
+        ended, for as many jobs to arrive after it ended as it answered requests (those
+        clients' next requests), or for ``max_batch`` lines. A client that sends its next
+        request when its answer comes then joins this batch rather than the next one. No
+        wait when the previous search answered nobody (a request waits for another model)
+        or its clients are back already, as with a single client. Called with the lock
+        held, jobs waiting."""
+        since, expect = self.turns.ended, self.turns.answered
+        if not expect or self.return_wait_s <= 0:
+            return
+        until = since + self.return_wait_s
+        key = self._pending[0].key
+        while self._ready_lines(key) < self.max_batch:
+            if sum(j.enqueued > since for j in self._pending) >= expect:
+                return
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            self._cv.wait(left)
+
+    def _take(self) -> list[Job]:
+        """Remove and return the batch, FIFO: the first job and those like it that fit in
+        ``max_batch`` lines. Called with the lock held, jobs waiting."""
+        first = self._pending[0]
         batch: list[Job] = []
         lines = 0
         for j in list(self._pending):
@@ -165,38 +249,46 @@ class Batcher:
     def _loop(self) -> None:
         while True:
             with self._cv:
-                batch = self._take()
-            live = []
-            now = time.monotonic()
-            for j in batch:  # dropped before their search starts
-                if j.cancelled:
-                    j.future.set_exception(Dropped("the client went away"))
-                elif now > j.deadline:
-                    j.future.set_exception(
-                        DeadlineExceeded(
-                            f"waited {now - j.enqueued:.3f} s, past the request's deadline"
-                        )
+                self._wait_for_batch()
+            with self.turns.turn():  # the batch is taken late: what came meanwhile joins it
+                with self._cv:
+                    self._wait_for_return()
+                    batch = self._take()
+                try:
+                    self._search(batch)
+                finally:
+                    self.turns.ended = time.monotonic()
+                    self.turns.answered = sum(j.answered for j in batch)
+
+    def _search(self, batch: list[Job]) -> None:
+        """Drop the jobs cancelled or past their deadline, search the others, answer."""
+        live = []
+        now = time.monotonic()
+        for j in batch:  # dropped before their search starts
+            if j.cancelled:
+                j.future.set_exception(Dropped("the client went away"))
+            elif now > j.deadline:
+                j.future.set_exception(
+                    DeadlineExceeded(
+                        f"waited {now - j.enqueued:.3f} s, past the request's deadline"
                     )
-                else:
-                    live.append(j)
-            if not live:
-                continue
-            start = time.monotonic()
-            try:
-                answers = run_jobs(
-                    [(j.prepared, j.references, j.top_k) for j in live], self.threads
                 )
-            except Exception as e:  # every job of the batch answers the error (500)
-                for j in live:
-                    j.future.set_exception(e)
-                continue
-            searched = time.monotonic() - start
-            for j, a in zip(live, answers, strict=True):
-                j.future.set_result(a)
-            if self.observe is not None:
-                self.observe(
-                    sum(j.lines for j in live), [start - j.enqueued for j in live], searched
-                )
+            else:
+                live.append(j)
+        if not live:
+            return
+        start = time.monotonic()
+        try:
+            answers = run_jobs([(j.prepared, j.references, j.top_k) for j in live], self.threads)
+        except Exception as e:  # every job of the batch answers the error (500)
+            for j in live:
+                j.future.set_exception(e)
+            return
+        searched = time.monotonic() - start
+        for j, a in zip(live, answers, strict=True):
+            j.future.set_result(a)
+        if self.observe is not None:
+            self.observe(sum(j.lines for j in live), [start - j.enqueued for j in live], searched)
 
 
 async def wait_for_jobs(

@@ -1,8 +1,9 @@
 """One model's answer to ``POST /api/translate``: the lines checked against its
 vocabularies (:func:`prepare`), searched in one batch with the lines of other requests
 of the same decoding and prefix (:func:`run_jobs`, fed by :mod:`nmt.serve.batcher`),
-every hypothesis read back by a forced pass
-(:func:`nmt.serve.forced.forced_pass_many`), and scored against the references.
+every hypothesis given its per-token log-probabilities and attention (kept by the search,
+or read back by a forced pass, :func:`nmt.serve.forced.forced_pass_many`, for what the
+search does not keep), and scored against the references.
 
 Searches hold the process-wide decoding lock on a fixed thread count. A line's answer
 does not depend on the lines batched with it beyond float rounding: the server searches
@@ -27,6 +28,7 @@ from nmt.data.vocab import EOS
 from nmt.inference.hypothesis import normalised_score
 from nmt.inference.translate import Decoding, search_precision
 from nmt.inference.translator import EncodedSource, fixed_torch_threads
+from nmt.ops.precision import search_dtype
 from nmt.serve.forced import Forced, forced_pass_many, search_after_prefix
 from nmt.serve.limits import (
     MAX_ANSWER_NUMBERS,
@@ -258,7 +260,9 @@ def run_jobs(
     jobs: list[tuple[Prepared, list[str | None], int]], threads: int
 ) -> list[dict[str, Any]]:
     """Search the lines of several requests to one model in one batch, sorted by source
-    length, and read every hypothesis back in one forced pass.
+    length. Each hypothesis' per-token log-probabilities and attention are the search's;
+    a job with ``top_k``, a prefix, on a multihead model (per-head weights) or in bf16
+    has its hypotheses read back by one forced pass for all such jobs.
 
     Every line is searched as the batched search searches a line (its own length limit,
     its own beams), so its answer does not depend on its neighbours beyond float
@@ -271,7 +275,7 @@ def run_jobs(
 
     Returns:
         per job the JSON of :class:`nmt.serve.schemas.ModelResult`; ``time_ms`` is the
-        whole batch's search and forced pass.
+        whole batch's search and forced pass (where one runs).
     """
     p0 = jobs[0][0]
     e, dec = p0.entry, p0.decoding
@@ -281,7 +285,13 @@ def run_jobs(
         key=lambda r: len(jobs[r[0]][0].sources[r[1]].ids),
     )
     srcs = [jobs[j][0].sources[i].ids + [EOS] for j, i in rows]
-    top_k = max(k for _, _, k in jobs)
+    # what the search kept is what the forced pass would read (the same steps, in fp32):
+    # it is read again only for what the search does not keep
+    multihead = e.loaded.cfg.model.attention == "multihead"
+    # under autocast the search's own log-probabilities are bf16/fp16: read in fp32 instead
+    amp = search_dtype(dec.precision, dev)
+    read_again = [k > 0 or bool(p.prefix) or multihead or amp is not None for p, _, k in jobs]
+    top_k = max((k for (_, _, k), again in zip(jobs, read_again, strict=True) if again), default=0)
     hyps: dict[tuple[int, int], list[Any]] = {}
     forced: dict[tuple[int, int], list[Forced]] = {}
     with fixed_torch_threads(threads):
@@ -291,17 +301,22 @@ def run_jobs(
                 batch = collate([Example(s, [], k) for k, s in enumerate(srcs)])
                 nbest = search_after_prefix(model, batch.src.to(dev), batch.src_len, dec, p0.prefix)
                 flat = [(r, h) for r, line in zip(rows, nbest, strict=True) for h in line]
+                again = [
+                    read_again[r[0]] or h.token_logprobs is None for r, h in flat
+                ]  # token_logprobs None: the search did not keep them
                 pos = {r: k for k, r in enumerate(rows)}
-                got = forced_pass_many(
-                    model,
-                    [srcs[pos[r]] for r, _ in flat],
-                    [h.tokens + [EOS] for _, h in flat],
-                    top_k,
-                )  # EOS even when cut
+                got = iter(
+                    forced_pass_many(
+                        model,
+                        [srcs[pos[r]] for (r, _), a in zip(flat, again, strict=True) if a],
+                        [h.tokens + [EOS] for (_, h), a in zip(flat, again, strict=True) if a],
+                        top_k,
+                    )  # EOS even when cut
+                )
                 for r, line in zip(rows, nbest, strict=True):
                     hyps[r] = line
-                for (r, _), f in zip(flat, got, strict=True):
-                    forced.setdefault(r, []).append(f)
+                for (r, h), a in zip(flat, again, strict=True):
+                    forced.setdefault(r, []).append(next(got) if a else _as_forced(h))
         elapsed = (time.perf_counter() - start) * 1000
     answers = []
     for j, (p, refs, k) in enumerate(jobs):
@@ -320,6 +335,15 @@ def run_jobs(
             }
         )
     return answers
+
+
+def _as_forced(h: Any) -> Forced:
+    """What the forced pass gives a hypothesis, as the search kept it: its pieces'
+    log-probabilities (EOS included) and its attention (T, S); no heads, no alternatives.
+    The same model steps on the same states: equal to the forced pass's up to float
+    rounding of another batch (within 1e-5 in fp32)."""
+    att = h.attention
+    return Forced(list(h.token_logprobs), None if att is None else att.float(), None, [])
 
 
 def _read_back(

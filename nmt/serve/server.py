@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import errno
 import multiprocessing as mp
+import signal
 import socket
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +54,7 @@ class ServeOptions:
             torch's count). queue: requests waiting or running per model before 429.
         device: auto | cpu | cuda[:N]. data_path: the corpus of the example test sets
             (default: the first model's ``data.path``).
-        batching: ``--max-batch``, ``--batch-wait-ms``, ``--timeout``.
+        batching: ``--max-batch``, ``--batch-wait-ms``, ``--timeout``, ``--return-wait-ms``.
         precision: the search precision of every model (``fp32``, where batched and solo
             answers agree; ``checkpoint`` keeps each checkpoint's ``search.precision``).
         workers: server processes on the one socket, each with its own models.
@@ -87,10 +90,11 @@ def check_options(opts: ServeOptions) -> list[Study]:
             f"--precision {opts.precision!r}: give one of {', '.join(PRECISIONS)} or checkpoint"
         )
     b = opts.batching
-    if b.max_batch < 1 or b.wait_ms < 0 or not b.timeout_s > 0:
+    if b.max_batch < 1 or b.wait_ms < 0 or not b.timeout_s > 0 or b.return_wait_ms < 0:
         raise ValueError(
             f"--max-batch must be >= 1 (got {b.max_batch}), --batch-wait-ms "
-            f">= 0 (got {b.wait_ms:g}), --timeout > 0 (got {b.timeout_s:g})"
+            f">= 0 (got {b.wait_ms:g}), --timeout > 0 (got {b.timeout_s:g}), "
+            f"--return-wait-ms >= 0 (got {b.return_wait_ms:g})"
         )
     pick_device(opts.device, "--device")
     check_specs(opts.models)
@@ -213,6 +217,12 @@ def _run(app: Any, sock: socket.socket) -> None:
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 
+def _exit_on_sigterm(signum: int, _frame: Any) -> None:
+    """The parent's SIGTERM handler: leave through ``finally``, which stops the workers
+    (Python's default action would end the parent at once and leave them serving)."""
+    raise SystemExit(128 + signum)
+
+
 def run_workers(
     opts: ServeOptions,
     sock: socket.socket,
@@ -222,15 +232,20 @@ def run_workers(
 ) -> None:
     """Fork ``opts.workers`` processes that each build the app and serve ``sock`` (the
     kernel hands each connection to one of them); wait for all, and stop all when one
-    fails or on Ctrl-C.
+    fails, on Ctrl-C or when the parent gets SIGTERM (each worker is sent SIGTERM, which
+    uvicorn answers by finishing its open requests, and is killed after 10 s).
 
     Raises:
         ValueError: a worker could not start (its error was logged).
+        SystemExit: 143 after a SIGTERM, once the workers are stopped.
     """
     ctx = mp.get_context("fork")  # the bound socket is inherited; nothing was computed yet
     ready = ctx.Queue()
 
     def child(k: int) -> None:
+        # the parent's handler is inherited by fork: a worker stopped while it loads its
+        # models just ends (uvicorn installs its own handler once it serves)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         try:
             app = make_app()
         except Exception as e:  # any failure: the parent says which worker failed
@@ -240,9 +255,13 @@ def run_workers(
         _run(app, sock)
 
     procs = [ctx.Process(target=child, args=(k,), daemon=False) for k in range(opts.workers)]
-    for p in procs:
-        p.start()
+    # before the first fork, so that no SIGTERM finds the parent without it (Python takes
+    # signals in the main thread only; called from another, SIGTERM is left as it is)
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm) if main else None
     try:
+        for p in procs:
+            p.start()
         for _ in procs:
             k, err = ready.get()
             if err is not None:
@@ -251,7 +270,26 @@ def run_workers(
         for p in procs:
             p.join()
     finally:
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
-                p.join(10)
+        if main:  # a second SIGTERM while the workers stop must not cut this short
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            _stop_workers(procs)
+        finally:
+            if main:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _stop_workers(procs: list[Any], grace_s: float = 10.0) -> None:
+    """SIGTERM every live worker at once, wait up to ``grace_s`` seconds for them all,
+    then SIGKILL and reap what is left."""
+    started = [p for p in procs if p.pid is not None]
+    for p in started:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + grace_s
+    for p in started:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in started:
+        if p.is_alive():
+            p.kill()
+            p.join()
