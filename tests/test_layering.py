@@ -192,7 +192,7 @@ def test_every_module_is_small():
 
 # nmt/commands/ holds one composition root per verb, each named after its verb; what two
 # verbs share, and a verb's helpers, belong to a library layer below (issue 51)
-VERBS = {"train", "evaluate", "translate", "select", "heads", "bench", "study", "export"}
+VERBS = {"train", "evaluate", "translate", "average", "select", "heads", "bench", "study", "export"}
 COMMANDS_MAX_LINES = 1800
 
 

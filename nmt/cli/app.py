@@ -10,7 +10,6 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
-import sys
 from pathlib import Path
 
 import typer
@@ -28,8 +27,6 @@ from nmt.cli.common import (
 )
 from nmt.cli.common import length_penalty as _length_penalty
 from nmt.config.load import ignored_overrides, load_config
-from nmt.model.checkpoint import CheckpointError
-from nmt.ops.files import same_file
 
 
 @app.command()
@@ -167,46 +164,17 @@ def translate(
     precision: str | None = PRECISION_OPTION,
 ) -> None:
     """Translate interactively (terminal) or as a filter (one line out per line in)."""
-    from nmt.commands.translate import run_filter, run_interactive
-    from nmt.inference.translator import Translator
+    from nmt.commands.translate import translate as run_translate
 
-    # `-` is standard input / output, as for other filters
-    input = None if input is not None and str(input) == "-" else input
-    output = None if output is not None and str(output) == "-" else output
     try:
-        # the filter writes as it goes, and a heatmap replaces its file: neither may be a
-        # file that is read (or, for --plot, the --output)
-        read_ckpts = tuple(("checkpoint", c) for c in checkpoints)
-        for name, written, read in (
-            ("--output", output, (("--input", input), *read_ckpts)),
-            ("--plot", plot, (("--input", input), *read_ckpts, ("--output", output))),
-        ):
-            for option, path in read:
-                if written is not None and path is not None and same_file(written, path):
-                    raise ValueError(
-                        f"{name} {written}: is the same file as the {option}; "
-                        "it would be overwritten"
-                    )
-        if plot is not None:
-            # checked before any translating: a heatmap that cannot be written loses the work
-            if plot.is_dir() or not plot.parent.is_dir():
-                raise ValueError(
-                    f"--plot {plot}: "
-                    + (
-                        "is a directory"
-                        if plot.is_dir()
-                        else f"folder {plot.parent} does not exist"
-                    )
-                )
-            from nmt.evaluation.plots import image_format
-
-            try:
-                image_format(plot)
-            except ValueError as e:
-                raise ValueError(f"--plot {e}") from None
-        translator = Translator.from_paths(
+        code = run_translate(
             checkpoints,
-            device,
+            # `-` is standard input / output, as for other filters
+            input_path=None if input is not None and str(input) == "-" else input,
+            output_path=None if output is not None and str(output) == "-" else output,
+            show_attention=attention,
+            plot=plot,
+            device=device,
             beam_size=beam,
             alpha=alpha,
             length_penalty=_length_penalty(length_penalty),
@@ -217,21 +185,8 @@ def translate(
         )
     except USER_ERRORS as e:
         fail(e)
-    if input is None and output is None and sys.stdin.isatty():
-        code = run_interactive(translator, show_attention=attention, plot=plot)
-        if code:
-            raise typer.Exit(code)
-        return
-    try:
-        run_filter(
-            translator, input_path=input, output_path=output, show_attention=attention, plot=plot
-        )
-    except BrokenPipeError:
-        # the reader stopped (e.g. `| head`): stop quietly, as other filters do
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise typer.Exit(141) from None
-    except USER_ERRORS as e:
-        fail(e)
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command()
@@ -245,30 +200,10 @@ def average(
     last: int | None = typer.Option(None, min=1, help="Use only the last N checkpoints."),
 ) -> None:
     """Average the weights of the last N checkpoints of a run into one checkpoint."""
-    from nmt.model.average import average_checkpoints, check_output
-    from nmt.model.checkpoint import save_atomic
+    from nmt.commands.average import average as run_average
 
-    paths: list[Path] = []
-    for p in inputs:
-        paths += sorted(p.glob("step_*.pt")) if p.is_dir() else [p]
-    if last is not None:
-        if len(paths) < last:
-            fail(
-                CheckpointError(
-                    f"--last {last}: only {len(paths)} checkpoint(s) found in "
-                    f"{', '.join(map(str, inputs))} (a run keeps step_*.pt "
-                    "checkpoints when trained with train.keep_checkpoints=N)"
-                )
-            )
-        paths = paths[-last:]
     try:
-        if not paths:
-            raise CheckpointError(
-                f"no step_*.pt checkpoints in {', '.join(map(str, inputs))} "
-                "(train with train.keep_checkpoints=N)"
-            )
-        check_output(paths, output)
-        save_atomic(average_checkpoints(paths), output)
+        paths = run_average(inputs, output, last)
     except USER_ERRORS as e:
         fail(e)
     typer.echo(

@@ -1,9 +1,11 @@
-"""``nmt translate`` front ends: an interactive prompt on a terminal, a line filter otherwise.
+"""``nmt translate``: the paths checked, the checkpoints loaded once into a Translator,
+then an interactive prompt on a terminal or a line filter otherwise (:func:`translate`).
 Always one output line per input line, in order."""
 
 from __future__ import annotations
 
 import io
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,7 @@ from nmt.inference.translate import (
     unknown_lines_warning,
 )
 from nmt.inference.translator import Translator
+from nmt.ops.files import same_file
 
 
 def _attention_lines(tr: Translation) -> list[str]:
@@ -270,3 +273,84 @@ def run_filter(
     ):
         if warning:
             print(warning, file=sys.stderr)
+
+
+def _check_written(
+    checkpoints: list[Path], input_path: Path | None, output_path: Path | None, plot: Path | None
+) -> None:
+    """Refuse, before anything is loaded, an ``--output`` or ``--plot`` that would overwrite
+    a file that is read (or, for ``--plot``, the ``--output``), and a ``--plot`` that cannot
+    be written: the filter writes as it goes, and a heatmap replaces its file.
+
+    Raises:
+        ValueError: naming the option, its path and why.
+    """
+    read_ckpts = tuple(("checkpoint", c) for c in checkpoints)
+    for name, written, read in (
+        ("--output", output_path, (("--input", input_path), *read_ckpts)),
+        ("--plot", plot, (("--input", input_path), *read_ckpts, ("--output", output_path))),
+    ):
+        for option, path in read:
+            if written is not None and path is not None and same_file(written, path):
+                raise ValueError(
+                    f"{name} {written}: is the same file as the {option}; it would be overwritten"
+                )
+    if plot is None:
+        return
+    # checked before any translating: a heatmap that cannot be written loses the work
+    if plot.is_dir() or not plot.parent.is_dir():
+        what = "is a directory" if plot.is_dir() else f"folder {plot.parent} does not exist"
+        raise ValueError(f"--plot {plot}: {what}")
+    from nmt.evaluation.plots import image_format  # matplotlib only when a plot is asked for
+
+    try:
+        image_format(plot)
+    except ValueError as e:
+        raise ValueError(f"--plot {e}") from None
+
+
+def translate(
+    checkpoints: list[Path],
+    *,
+    input_path: Path | None = None,
+    output_path: Path | None = None,
+    show_attention: bool = False,
+    plot: Path | None = None,
+    device: str = "auto",
+    **search: Any,
+) -> int:
+    """``nmt translate``: check the paths, load ``checkpoints`` (several: one ensemble) on
+    ``device`` once, with ``search`` (:meth:`Translator.from_paths`: beam_size, alpha,
+    length_penalty, n_best, precision, batch_size, workers; None keeps the checkpoint's),
+    then prompt (:func:`run_interactive`) when stdin is a terminal and neither
+    ``input_path`` nor ``output_path`` is given, else filter (:func:`run_filter`; None is
+    stdin, stdout).
+
+    Returns:
+        the exit status: 0; 130 after Ctrl-C at the prompt; 141 when the reader of stdout
+        stopped (``| head``), stdout then pointed at /dev/null so the exit stays quiet.
+
+    Raises:
+        ValueError: an ``--output`` or ``--plot`` that would overwrite a file read, or a
+            ``--plot`` that cannot be written (:func:`_check_written`); as
+            :func:`run_filter`.
+        nmt.model.checkpoint.CheckpointError, nmt.ops.device.DeviceError,
+        nmt.ops.precision.PrecisionError: as :meth:`Translator.from_paths`.
+    """
+    _check_written(checkpoints, input_path, output_path, plot)
+    translator = Translator.from_paths(checkpoints, device, **search)
+    if input_path is None and output_path is None and sys.stdin.isatty():
+        return run_interactive(translator, show_attention=show_attention, plot=plot)
+    try:
+        run_filter(
+            translator,
+            input_path=input_path,
+            output_path=output_path,
+            show_attention=show_attention,
+            plot=plot,
+        )
+    except BrokenPipeError:
+        # the reader stopped (e.g. `| head`): stop quietly, as other filters do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    return 0
