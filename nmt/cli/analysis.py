@@ -216,8 +216,7 @@ def select(
     """Choose checkpoint and length penalty on val, then score the test splits. With
     several runs, choose each, then the ensemble's length penalty, and score it too."""
     from nmt.analysis.selection import SelectOptions, parse_alphas
-    from nmt.commands.select import select as run_select
-    from nmt.commands.select import select_ensemble
+    from nmt.commands.select import select_runs
 
     try:
         opts = SelectOptions(
@@ -238,12 +237,7 @@ def select(
                     else f"folder {json_out.parent} does not exist"
                 )
             )
-        log = lambda m: typer.echo(m, err=True)  # noqa: E731
-        summary = (
-            run_select(runs[0], opts, log=log)
-            if len(runs) == 1
-            else select_ensemble(runs, opts, log=log)
-        )
+        summary = select_runs(runs, opts, log=lambda m: typer.echo(m, err=True))
     except USER_ERRORS as e:
         fail(e)
     if len(runs) == 1:

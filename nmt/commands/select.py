@@ -199,3 +199,12 @@ def select_ensemble(
             "test": score_tests(ckpts, opts, chosen["alpha"], ensemble=True),
         },
     }
+
+
+def select_runs(
+    runs: list[Path], opts: SelectOptions = DEFAULTS, log: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """``nmt select RUN...``: :func:`select` of one run, :func:`select_ensemble` of several."""
+    if len(runs) == 1:
+        return select(runs[0], opts, log)
+    return select_ensemble(runs, opts, log)
