@@ -15,11 +15,13 @@ from __future__ import annotations
 import torch
 
 from nmt.data.vocab import BOS, EOS
+from nmt.ops.int8 import int8_enabled, int8_products
 
 
 def autocast_on(device: torch.device) -> bool:
-    """Whether autocast (bf16/fp16 matrix products) is active for ``device``'s type here."""
-    return torch.is_autocast_enabled(device.type)
+    """Whether autocast (bf16/fp16 matrix products) is active for ``device``'s type here,
+    or int8 products (:func:`nmt.ops.int8.int8_products`): both round with the batch."""
+    return torch.is_autocast_enabled(device.type) or int8_enabled()
 
 
 @torch.inference_mode()
@@ -51,7 +53,7 @@ def fp32_log_probs(
         if seq:
             target[i, : len(seq)] = torch.tensor(seq, dtype=torch.long, device=dev)
     rows = torch.tensor(sentence, dtype=torch.long, device=dev)
-    with torch.autocast(dev.type, enabled=False):
+    with torch.autocast(dev.type, enabled=False), int8_products(False):
         mem, state = model.encode(src, src_len)
         mem, state = mem.index_select(rows), state.index_select(rows)
         prev = torch.full((len(tokens),), BOS, dtype=torch.long, device=dev)

@@ -241,6 +241,10 @@ class Decoder(nn.Module):
         """
         y = self.dropout(self.embed(prev))
         bias = cast(nn.GRUCell, self.cells[0]).bias_ih
+        if weights.int8 is not None:  # an int8 search step
+            gates = weights.addmm("emb", bias, y)
+            out_y = None if weights.pre_emb is None else weights.addmm("pre_emb", None, y)
+            return y, gates, out_y
         if y.dim() == 2:  # one search or decoding step
             gates = step_addmm(bias, y, weights.emb)
         else:
