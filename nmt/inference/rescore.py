@@ -15,13 +15,13 @@ from __future__ import annotations
 import torch
 
 from nmt.data.vocab import BOS, EOS
-from nmt.ops.int8 import int8_enabled, int8_products
+from nmt.ops.int8 import int8_products
 
 
 def autocast_on(device: torch.device) -> bool:
-    """Whether autocast (bf16/fp16 matrix products) is active for ``device``'s type here,
-    or int8 products (:func:`nmt.ops.int8.int8_products`): both round with the batch."""
-    return torch.is_autocast_enabled(device.type) or int8_enabled()
+    """Whether autocast (bf16/fp16 matrix products) is active for ``device``'s type here.
+    (An int8 search's products do not depend on the batch: nmt/ops/int8.py.)"""
+    return torch.is_autocast_enabled(device.type)
 
 
 @torch.inference_mode()

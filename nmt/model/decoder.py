@@ -241,7 +241,7 @@ class Decoder(nn.Module):
         """
         y = self.dropout(self.embed(prev))
         bias = cast(nn.GRUCell, self.cells[0]).bias_ih
-        if weights.int8 is not None:  # an int8 search step
+        if weights.int8 is not None and y.dim() == 2:  # an int8 search step
             gates = weights.addmm("emb", bias, y)
             out_y = None if weights.pre_emb is None else weights.addmm("pre_emb", None, y)
             return y, gates, out_y
@@ -274,6 +274,30 @@ class Decoder(nn.Module):
             c(W[:, -E:]) if bahdanau else None,
             None if generator is None else c(generator),
         )
+
+    def int8_bounds(self, memory_bound: float) -> dict[str, float]:
+        """For an int8 search: the step weights (:class:`StepWeights` field names) that
+        may run in int8, each with the largest magnitude its inputs can have (the grid of
+        :class:`nmt.ops.int8.Int8Weight`); the others stay fp32.
+
+        The GRU states (hh, cgru's cond_hh) and the tanh of the pre-output (the
+        generator's input) and of input feeding (luong's feed) lie in [-1, 1]; an
+        embedding row (emb, pre_emb) within the table's largest magnitude. The context
+        (bahdanau's and cgru's feed, and pre) is a convex combination of memory rows, or
+        the fixed tanh vector, within ``memory_bound`` (the encoder's: 1 for GRU outputs,
+        more with residual layers); multihead's context is a learned projection with no
+        such bound, so its products stay fp32. Raises nothing.
+        """
+        e = float(self.embed.weight.detach().abs().max())
+        bounds = {"emb": e, "pre_emb": e, "hh": 1.0, "cond_hh": 1.0, "generator": 1.0}
+        context = None if self.attention_type == "multihead" else max(memory_bound, 1.0)
+        if context is not None:
+            bounds["pre"] = context
+        if self.step_order == "luong":
+            bounds["feed"] = 1.0
+        elif context is not None:
+            bounds["feed"] = context
+        return bounds
 
     def _rnn(
         self, y_gates: torch.Tensor, feed: torch.Tensor, hidden: torch.Tensor, weights: StepWeights

@@ -29,7 +29,7 @@ from nmt.ops.topk import top_k
 # beam search ranks the 2K + 1 best pieces of each beam (11 for beam 5)
 EXACT_TOP = 16
 
-# per model: (its parameters' addresses and versions, its step weights with int8 copies);
+# per model: (its parameters' addresses and versions, its step weights' int8 copies);
 # weak, so that a freed model frees its packed weights (Seq2Seq._int8_weights)
 _INT8_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -54,16 +54,19 @@ class Seq2Seq(nn.Module):
         return mem, state
 
     def _int8_weights(self, weights: StepWeights) -> StepWeights:
-        """``weights`` with their int8 copies (:meth:`StepWeights.with_int8`), packed once
-        per model and parameter values: kept in :data:`_INT8_CACHE` until a parameter
-        changes (its version counter moves, as an optimizer step or load_state_dict
-        moves it) or the model is freed."""
+        """``weights`` with int8 copies of those :meth:`Decoder.int8_bounds` allows
+        (:meth:`StepWeights.with_int8`), packed once per model and parameter values: kept
+        in ``_INT8_CACHE`` until a parameter changes (its version counter moves, as an
+        optimizer step or load_state_dict moves it) or the model is freed."""
         key = tuple((p.data_ptr(), p._version) for p in self.parameters())
         hit = _INT8_CACHE.get(self)
         if hit is not None and hit[0] == key:
-            return dataclasses.replace(weights, int8=hit[1].int8)
-        packed = weights.with_int8()
-        _INT8_CACHE[self] = (key, packed)
+            return dataclasses.replace(weights, int8=hit[1])
+        # GRU outputs lie in [-1, 1]; residual layers add each layer's input to its output
+        layers = self.encoder.layers
+        memory_bound = 1.0 if layers is None else float(len(layers))
+        packed = weights.with_int8(self.decoder.int8_bounds(memory_bound))
+        _INT8_CACHE[self] = (key, packed.int8)
         return packed
 
     @overload
