@@ -11,8 +11,8 @@ from test_search_invariance import ORDER, _decode
 from nmt.config.load import from_dict
 from nmt.config.schema import ATTENTION_TYPES, ConfigError
 from nmt.inference.search import beam_search, greedy
-from nmt.inference.translator import translate_lines
 from nmt.inference.translate import Decoding
+from nmt.inference.translator import translate_lines
 from nmt.ops.int8 import Int8Weight, int8_enabled
 from nmt.ops.precision import PrecisionError, autocast, autocast_dtype, search_dtype
 

@@ -23,7 +23,7 @@ is computed once from the encoder's final states and given to every step unchang
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -394,11 +394,9 @@ class Decoder(nn.Module):
             return state, mem
         inputs = [state.hidden, mem.memory] + ([] if state.feed is None else [state.feed])
         detached, pending, outs = defer_weight_grads(live, inputs)
-        weights = replace(
-            w,
-            **dict(zip(names, detached, strict=True)),
-            pending=dict(zip(names, pending, strict=True)),
-        )
+        # Any: mypy matches ** against every field of replace, int8 among them
+        swapped: dict[str, Any] = dict(zip(names, detached, strict=True))
+        weights = replace(w, **swapped, pending=dict(zip(names, pending, strict=True)))
         feed = None if state.feed is None else outs[2]
         return (
             DecoderState(outs[0], feed, state.t),

@@ -19,9 +19,9 @@ from nmt.model.cgru import CGRUDecoder
 from nmt.model.decoder import Decoder, DecoderState, Memory
 from nmt.model.encoder import Encoder
 from nmt.model.loss import summed_cross_entropy
+from nmt.ops.int8 import int8_enabled
 from nmt.ops.precision import HALF_DTYPES
 from nmt.ops.shapes import pad_rows, rounded_rows, stable_rows_wanted
-from nmt.ops.int8 import int8_enabled
 from nmt.ops.step_matmul import StepWeights, step_addmm
 from nmt.ops.topk import top_k
 
