@@ -66,7 +66,9 @@ def test_int8_product_of_a_row_does_not_depend_on_the_batch():
     assert torch.equal(q.addmm(None, x[[3, 0]] * torch.tensor([[1.0], [0.01]]))[0], both[3])
 
 
-@pytest.mark.parametrize(("attention", "order"), [("additive", "bahdanau"), ("dot", "luong")])
+@pytest.mark.parametrize(
+    ("attention", "order"), [("additive", "bahdanau"), ("dot", "luong"), ("multihead", "cgru")]
+)
 def test_int8_search_agrees_with_fp32_on_most_sentences(toy_vocabs, attention, order):
     model = _trained(toy_vocabs, attention, order)
     batch = _batch(*toy_vocabs)
