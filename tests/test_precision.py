@@ -262,8 +262,8 @@ def test_search_precision_is_resolved_and_checked_naming_the_option():
     )
     with pytest.raises(PrecisionError, match="--precision: fp16 needs a CUDA device"):
         Decoding(precision="fp16").on(CPU, "--precision")
-    with pytest.raises(PrecisionError, match="search.precision: unknown precision 'int8'"):
-        Decoding(precision=cast(Any, "int8")).on(CPU)  # not a Precision: the check under test
+    with pytest.raises(PrecisionError, match="search.precision: unknown precision 'int4'"):
+        Decoding(precision=cast(Any, "int4")).on(CPU)  # not a Precision: the check under test
 
 
 def test_bf16_search_keeps_beam_1_equal_to_greedy(toy_vocabs):

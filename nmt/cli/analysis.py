@@ -120,7 +120,7 @@ def bench(
     ),
     decode_precision: str | None = typer.Option(
         None,
-        help="Search precision of the decoding runs: auto, fp32, bf16 or fp16 "
+        help="Search precision of the decoding runs: auto, fp32, bf16, fp16 or int8 "
         "(default: the checkpoint's search.precision).",
     ),
     workers: int | None = WORKERS_OPTION,

@@ -69,7 +69,7 @@ WORKERS_OPTION = typer.Option(
 DEVICE_OPTION = typer.Option("auto", help="auto (CUDA when present) | cpu | cuda | cuda:N.")
 PRECISION_OPTION = typer.Option(
     None,
-    help="Search precision: fp32, bf16, fp16 (CUDA) or "
+    help="Search precision: fp32, bf16, fp16 (CUDA), int8 (CPU) or "
     "auto (fp32 on a CPU, bf16 on a CUDA device that has it); the matrix products "
     "only, scores stay fp32. Default: the checkpoint's "
     "search.precision.",

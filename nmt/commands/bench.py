@@ -31,7 +31,7 @@ from nmt.model.footprint import check_fits
 from nmt.model.seq2seq import build_model, count_parameters
 from nmt.ops.device import pick_device
 from nmt.ops.machine import PEAK_SHAPE, machine_info, matmul_peak_gflop_s
-from nmt.ops.precision import autocast_dtype
+from nmt.ops.precision import autocast_dtype, search_dtype
 
 
 def load_subject(opts: BenchOptions, log: Callable[[str], None]) -> Subject:
@@ -81,7 +81,7 @@ def run_bench(opts: BenchOptions, log: Callable[[str], None] = lambda _msg: None
     if opts.precision is not None:
         autocast_dtype(opts.precision, device, "--precision")  # refused before any work
     if opts.decode_precision is not None:
-        autocast_dtype(opts.decode_precision, device, "--decode-precision")
+        search_dtype(opts.decode_precision, device, "--decode-precision")
     subject = load_subject(opts, log)
     threads = opts.threads or subject.cfg.train.threads
     if threads:

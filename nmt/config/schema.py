@@ -22,12 +22,15 @@ StepOrder = Literal["bahdanau", "luong", "cgru"]
 LengthPenalty = Literal["gnmt", "average", "none"]
 ComputePrecision = Literal["fp32", "bf16", "fp16"]  # what "auto" resolves to
 Precision = Literal["auto", ComputePrecision]
+# search alone may also take its step products in int8 (CPU; nmt/ops/int8.py)
+SearchPrecision = Literal[Precision, "int8"]
 
 ATTENTION_TYPES: tuple[str, ...] = get_args(AttentionKind)
 SCORE_KINDS: tuple[str, ...] = get_args(ScoreKind)
 LOCAL_KINDS: tuple[str, ...] = get_args(LocalKind)
 LENGTH_PENALTIES: tuple[str, ...] = get_args(LengthPenalty)
 PRECISIONS: tuple[str, ...] = get_args(Precision)
+SEARCH_PRECISIONS: tuple[str, ...] = get_args(SearchPrecision)
 COMPUTE_PRECISIONS: tuple[str, ...] = get_args(ComputePrecision)
 
 
@@ -161,8 +164,9 @@ class SearchConfig:
     alpha: float = 0.6  # GNMT length penalty strength
     valid_beam_size: int = 1  # validation BLEU during training (greedy is fastest)
     # matrix products of search steps: auto (bf16 where the device computes it natively),
-    # fp32, bf16, or fp16 (CUDA); the search's scores stay fp32 (nmt.model.seq2seq.Seq2Seq.step)
-    precision: Precision = "auto"
+    # fp32, bf16, fp16 (CUDA), or int8 (CPU: fbgemm's dynamically quantized products,
+    # nmt/ops/int8.py); the search's scores stay fp32 (nmt.model.seq2seq.Seq2Seq.step)
+    precision: SearchPrecision = "auto"
 
 
 @dataclass(frozen=True)

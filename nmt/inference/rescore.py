@@ -15,10 +15,12 @@ from __future__ import annotations
 import torch
 
 from nmt.data.vocab import BOS, EOS
+from nmt.ops.int8 import int8_products
 
 
 def autocast_on(device: torch.device) -> bool:
-    """Whether autocast (bf16/fp16 matrix products) is active for ``device``'s type here."""
+    """Whether autocast (bf16/fp16 matrix products) is active for ``device``'s type here.
+    (An int8 search's products do not depend on the batch: nmt/ops/int8.py.)"""
     return torch.is_autocast_enabled(device.type)
 
 
@@ -51,7 +53,7 @@ def fp32_log_probs(
         if seq:
             target[i, : len(seq)] = torch.tensor(seq, dtype=torch.long, device=dev)
     rows = torch.tensor(sentence, dtype=torch.long, device=dev)
-    with torch.autocast(dev.type, enabled=False):
+    with torch.autocast(dev.type, enabled=False), int8_products(False):
         mem, state = model.encode(src, src_len)
         mem, state = mem.index_select(rows), state.index_select(rows)
         prev = torch.full((len(tokens),), BOS, dtype=torch.long, device=dev)

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from nmt.config.schema import LengthPenalty, Precision, SearchConfig, TrainConfig
+from nmt.config.schema import LengthPenalty, SearchConfig, SearchPrecision, TrainConfig
 from nmt.ops.precision import autocast, precision_name, search_dtype
 
 # sources longer than this many pieces are cut (and every command warns which lines)
@@ -66,9 +66,9 @@ class Decoding:
     alpha: float = _SEARCH.alpha
     max_ratio: float = _TRAIN.max_output_ratio
     n_best: int = 1  # hypotheses kept per sentence (<= beam_size)
-    # matrix products of the search steps: fp32, bf16, fp16 (CUDA) or auto (bf16 where the
-    # device computes it natively); see nmt.model.seq2seq.Seq2Seq.step
-    precision: Precision = _SEARCH.precision
+    # matrix products of the search steps: fp32, bf16, fp16 (CUDA), int8 (CPU) or auto
+    # (bf16 where the device computes it natively); see nmt.model.seq2seq.Seq2Seq.step
+    precision: SearchPrecision = _SEARCH.precision
 
     @classmethod
     def from_config(cls, cfg: Any, **given: Any) -> Decoding:

@@ -23,7 +23,7 @@ is computed once from the encoder's final states and given to every step unchang
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -181,6 +181,10 @@ class Decoder(nn.Module):
         """
         y = self.dropout(self.embed(prev))
         bias = cast(nn.GRUCell, self.cells[0]).bias_ih
+        if weights.int8 is not None and y.dim() == 2:  # an int8 search step
+            gates = weights.addmm("emb", bias, y)
+            out_y = None if weights.pre_emb is None else weights.addmm("pre_emb", None, y)
+            return y, gates, out_y
         if y.dim() == 2:  # one search or decoding step
             gates = step_addmm(bias, y, weights.emb)
         else:
@@ -210,6 +214,30 @@ class Decoder(nn.Module):
             c(W[:, -E:]) if bahdanau else None,
             None if generator is None else c(generator),
         )
+
+    def int8_bounds(self, memory_bound: float) -> dict[str, float]:
+        """For an int8 search: the step weights (:class:`StepWeights` field names) that
+        may run in int8, each with the largest magnitude its inputs can have (the grid of
+        :class:`nmt.ops.int8.Int8Weight`); the others stay fp32.
+
+        The GRU states (hh, cgru's cond_hh) and the tanh of the pre-output (the
+        generator's input) and of input feeding (luong's feed) lie in [-1, 1]; an
+        embedding row (emb, pre_emb) within the table's largest magnitude. The context
+        (bahdanau's and cgru's feed, and pre) is a convex combination of memory rows, or
+        the fixed tanh vector, within ``memory_bound`` (the encoder's: 1 for GRU outputs,
+        more with residual layers); multihead's context is a learned projection with no
+        such bound, so its products stay fp32. Raises nothing.
+        """
+        e = float(self.embed.weight.detach().abs().max())
+        bounds = {"emb": e, "pre_emb": e, "hh": 1.0, "cond_hh": 1.0, "generator": 1.0}
+        context = None if self.attention_type == "multihead" else max(memory_bound, 1.0)
+        if context is not None:
+            bounds["pre"] = context
+        if self.step_order == "luong":
+            bounds["feed"] = 1.0
+        elif context is not None:
+            bounds["feed"] = context
+        return bounds
 
     def _rnn(
         self, y_gates: torch.Tensor, feed: torch.Tensor, hidden: torch.Tensor, weights: StepWeights
@@ -306,11 +334,9 @@ class Decoder(nn.Module):
             return state, mem
         inputs = [state.hidden, mem.memory] + ([] if state.feed is None else [state.feed])
         detached, pending, outs = defer_weight_grads(live, inputs)
-        weights = replace(
-            w,
-            **dict(zip(names, detached, strict=True)),
-            pending=dict(zip(names, pending, strict=True)),
-        )
+        # Any: mypy matches ** against every field of replace, int8 among them
+        swapped: dict[str, Any] = dict(zip(names, detached, strict=True))
+        weights = replace(w, **swapped, pending=dict(zip(names, pending, strict=True)))
         feed = None if state.feed is None else outs[2]
         return (
             DecoderState(outs[0], feed, state.t),

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import weakref
 from typing import Literal, cast, overload
 
 import torch
@@ -18,14 +20,19 @@ from nmt.model.decoder import Decoder
 from nmt.model.decoder_state import DecoderState, Memory
 from nmt.model.encoder import Encoder
 from nmt.model.loss import summed_cross_entropy
+from nmt.ops.int8 import int8_enabled
 from nmt.ops.precision import HALF_DTYPES
 from nmt.ops.shapes import pad_rows, rounded_rows, stable_rows_wanted
-from nmt.ops.step_matmul import step_addmm
+from nmt.ops.step_matmul import StepWeights, step_addmm
 from nmt.ops.topk import top_k
 
 # reduced-precision search steps recompute this many log-probabilities per row in fp32;
 # beam search ranks the 2K + 1 best pieces of each beam (11 for beam 5)
 EXACT_TOP = 16
+
+# per model: (its parameters' addresses and versions, its step weights' int8 copies);
+# weak, so that a freed model frees its packed weights (Seq2Seq._int8_weights)
+_INT8_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class Seq2Seq(nn.Module):
@@ -42,7 +49,26 @@ class Seq2Seq(nn.Module):
     def encode(self, src: torch.Tensor, src_len: torch.Tensor) -> tuple[Memory, DecoderState]:
         """For search: (B, S) source ids and (B,) lengths -> decoder memory (with the
         output layer's weight among its step weights) and initial state."""
-        return self.decoder.start(self.encoder(src, src_len), self.generator.weight)
+        mem, state = self.decoder.start(self.encoder(src, src_len), self.generator.weight)
+        if int8_enabled():  # search.precision: int8 (nmt/ops/int8.py)
+            mem = dataclasses.replace(mem, weights=self._int8_weights(mem.weights))
+        return mem, state
+
+    def _int8_weights(self, weights: StepWeights) -> StepWeights:
+        """``weights`` with int8 copies of those :meth:`Decoder.int8_bounds` allows
+        (:meth:`StepWeights.with_int8`), packed once per model and parameter values: kept
+        in ``_INT8_CACHE`` until a parameter changes (its version counter moves, as an
+        optimizer step or load_state_dict moves it) or the model is freed."""
+        key = tuple((p.data_ptr(), p._version) for p in self.parameters())
+        hit = _INT8_CACHE.get(self)
+        if hit is not None and hit[0] == key:
+            return dataclasses.replace(weights, int8=hit[1])
+        # GRU outputs lie in [-1, 1]; residual layers add each layer's input to its output
+        layers = self.encoder.layers
+        memory_bound = 1.0 if layers is None else float(len(layers))
+        packed = weights.with_int8(self.decoder.int8_bounds(memory_bound))
+        _INT8_CACHE[self] = (key, packed.int8)
+        return packed
 
     @overload
     def step(
@@ -70,15 +96,22 @@ class Seq2Seq(nn.Module):
         Under bf16/fp16 autocast (``search.precision``) the matrix products run in the
         lower precision, and the log-probabilities of each row's ``EXACT_TOP`` most
         probable pieces, the ones a search can pick, are recomputed from fp32 logits
-        (:meth:`exact_top_log_probs`).
+        (:meth:`exact_top_log_probs`). In an int8 search (``search.precision: int8``,
+        :meth:`encode` under :func:`nmt.ops.int8.int8_products`) the step weights' products
+        run in int8 and the same recomputation applies.
         """
         out = self.decoder.step(prev, state, mem)
-        # Seq2Seq.start passes the generator's weight for search steps
-        logits = self.step_logits(out.pre_output, cast(torch.Tensor, mem.weights.generator))
-        if logits.dtype not in HALF_DTYPES:  # fp32, or fp64 for a float64 model
-            logp = F.log_softmax(logits, dim=-1)
-        else:
+        w = mem.weights
+        if w.int8 is not None:  # int8 logits find the candidates; fp32 ranks them
+            logits = w.addmm("generator", self.generator.bias, out.pre_output)
             logp = self.exact_top_log_probs(logits, out.pre_output)
+        else:
+            # Seq2Seq.start passes the generator's weight for search steps
+            logits = self.step_logits(out.pre_output, cast(torch.Tensor, w.generator))
+            if logits.dtype not in HALF_DTYPES:  # fp32, or fp64 for a float64 model
+                logp = F.log_softmax(logits, dim=-1)
+            else:
+                logp = self.exact_top_log_probs(logits, out.pre_output)
         if with_heads:
             return logp, out.state, out.attention, out.heads
         return logp, out.state, out.attention

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import torch
 
-from nmt.config.schema import PRECISIONS, ComputePrecision
+from nmt.config.schema import PRECISIONS, SEARCH_PRECISIONS, ComputePrecision, SearchPrecision
+from nmt.ops.int8 import check_int8_device, int8_products
 
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # x86 AVX-512/AMX; Arm "bf16"
 
@@ -84,27 +85,43 @@ def search_dtype(
     for the 12M reference model on an AVX-512 EPYC (results/speed/2026-12-01-e/). ``bf16``
     stays available where a user measures it faster (``nmt bench --decode-precision``).
 
+    ``int8`` (CPU only) gives ``torch.qint8``: not an autocast dtype but the marker that
+    :func:`autocast` turns into :func:`nmt.ops.int8.int8_products`.
+
     Raises:
-        PrecisionError: as :func:`autocast_dtype`; the message names ``option``.
+        PrecisionError: as :func:`autocast_dtype`, or int8 on a device other than a CPU;
+            the message names ``option``.
     """
+    if precision not in SEARCH_PRECISIONS:
+        raise PrecisionError(
+            f"{option}: unknown precision {precision!r}; "
+            f"expected one of {', '.join(SEARCH_PRECISIONS)}"
+        )
+    if precision == "int8":
+        check_int8_device(device, option)
+        return torch.qint8
     if precision == "auto" and device.type != "cuda":
         return None
     return autocast_dtype(precision, device, option)
 
 
-def precision_name(dtype: torch.dtype | None) -> ComputePrecision:
-    """``fp32``, ``bf16`` or ``fp16`` for an :func:`autocast_dtype` result (None is fp32).
-    Raises KeyError for any other dtype."""
-    names: dict[torch.dtype | None, ComputePrecision] = {
+def precision_name(dtype: torch.dtype | None) -> SearchPrecision:
+    """``fp32``, ``bf16``, ``fp16`` or ``int8`` for an :func:`autocast_dtype` or
+    :func:`search_dtype` result (None is fp32). Raises KeyError for any other dtype."""
+    names: dict[torch.dtype | None, ComputePrecision | SearchPrecision] = {
         None: "fp32",
         torch.bfloat16: "bf16",
         torch.float16: "fp16",
+        torch.qint8: "int8",
     }
     return names[dtype]
 
 
 def autocast(device: torch.device, dtype: torch.dtype | None):
-    """``torch.autocast`` for ``dtype`` on ``device``; a no-op context for fp32 (None)."""
+    """``torch.autocast`` for ``dtype`` on ``device``; a no-op context for fp32 (None);
+    :func:`nmt.ops.int8.int8_products` for ``torch.qint8`` (:func:`search_dtype`'s int8)."""
+    if dtype == torch.qint8:
+        return int8_products()
     return torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
 
 

@@ -8,11 +8,12 @@ autocast casts them once per batch rather than at every step.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import torch
 import torch.nn.functional as F
 
+from nmt.ops.int8 import Int8Weight
 from nmt.ops.precision import cpu_model_and_flags
 from nmt.ops.weight_grads import deferred_linear
 
@@ -77,6 +78,9 @@ class StepWeights:
         pending: in teacher forcing with deferred weight gradients
             (:meth:`Decoder.unroll`), the pending lists of feed, hh and pre, whose
             tensors here are then detached; None otherwise.
+        int8: in an int8 search (``search.precision: int8``), the weights above whose
+            inputs are bounded as :class:`nmt.ops.int8.Int8Weight` by field name, which
+            :meth:`addmm` then multiplies by instead (:meth:`with_int8`); None otherwise.
     """
 
     emb: torch.Tensor
@@ -86,12 +90,29 @@ class StepWeights:
     pre_emb: torch.Tensor | None
     generator: torch.Tensor | None = None
     pending: dict[str, list] | None = None
+    int8: dict[str, Int8Weight] | None = None
 
     def addmm(self, name: str, base: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
-        """``base + x @ W^T`` (B, N) for the step weight ``name`` (feed, hh or pre) and
-        the step's rows x (B, K): :func:`step_addmm`, or with the weight's gradient
-        deferred (:func:`nmt.ops.weight_grads.deferred_linear`) when ``pending`` is set."""
+        """``base + x @ W^T`` (B, N) for the step weight ``name`` (a field: feed, hh, pre,
+        ...) and the step's rows x (B, K): :func:`step_addmm`, the weight's int8 product
+        when ``int8`` is set, or with the weight's gradient deferred
+        (:func:`nmt.ops.weight_grads.deferred_linear`) when ``pending`` is set."""
+        if self.int8 is not None and name in self.int8:
+            return self.int8[name].addmm(base, x)
         w = getattr(self, name)
         if self.pending is None:
             return step_addmm(base, x, w)
         return deferred_linear(base, x, w, self.pending[name])
+
+    def with_int8(self, bounds: dict[str, float]) -> StepWeights:
+        """These weights (of this class or a subclass) with :attr:`int8` holding an int8
+        copy of each weight named in ``bounds`` and set, on the input grid of its bound
+        (the largest magnitude its inputs can have: :class:`nmt.ops.int8.Int8Weight`);
+        the others stay fp32. Packing costs about a millisecond per million weights, so
+        callers keep the result (Seq2Seq.encode)."""
+        packed = {
+            f.name: Int8Weight(w, bounds[f.name])
+            for f in fields(self)
+            if f.name in bounds and isinstance(w := getattr(self, f.name), torch.Tensor)
+        }
+        return replace(self, int8=packed)

@@ -24,7 +24,7 @@ import torch
 
 from nmt.config.schema import ComputePrecision
 from nmt.ops.device import pick_device
-from nmt.ops.precision import PRECISIONS
+from nmt.ops.precision import SEARCH_PRECISIONS
 from nmt.serve.batcher import Batching
 from nmt.serve.limits import DEFAULT_QUEUE
 from nmt.serve.registry import Registry, check_specs, load_registry
@@ -85,9 +85,10 @@ def check_options(opts: ServeOptions) -> list[Study]:
         raise ValueError(f"--threads must be >= 1, got {opts.threads}")
     if opts.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {opts.workers}")
-    if opts.precision not in PRECISIONS + ("checkpoint",):
+    if opts.precision not in SEARCH_PRECISIONS + ("checkpoint",):
         raise ValueError(
-            f"--precision {opts.precision!r}: give one of {', '.join(PRECISIONS)} or checkpoint"
+            f"--precision {opts.precision!r}: give one of {', '.join(SEARCH_PRECISIONS)} "
+            "or checkpoint"
         )
     b = opts.batching
     if b.max_batch < 1 or b.wait_ms < 0 or not b.timeout_s > 0 or b.return_wait_ms < 0:

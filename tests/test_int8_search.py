@@ -1,0 +1,127 @@
+"""``search.precision: int8``: fbgemm's dynamically quantized step products (nmt/ops/int8.py)
+on the CPU; the option validates, is refused off the CPU, and searches as fp32 does on
+most sentences of a tiny trained model."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from test_search import _batch, _trained
+from test_search_invariance import ORDER, _decode
+
+from nmt.config.load import from_dict
+from nmt.config.schema import ATTENTION_TYPES, ConfigError
+from nmt.inference.search import beam_search, greedy
+from nmt.inference.translate import Decoding
+from nmt.inference.translator import translate_lines
+from nmt.ops.int8 import Int8Weight, int8_enabled
+from nmt.ops.precision import PrecisionError, autocast, autocast_dtype, search_dtype
+
+from conftest import TOY_PAIRS
+
+CPU = torch.device("cpu")
+
+
+def test_int8_is_a_search_precision_of_the_cpu_only():
+    assert search_dtype("int8", CPU) is torch.qint8
+    with pytest.raises(PrecisionError, match=r"--precision: int8 runs on a CPU only"):
+        search_dtype("int8", torch.device("cuda"), "--precision")
+    with pytest.raises(PrecisionError, match=r"train.precision: unknown precision 'int8'"):
+        autocast_dtype("int8", CPU)  # training has no int8
+    assert from_dict({"search": {"precision": "int8"}}).search.precision == "int8"
+    assert Decoding(precision="int8").on(CPU).precision == "int8"
+    with pytest.raises(ConfigError, match=r"train.precision: 'int8' is not one of"):
+        from_dict({"train": {"precision": "int8"}})
+    with pytest.raises(ConfigError, match=r"search.precision: 'int4' is not one of"):
+        from_dict({"search": {"precision": "int4"}})
+
+
+def test_autocast_of_int8_turns_int8_products_on_for_the_block():
+    assert not int8_enabled()
+    with autocast(CPU, torch.qint8):
+        assert int8_enabled()
+    assert not int8_enabled()
+
+
+def test_int8_weight_product_is_close_to_fp32():
+    torch.manual_seed(0)
+    w, b, x = torch.randn(300, 64) * 0.1, torch.randn(300), torch.rand(7, 64) * 2 - 1
+    w[3] = 0.0  # an all-zero row keeps a usable scale
+    exact = F.linear(x, w, b)
+    got = Int8Weight(w).addmm(b, x)
+    assert got.shape == (7, 300) and got.dtype == torch.float32
+    assert (got - exact).abs().max() < 0.03 * exact.abs().max()
+    assert torch.allclose(Int8Weight(w).addmm(None, x)[:, 3], torch.zeros(7))
+    # inputs up to a larger bound, on a coarser grid
+    assert (Int8Weight(w, 3.0).addmm(b, 3 * x) - F.linear(3 * x, w, b)).abs().max() < 0.1
+
+
+def test_int8_product_of_a_row_does_not_depend_on_the_batch():
+    """The fixed input grid: a row's result alone and among others is bit for bit equal
+    (torch's dynamic quantization takes its grid from the whole batch)."""
+    torch.manual_seed(0)
+    w, x = torch.randn(500, 32), torch.rand(40, 32) * 2 - 1
+    q = Int8Weight(w)
+    both = q.addmm(None, x)
+    assert torch.equal(q.addmm(None, x[3:4]), both[3:4])
+    assert torch.equal(q.addmm(None, x[[3, 0]] * torch.tensor([[1.0], [0.01]]))[0], both[3])
+
+
+@pytest.mark.parametrize(
+    ("attention", "order"), [("additive", "bahdanau"), ("dot", "luong"), ("multihead", "cgru")]
+)
+def test_int8_search_agrees_with_fp32_on_most_sentences(toy_vocabs, attention, order):
+    model = _trained(toy_vocabs, attention, order)
+    batch = _batch(*toy_vocabs)
+    fp32_g = greedy(model, batch.src, batch.src_len)
+    fp32_b = beam_search(model, batch.src, batch.src_len, beam_size=3)
+    with autocast(CPU, torch.qint8):
+        int8_g = greedy(model, batch.src, batch.src_len)
+        int8_b = beam_search(model, batch.src, batch.src_len, beam_size=3)
+    assert not int8_enabled()
+    for fp32, int8 in ((fp32_g, int8_g), ([n[0] for n in fp32_b], [n[0] for n in int8_b])):
+        same = [a.tokens == b.tokens for a, b in zip(fp32, int8, strict=True)]
+        # most: the tiny model's beams that run to the length limit (log P near -70) are
+        # near-ties that int8 rounding can reorder
+        assert sum(same) > len(same) / 2
+        for a, b, eq in zip(fp32, int8, same, strict=True):
+            if eq:  # the same text, a score near fp32's (int8's own, not rescored)
+                assert b.log_prob == pytest.approx(a.log_prob, rel=0.02, abs=0.02)
+
+
+def test_int8_translate_runs_through_the_translator(toy_vocabs):
+    model = _trained(toy_vocabs, "additive", "bahdanau")
+    src_v, tgt_v = toy_vocabs
+    lines = [s for s, _ in TOY_PAIRS]
+    fp32 = translate_lines(model, src_v, tgt_v, lines, decoding=Decoding(beam_size=3))
+    int8 = translate_lines(
+        model, src_v, tgt_v, lines, decoding=Decoding(beam_size=3, precision="int8")
+    )
+    assert sum(a.text == b.text for a, b in zip(fp32, int8, strict=True)) > len(lines) / 2
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
+@pytest.mark.parametrize("attention", ATTENTION_TYPES)
+def test_an_int8_search_of_a_sentence_does_not_depend_on_its_batch(toy_vocabs, attention):
+    """As tests/test_search_invariance.py for fp32 and bf16, without any rescoring: the
+    int8 products of a row depend on that row alone (nmt/ops/int8.py). Texts are the
+    same; scores within 2e-3 nats, not fp32's 1e-5: the fp32 parts of a step (attention)
+    differ with the batch in the last bit, which can move an input across a rounding
+    boundary of the int8 grid (measured: up to 7e-4 nats)."""
+    model = _trained(toy_vocabs, attention, ORDER.get(attention, "luong"))
+    batch = _batch(*toy_vocabs)
+    B = batch.src.size(0)
+    for K in (1, 3):
+        full = _decode(model, batch.src, batch.src_len, K, torch.qint8)
+        order = [0, *reversed(range(B))]
+        mixed = _decode(model, batch.src[order], batch.src_len[order], K, torch.qint8)
+        for i, n in enumerate(batch.src_len.tolist()):
+            src, src_len = batch.src[i : i + 1, :n], batch.src_len[i : i + 1]
+            alone = _decode(model, src, src_len, K, torch.qint8)[0]
+            _close(alone, full[i])
+            _close(alone, mixed[order.index(i)])
+
+
+def _close(a, b):
+    assert [(h.tokens, h.complete) for h in a] == [(h.tokens, h.complete) for h in b]
+    for x, y in zip(a, b, strict=True):
+        assert abs(x.score - y.score) <= 2e-3 and abs(x.log_prob - y.log_prob) <= 2e-3
