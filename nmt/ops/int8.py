@@ -104,15 +104,3 @@ class Int8Weight:
 
 # quantize the input on the given grid, int8 product, fp32 out (fbgemm)
 _LINEAR = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32
-
-
-def check_int8_device(device: torch.device, option: str) -> None:
-    """Raise :class:`nmt.ops.precision.PrecisionError` naming ``option`` unless ``device``
-    is a CPU: fbgemm's int8 products run on x86 CPUs only."""
-    if device.type != "cpu":
-        from nmt.ops.precision import PrecisionError
-
-        raise PrecisionError(
-            f"{option}: int8 runs on a CPU only (this run uses {device}); "
-            "use fp32, bf16, fp16 or auto"
-        )

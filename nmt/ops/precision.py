@@ -16,13 +16,23 @@ from pathlib import Path
 import torch
 
 from nmt.config.schema import PRECISIONS, SEARCH_PRECISIONS, ComputePrecision, SearchPrecision
-from nmt.ops.int8 import check_int8_device, int8_products
+from nmt.ops.int8 import int8_products
 
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # x86 AVX-512/AMX; Arm "bf16"
 
 
 class PrecisionError(ValueError):
     """A precision the device cannot use; the message names the option."""
+
+
+def check_int8_device(device: torch.device, option: str) -> None:
+    """Raise :class:`PrecisionError` naming ``option`` unless ``device``
+    is a CPU: fbgemm's int8 products run on x86 CPUs only."""
+    if device.type != "cpu":
+        raise PrecisionError(
+            f"{option}: int8 runs on a CPU only (this run uses {device}); "
+            "use fp32, bf16, fp16 or auto"
+        )
 
 
 def cpu_model_and_flags() -> tuple[str, set[str]]:
