@@ -124,7 +124,7 @@ def test_report_only_names_runs_that_were_never_trained(study_files):
         timeout=600,
     )
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert "--report-only: no run and no archive for " in r.stderr
+    assert "--report-only: no run, no model folder and no archive for " in r.stderr
     assert "ghost_dot" in r.stderr and "unfinished" not in r.stderr
 
 

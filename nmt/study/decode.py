@@ -118,12 +118,12 @@ def _tag(decoding: Decoding) -> str:
 
 
 def load_models(runs: list[PlannedRun]) -> tuple[dict[str, Loaded | None], dict[str, str]]:
-    """Each run's ``best.pt`` loaded (None for an archived run, which has none), and the
-    SHA-256 of that file (the checkpoint part of the key of its cached translations), both
-    by label.
+    """Each run's ``best.pt`` (a shipped run's model folder) loaded (None for an archived
+    run, which has none), and the SHA-256 of that file (of a folder's weights file), the
+    checkpoint part of the key of its cached translations, both by label.
 
     Raises:
-        CheckpointError: a ``best.pt`` is missing, unreadable or not a usable checkpoint.
+        CheckpointError: a ``best.pt`` or folder is missing, unreadable or not usable.
     """
     models: dict[str, Loaded | None] = {}
     digests: dict[str, str] = {}
@@ -132,7 +132,8 @@ def load_models(runs: list[PlannedRun]) -> tuple[dict[str, Loaded | None], dict[
             models[r.label], digests[r.label] = None, r.archived_sha256
             continue
         # one read: the digest is of the bytes loaded, even if the file is replaced meanwhile
-        loaded = load_checkpoint(r.out_dir / BEST, with_digest=True)
+        # a shipped run's digest is that of its folder's model.safetensors
+        loaded = load_checkpoint(r.checkpoint, with_digest=True)
         models[r.label], digests[r.label] = loaded, str(loaded.sha256)
     return models, digests
 
