@@ -195,16 +195,18 @@ def _translate(
 ) -> list[str]:
     """Translations of ``sources``, cached beside the checkpoint (``hyps/{name}``, the
     greedy ones as ``hyps/{set}.txt``) and in the run's archive under the key
-    :func:`cache_key`; ``loaded`` is None for an archived run.
+    :func:`cache_key`; ``loaded`` is None for an archived run. A shipped run (a model
+    folder) has no run directory, and none is made for it: its translations are cached in
+    the archive alone (without ``archive_dir``, not at all).
 
     Raises:
         StudyError: an archived run (no checkpoint) lacks these translations.
     """
     want = cache_key(checkpoint_sha256, sources, decoding)
-    paths = [run.out_dir / "hyps" / name]
+    paths = [] if run.action == "shipped" else [run.out_dir / "hyps" / name]
     if run.archive is not None:
         paths.append(run.archive / "hyps" / name)
-    why, changed = "", None
+    why, changed = "no translation cache for a model folder without archive_dir", None
     for i, path in enumerate(paths):
         hyps, why_not, changed_key = _stale(path, want)
         if hyps is not None:
