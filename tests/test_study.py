@@ -135,6 +135,7 @@ def test_archived_run_is_reported_without_its_checkpoint(study_files):
     assert sorted(p.name for p in archive.iterdir()) == [
         "checkpoint.json",
         "config.yaml",
+        "heatmaps",
         "hyps",
         "summary.json",
         "train.log",
@@ -165,7 +166,13 @@ def test_archived_run_is_reported_without_its_checkpoint(study_files):
         )
         archived_report = (tmp / "report_archived" / "report.md").read_text()
         assert "| dot |" in archived_report
-        assert "No heatmaps of dot: reported from the study's archive" in archived_report
+        # its heatmaps were kept in the archive when it had its checkpoint
+        assert "No heatmaps of" not in archived_report
+        assert "![attention dot 1](attention_1_dot.png)" in archived_report
+        assert "(archived heatmap, drawn when the run still had its checkpoint)" in archived_report
+        assert (tmp / "report_archived" / "attention_1_dot.png").read_bytes() == (
+            tmp / "report" / "attention_1_dot.png"
+        ).read_bytes()
         assert "No heatmaps of" not in (tmp / "report" / "report.md").read_text()
         # an archive whose translations are gone cannot be reported from, and says so
         key = archive / "hyps" / "test_2016_flickr.txt.key.json"
@@ -301,3 +308,29 @@ def test_shipped_folder_is_reported_and_missing_models_are_listed(study_files):
     finally:
         for name, where in hidden.items():
             where.rename(tmp / "runs" / name)
+
+
+def test_archived_heatmap_is_used_only_under_its_key(tmp_path):
+    """A heatmap kept in the archive stands for one drawn from the same checkpoint, source
+    sentence and decoding, and for nothing else."""
+    from nmt.config.load import from_dict
+    from nmt.inference.translate import Decoding
+    from nmt.study.heatmaps import _archived, _keep, _key
+    from nmt.study.plan import PlannedRun
+
+    run = PlannedRun("dot", from_dict({"name": "r"}), "reuse", archive=tmp_path / "archive")
+    png = tmp_path / "attention_1_dot.png"
+    png.write_bytes(b"png")
+    key = _key("ab" * 32, "Ein Mann.", Decoding(beam_size=1))
+    _keep(run, png, key, "A man.")
+    out = tmp_path / "report"
+    out.mkdir()
+    for other in (
+        _key("cd" * 32, "Ein Mann.", Decoding(beam_size=1)),
+        _key("ab" * 32, "Eine Frau.", Decoding(beam_size=1)),
+        _key("ab" * 32, "Ein Mann.", Decoding(beam_size=2)),
+    ):
+        assert _archived(run, png.name, other, out) is None
+    assert not (out / png.name).exists()
+    assert _archived(run, png.name, key, out) == "A man."
+    assert (out / png.name).read_bytes() == b"png"

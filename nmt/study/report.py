@@ -231,7 +231,7 @@ def write_report(
         "## Attention heatmaps\n",
         "Rows: target pieces; columns: source pieces; white = weight 1.\n",
     ]
-    md += heatmap_section(study, runs, models, test_sets[0], out, decodings)
+    md += heatmap_section(study, runs, models, test_sets[0], out, decodings, digests)
     joined = next((t for t in test_sets if t.name.endswith("_joined")), None)
     md += long_heatmap_section(study, runs, models, joined, out, decodings, log, digests)
     md += [_DEFINITIONS.format(n_samples=study.n_samples, seed=study.bootstrap_seed, search=search)]
