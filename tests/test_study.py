@@ -124,7 +124,7 @@ def test_report_only_names_runs_that_were_never_trained(study_files):
         timeout=600,
     )
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert "--report-only: no run and no archive for " in r.stderr
+    assert "--report-only: no run, no model folder and no archive for " in r.stderr
     assert "ghost_dot" in r.stderr and "unfinished" not in r.stderr
 
 
@@ -135,6 +135,7 @@ def test_archived_run_is_reported_without_its_checkpoint(study_files):
     assert sorted(p.name for p in archive.iterdir()) == [
         "checkpoint.json",
         "config.yaml",
+        "heatmaps",
         "hyps",
         "summary.json",
         "train.log",
@@ -165,7 +166,13 @@ def test_archived_run_is_reported_without_its_checkpoint(study_files):
         )
         archived_report = (tmp / "report_archived" / "report.md").read_text()
         assert "| dot |" in archived_report
-        assert "No heatmaps of dot: reported from the study's archive" in archived_report
+        # its heatmaps were kept in the archive when it had its checkpoint
+        assert "No heatmaps of" not in archived_report
+        assert "![attention dot 1](attention_1_dot.png)" in archived_report
+        assert "(archived heatmap, drawn when the run still had its checkpoint)" in archived_report
+        assert (tmp / "report_archived" / "attention_1_dot.png").read_bytes() == (
+            tmp / "report" / "attention_1_dot.png"
+        ).read_bytes()
         assert "No heatmaps of" not in (tmp / "report" / "report.md").read_text()
         # an archive whose translations are gone cannot be reported from, and says so
         key = archive / "hyps" / "test_2016_flickr.txt.key.json"
@@ -229,3 +236,101 @@ def test_a_bad_study_override_names_the_study_file_and_the_override(tmp_path):
         in r.stderr
     )
     assert "Traceback" not in r.stderr
+
+
+def _export_tiny(run: Path, out: Path) -> Path:
+    """A model folder of ``run``'s best.pt as ``nmt export`` writes one (fp32 weights,
+    results.json with the training record), without its test decoding."""
+    from nmt.commands.export import training_record
+    from nmt.model.checkpoint import load_checkpoint
+    from nmt.model.folder import core_files, write_folder
+
+    loaded = load_checkpoint(run / "best.pt")
+    files = core_files(loaded.payload, "fp32")
+    results = {
+        "parameters": sum(p.numel() for p in loaded.model.parameters()),
+        "weights_dtype": "fp32",
+        "training": training_record(run, loaded.cfg.to_dict()),
+    }
+    files["results.json"] = json.dumps(results).encode()
+    write_folder(out, files, run_id=None, dtype="fp32")
+    return out
+
+
+@pytest.mark.slow
+def test_shipped_folder_is_reported_and_missing_models_are_listed(study_files):
+    """A study model with no run directory is decoded from its model folder (same numbers
+    as from its run, heatmaps too), and --allow-missing reports the others, listing the
+    missing one at the top, where plain --report-only still refuses."""
+    tmp, cfg, _r = study_files
+    folder = _export_tiny(tmp / "runs" / "tiny_additive", tmp / "folders" / "tiny-additive")
+    spec = json.loads(cfg.read_text())
+    spec["report_dir"] = str(tmp / "report_shipped")
+    spec["archive_dir"] = str(tmp / "archive_shipped")  # dot has no archive here
+    spec["model_folders"] = [str(folder)]
+    other = tmp / "shipped.yaml"
+    other.write_text(json.dumps(spec))
+    hidden = {name: tmp / f"hidden_{name}" for name in ("tiny_additive", "tiny_dot")}
+    for name, where in hidden.items():
+        (tmp / "runs" / name).rename(where)  # runs/ lost, as in a new session
+    try:
+        cmd = [sys.executable, "-m", "nmt", "study", str(other), "--report-only"]
+        r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert "no model folder and no archive for " in r.stderr and "--allow-missing" in r.stderr
+        assert "tiny_dot" in r.stderr and "tiny_additive" not in r.stderr
+        r = subprocess.run(
+            [*cmd, "--allow-missing"], cwd=REPO, capture_output=True, text=True, timeout=600
+        )
+        assert r.returncode == 0, r.stderr
+        assert "tiny_dot: not trained yet" in r.stderr
+        assert not (tmp / "runs" / "tiny_additive").exists()  # nothing written for it
+        report = (tmp / "report_shipped" / "report.md").read_text()
+        assert report.index("## Missing models (partial report)") < report.index("## Models")
+        assert "1 of 3 models of the study are not in this report yet" in report
+        assert "- dot (`tiny_dot`): not trained yet (no run directory" in report
+        assert "| additive | " in report and f"| from {folder} |" in report
+        assert "| dot |" not in report and "(baseline)" in report
+        assert (tmp / "report_shipped" / "attention_1_additive.png").exists()
+        new = json.loads((tmp / "report_shipped" / "results.json").read_text())
+        old = json.loads((tmp / "report" / "results.json").read_text())
+        assert new["missing"] == ["tiny_dot"]
+
+        def scores(results):
+            rows = results["test_sets"]["test_2016_flickr_joined"]["buckets"]
+            return [(r["system"], r["bleu"]) for r in rows if r["system"] != "dot"]
+
+        assert scores(new) == scores(old)  # the folder's fp32 weights are the run's
+        # its translations are archived (keyed by the folder's weights), its records not
+        shipped = tmp / "archive_shipped" / "tiny_additive"
+        assert sorted(p.name for p in shipped.iterdir()) == ["hyps"]
+        assert (shipped / "hyps" / "test_2016_flickr.txt.key.json").exists()
+    finally:
+        for name, where in hidden.items():
+            where.rename(tmp / "runs" / name)
+
+
+def test_archived_heatmap_is_used_only_under_its_key(tmp_path):
+    """A heatmap kept in the archive stands for one drawn from the same checkpoint, source
+    sentence and decoding, and for nothing else."""
+    from nmt.config.load import from_dict
+    from nmt.inference.translate import Decoding
+    from nmt.study.heatmaps import _archived, _keep, _key
+    from nmt.study.plan import PlannedRun
+
+    run = PlannedRun("dot", from_dict({"name": "r"}), "reuse", archive=tmp_path / "archive")
+    png = tmp_path / "attention_1_dot.png"
+    png.write_bytes(b"png")
+    key = _key("ab" * 32, "Ein Mann.", Decoding(beam_size=1))
+    _keep(run, png, key, "A man.")
+    out = tmp_path / "report"
+    out.mkdir()
+    for other in (
+        _key("cd" * 32, "Ein Mann.", Decoding(beam_size=1)),
+        _key("ab" * 32, "Eine Frau.", Decoding(beam_size=1)),
+        _key("ab" * 32, "Ein Mann.", Decoding(beam_size=2)),
+    ):
+        assert _archived(run, png.name, other, out) is None
+    assert not (out / png.name).exists()
+    assert _archived(run, png.name, key, out) == "A man."
+    assert (out / png.name).read_bytes() == b"png"

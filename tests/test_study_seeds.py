@@ -13,9 +13,13 @@ REPO = Path(__file__).resolve().parents[1]
 BASE = str(REPO / "configs" / "multi30k_deen_additive.yaml")
 
 
+FOLDERS = (str(REPO / "models" / "deen-additive"), str(REPO / "models" / "deen-none"))
+
+
 def _study(tmp_path, monkeypatch, **changes):
     monkeypatch.chdir(tmp_path)  # no runs/ here: every model is planned to train
     study = load_study_config(REPO / "configs" / "study_deen_heads_converged.yaml")
+    changes = {"model_folders": (), **changes}  # the shipped folders: tests below
     return dataclasses.replace(study, base_config=BASE, **changes)
 
 
@@ -89,3 +93,57 @@ def test_seed_axis_errors(tmp_path, monkeypatch):
     path.write_text("seed_models: [additive]\n")
     with pytest.raises(ConfigError, match="extra_seeds: expected distinct seeds"):
         load_study_config(path)
+
+
+def test_heads_study_reports_the_shipped_additive_and_none_from_their_folders(
+    tmp_path, monkeypatch
+):
+    """models/deen-additive and models/deen-none are the converged study's additive and
+    none: the heads study decodes them from the folders instead of training them (the
+    none folder's search.alpha, set by nmt export, may differ from the study's)."""
+    study = load_study_config(REPO / "configs" / "study_deen_heads_converged.yaml")
+    assert study.archive_dir == "results/{name}/models"
+    assert study.model_folders == ("models/deen-additive", "models/deen-none")
+    runs = {r.label: r for r in plan(_study(tmp_path, monkeypatch, model_folders=FOLDERS))}
+    for label, folder in (("additive", FOLDERS[0]), ("none", FOLDERS[1])):
+        r = runs[label]
+        assert (r.action, r.checkpoint, r.note) == ("shipped", Path(folder), f"from {folder}")
+    assert {r.action for label, r in runs.items() if label not in ("additive", "none")} == {"train"}
+    from nmt.study.models import source_of, summary_of
+
+    assert source_of(runs["additive"]) == f"from {FOLDERS[0]} (fp16 weights)"
+    s = summary_of(runs["additive"])  # the folder's results.json, as a run's summary.json
+    assert (s["parameters"], s["epochs"], s["steps"], s["best_val_bleu"]) == (
+        3967099,
+        20,
+        18080,
+        37.05,
+    )
+
+
+def test_a_model_folder_that_is_not_the_studys_model_is_refused(tmp_path, monkeypatch):
+    with pytest.raises(
+        StudyError,
+        match=r"models/deen-none/config.yaml was trained with a different config than the "
+        r"study's deen_conv_none \(model.dropout: 0.3 \(folder\) vs 0.2 \(study\)\); remove",
+    ):
+        study = _study(tmp_path, monkeypatch, model_folders=FOLDERS)
+        plan(dataclasses.replace(study, overrides=(*study.overrides, "model.dropout=0.2")))
+    with pytest.raises(StudyError, match="holds run 'deen_conv_additive', which is no model"):
+        plan(_study(tmp_path, monkeypatch, model_folders=FOLDERS[:1], run_prefix="other"))
+    with pytest.raises(StudyError, match=r"model_folders: nowhere: not found \(expected a folder"):
+        plan(_study(tmp_path, monkeypatch, model_folders=("nowhere",)))
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(StudyError, match="plain: no manifest.json: not a model folder"):
+        plan(_study(tmp_path, monkeypatch, model_folders=("plain",)))
+    with pytest.raises(StudyError, match="both hold run 'deen_conv_additive'"):
+        plan(_study(tmp_path, monkeypatch, model_folders=(FOLDERS[0], f"{FOLDERS[0]}/")))
+
+
+def test_allow_missing_needs_report_only(tmp_path, monkeypatch):
+    from nmt.commands.study import run_study
+
+    with pytest.raises(StudyError, match="--allow-missing: only with --report-only"):
+        run_study(_study(tmp_path, monkeypatch), allow_missing=True)
+    with pytest.raises(StudyError, match="no model of the study is finished, archived or shipped"):
+        run_study(_study(tmp_path, monkeypatch), report_only=True, allow_missing=True)

@@ -226,8 +226,14 @@ def study(
     report_only: bool = typer.Option(
         False,
         "--report-only",
-        help="Do not train; report on finished or archived runs "
+        help="Do not train; report on finished, archived or shipped runs "
         "(into report_dir, which it writes over).",
+    ),
+    allow_missing: bool = typer.Option(
+        False,
+        "--allow-missing",
+        help="With --report-only: report the models that are ready and list the "
+        "missing ones at the top of the report instead of failing (a partial study).",
     ),
 ) -> None:
     """Train models differing only in attention and compare them by source length. Without
@@ -240,7 +246,12 @@ def study(
     try:
         cfg = load_study_config(config, overrides or [])
         try:
-            path = run_study(cfg, report_only=report_only, log=lambda m: typer.echo(m, err=True))
+            path = run_study(
+                cfg,
+                report_only=report_only,
+                log=lambda m: typer.echo(m, err=True),
+                allow_missing=allow_missing,
+            )
         except ConfigError as e:  # the base config with the study's overrides: name the study
             raise ConfigError(f"{config}: {e}") from None
     except (*USER_ERRORS, StudyError) as e:

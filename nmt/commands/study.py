@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nmt.config.schema import StudyConfig
-from nmt.study.plan import PlannedRun, StudyError, plan
+from nmt.study.plan import REPORTABLE, PlannedRun, StudyError, missing_reason, plan
 from nmt.study.report import write_report
 
 
@@ -37,12 +37,14 @@ def train_all(
     Raises:
         StudyError: a training subprocess failed (names its log file).
     """
-    pending = [r for r in runs if r.action not in ("reuse", "archived")]
+    pending = [r for r in runs if r.action not in REPORTABLE]
     for r in runs:
         if r.action == "reuse":
             log(f"{r.cfg.name}: finished run found in {r.out_dir}, reused")
         elif r.action == "archived":
             log(f"{r.cfg.name}: no run directory; reported from its {r.note}")
+        elif r.action == "shipped":
+            log(f"{r.cfg.name}: no run directory; reported from its model folder {r.source}")
     active: list[tuple[PlannedRun, subprocess.Popen]] = []
     try:
         while pending or active:
@@ -67,19 +69,44 @@ def train_all(
         for _run, proc in active:  # Ctrl-C: children got SIGINT too and save last.pt
             proc.wait()
     for i, r in enumerate(runs):
-        if r.action != "archived":
+        if r.action not in ("archived", "shipped"):
             runs[i] = dataclasses.replace(r, action="reuse")
 
 
 def run_study(
-    study: StudyConfig, report_only: bool = False, log: Callable[[str], None] = print
+    study: StudyConfig,
+    report_only: bool = False,
+    log: Callable[[str], None] = print,
+    allow_missing: bool = False,
 ) -> Path:
-    """Plan, train what is missing, evaluate, and write the report; returns its path.
+    """Plan, train what is missing, evaluate, and write the report; returns its path. With
+    ``report_only`` nothing is trained; with ``allow_missing`` too, the report covers the
+    models that can be reported (finished, archived or shipped) and lists the others at
+    its top, where without it a missing model is an error.
 
     Raises:
-        StudyError, ConfigError, DataError, CheckpointError.
+        StudyError: ``report_only`` and a model is unfinished or missing (without
+            ``allow_missing``), or no model at all can be reported; ``allow_missing``
+            without ``report_only``.
+        ConfigError, DataError, CheckpointError.
     """
+    if allow_missing and not report_only:
+        raise StudyError(
+            "--allow-missing: only with --report-only (without it the study trains "
+            "the missing models)"
+        )
     runs = plan(study)
+    if report_only and allow_missing:
+        present = [r for r in runs if r.action in REPORTABLE]
+        missing = [r for r in runs if r.action not in REPORTABLE]
+        if not present:
+            raise StudyError(
+                "--report-only --allow-missing: no model of the study is finished, "
+                "archived or shipped yet; train one first (nmt study without --report-only)"
+            )
+        for r in missing:
+            log(f"{r.cfg.name}: {missing_reason(r)}; left out of the report")
+        return write_report(study, present, log, missing)
     if report_only:
         absent = [r for r in runs if r.action == "train"]
         unfinished = [r for r in runs if r.action == "resume"]
@@ -95,8 +122,9 @@ def run_study(
             if absent:
                 where = ", ".join(str(r.out_dir) for r in absent)
                 why.append(
-                    f"no run and no archive for {where} (checkpoints stay out of git; "
-                    "train them: nmt study without --report-only)"
+                    f"no run, no model folder and no archive for {where} (checkpoints "
+                    "stay out of git; train them: nmt study without --report-only, or "
+                    "report the others: --allow-missing)"
                 )
             raise StudyError("--report-only: " + "; ".join(why))
     else:

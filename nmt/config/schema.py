@@ -290,6 +290,10 @@ class StudyConfig:
     # (nmt/study/archive.py), e.g. "results/{name}/models": a run found only there
     # is reported from it and not trained again; None keeps no archive
     archive_dir: str | None = None
+    # exported model folders (``nmt export``: model.safetensors, config.yaml ...) that are
+    # models of the study: a model with no run directory whose folder's config.yaml has its
+    # name and config is reported from the folder (nmt/study/shipped.py), not trained
+    model_folders: tuple[str, ...] = ()
 
 
 # Keys the study sets for each of its models (nmt/study/plan.py run_overrides),

@@ -40,6 +40,8 @@ def check_study(cfg: StudyConfig) -> None:
         )
     if len(cfg.long_heatmap_words) != 2 or cfg.long_heatmap_words[0] > cfg.long_heatmap_words[1]:
         raise ConfigError("long_heatmap_words: expected [low, high] with low <= high")
+    if len(set(cfg.model_folders)) != len(cfg.model_folders):
+        raise ConfigError(f"model_folders: {list(cfg.model_folders)} names a folder twice")
     if cfg.baseline not in cfg.attentions:
         raise ConfigError(f"baseline: {cfg.baseline!r} is not in attentions")
     for key in ("parallel", "min_bucket", "n_samples"):

@@ -118,12 +118,12 @@ def _tag(decoding: Decoding) -> str:
 
 
 def load_models(runs: list[PlannedRun]) -> tuple[dict[str, Loaded | None], dict[str, str]]:
-    """Each run's ``best.pt`` loaded (None for an archived run, which has none), and the
-    SHA-256 of that file (the checkpoint part of the key of its cached translations), both
-    by label.
+    """Each run's ``best.pt`` (a shipped run's model folder) loaded (None for an archived
+    run, which has none), and the SHA-256 of that file (of a folder's weights file), the
+    checkpoint part of the key of its cached translations, both by label.
 
     Raises:
-        CheckpointError: a ``best.pt`` is missing, unreadable or not a usable checkpoint.
+        CheckpointError: a ``best.pt`` or folder is missing, unreadable or not usable.
     """
     models: dict[str, Loaded | None] = {}
     digests: dict[str, str] = {}
@@ -132,7 +132,8 @@ def load_models(runs: list[PlannedRun]) -> tuple[dict[str, Loaded | None], dict[
             models[r.label], digests[r.label] = None, r.archived_sha256
             continue
         # one read: the digest is of the bytes loaded, even if the file is replaced meanwhile
-        loaded = load_checkpoint(r.out_dir / BEST, with_digest=True)
+        # a shipped run's digest is that of its folder's model.safetensors
+        loaded = load_checkpoint(r.checkpoint, with_digest=True)
         models[r.label], digests[r.label] = loaded, str(loaded.sha256)
     return models, digests
 
@@ -194,16 +195,18 @@ def _translate(
 ) -> list[str]:
     """Translations of ``sources``, cached beside the checkpoint (``hyps/{name}``, the
     greedy ones as ``hyps/{set}.txt``) and in the run's archive under the key
-    :func:`cache_key`; ``loaded`` is None for an archived run.
+    :func:`cache_key`; ``loaded`` is None for an archived run. A shipped run (a model
+    folder) has no run directory, and none is made for it: its translations are cached in
+    the archive alone (without ``archive_dir``, not at all).
 
     Raises:
         StudyError: an archived run (no checkpoint) lacks these translations.
     """
     want = cache_key(checkpoint_sha256, sources, decoding)
-    paths = [run.out_dir / "hyps" / name]
+    paths = [] if run.action == "shipped" else [run.out_dir / "hyps" / name]
     if run.archive is not None:
         paths.append(run.archive / "hyps" / name)
-    why, changed = "", None
+    why, changed = "no translation cache for a model folder without archive_dir", None
     for i, path in enumerate(paths):
         hyps, why_not, changed_key = _stale(path, want)
         if hyps is not None:

@@ -11,6 +11,7 @@ import yaml
 
 from nmt.config.schema import LOCAL_KINDS, StudyConfig
 from nmt.study.plan import PlannedRun, StudyError
+from nmt.study.shipped import ShippedError, folder_summary
 
 
 def run_summary(path: Path) -> dict[str, Any]:
@@ -36,6 +37,32 @@ def run_summary(path: Path) -> dict[str, Any]:
     if missing:
         raise StudyError(f"{path}: run summary lacks {', '.join(missing)}")
     return s
+
+
+def summary_of(run: PlannedRun) -> dict[str, Any]:
+    """The training record of ``run``: its ``summary.json`` (run directory or archive), or
+    for a shipped run its model folder's ``results.json`` (:func:`folder_summary`).
+
+    Raises:
+        StudyError: the record is unreadable or incomplete (names the file).
+    """
+    if run.action == "shipped" and run.source is not None:
+        try:
+            return folder_summary(run.source)
+        except ShippedError as e:
+            raise StudyError(str(e)) from None
+    return run_summary(run.records / "summary.json")
+
+
+def source_of(run: PlannedRun) -> str:
+    """Where the report's model comes from, for the Models table: its run directory, the
+    study's archive (no checkpoint) or a model folder (with the precision of its weights)."""
+    if run.action == "shipped" and run.source is not None:
+        dtype = folder_summary(run.source)["weights_dtype"]
+        return f"from {run.source}" + ("" if dtype == "fp32" else f" ({dtype} weights)")
+    if run.action == "archived":
+        return f"archive {run.archive} (no checkpoint)"
+    return f"run {run.out_dir}"
 
 
 def _attention_name(m) -> str:
@@ -80,15 +107,22 @@ def runs_section(
         f"Base config `{study.base_config}` with overrides "
         f"`{' '.join(study.overrides) or '(none)'}`; {what}.\n",
         "| model | training cap (words) | parameters | epochs | steps "
-        "| wall-clock (min) | best val score (greedy) | attention |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| wall-clock (min) | best val score (greedy) | attention | source |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in runs:
-        s = run_summary(r.records / "summary.json")
+        s = summary_of(r)
         md.append(
             f"| {r.label} | {r.cfg.data.max_train_words} | {s['parameters']:,} | "
             f"{s['epochs']} | {s['steps']} | {s['elapsed_min']:.1f} | "
-            f"{s['best_val_bleu']:.2f} | {_attention_name(r.cfg.model)} |"
+            f"{s['best_val_bleu']:.2f} | {_attention_name(r.cfg.model)} | {source_of(r)} |"
+        )
+    if any(r.action == "shipped" for r in runs):
+        md.append(
+            "\nA model `from` a folder is an exported model folder (`model_folders` of the "
+            "study; `nmt export`): decoded from its weights as stored there, its training "
+            "record from the folder's `results.json` (wall-clock: the run's summary, or "
+            "its last validation's time when the export found no summary)."
         )
     for label, c in (alpha_choice or {}).items():
         tried = ", ".join(f"{a}: {v:.2f}" for a, v in c["val_score_by_alpha"].items())

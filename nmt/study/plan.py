@@ -9,8 +9,12 @@ with a different config is an error. A run directory is judged by its own files,
 train`` judges it (nmt/model/rundir.py): one whose ``last.pt`` is gone is resumed from its
 latest checkpoint (``nmt train --resume`` warns), and one holding an earlier run's files but
 no checkpoint to resume is an error, never trained over. A model with no run directory
-whose records and translations are in the study's ``archive_dir`` (nmt/study/archive.py) is
-"archived": reported from there, not trained again.
+whose run name is that of one of the study's ``model_folders`` (nmt/study/shipped.py) is
+"shipped": decoded from the folder like a finished run, not trained. A model with neither a
+run directory nor a folder, whose records and translations are in the study's
+``archive_dir`` (nmt/study/archive.py), is "archived": reported from there, not trained
+again. So a run directory comes first, then a model folder (it has the weights, so
+heatmaps too), then the archive.
 """
 
 from __future__ import annotations
@@ -23,9 +27,13 @@ from nmt.config.differences import describe_differences, resume_conflicts
 from nmt.config.load import load_config
 from nmt.config.schema import Config, ConfigError, StudyConfig
 from nmt.model.checkpoint import read_payload, stored_config
-from nmt.model.rundir import listed, restarts_from_scratch, resume_source, run_files
+from nmt.model.rundir import BEST, listed, restarts_from_scratch, resume_source, run_files
 from nmt.study.archive import ArchiveError, archived_sha256, run_archive
+from nmt.study.shipped import ShippedError, check_shipped, read_model_folders
 from nmt.training.state import patience_spent
+
+# the actions of a model that the report can use without training it
+REPORTABLE = ("reuse", "archived", "shipped")
 
 
 class StudyError(RuntimeError):
@@ -38,13 +46,24 @@ class PlannedRun:
 
     attention: str
     cfg: Config
-    action: str  # "reuse" | "resume" | "train" | "archived" (records only, no checkpoint)
+    # "reuse" | "resume" | "train" | "archived" (records only, no checkpoint) | "shipped"
+    # (an exported model folder, ``source``, instead of a run directory)
+    action: str
     cap: int | None = None  # data.max_train_words of an extra training-length run
     heads: int | None = None  # model.heads of an extra multi-head run
     seed: int | None = None  # train.seed of an extra-seed run (seed_models x extra_seeds)
     note: str = ""  # why the action differs from the usual one, for the study's log
     archive: Path | None = None  # where its records and translations are kept in git
     archived_sha256: str | None = None  # its checkpoint's digest, when only archived
+    source: Path | None = None  # the model folder of a shipped run
+
+    @property
+    def checkpoint(self) -> Path:
+        """What its model is loaded from: the model folder of a shipped run, else the run
+        directory's ``best.pt``."""
+        if self.action == "shipped" and self.source is not None:
+            return self.source
+        return self.out_dir / BEST
 
     @property
     def records(self) -> Path:
@@ -70,6 +89,14 @@ class PlannedRun:
     def overrides(self, study: StudyConfig) -> list[str]:
         """The ``key=value`` overrides that turn the base config into this run's config."""
         return run_overrides(study, self.attention, self.cap, self.heads, self.seed)
+
+
+def missing_reason(run: PlannedRun) -> str:
+    """Why ``run`` (action "train" or "resume") cannot be reported yet, in a few words."""
+    if run.action == "resume":
+        return f"unfinished run in {run.out_dir} (resume it: nmt study)"
+    archive = f", no archive in {run.archive}" if run.archive is not None else ""
+    return f"not trained yet (no run directory {run.out_dir}, no model folder{archive})"
 
 
 def model_label(
@@ -109,19 +136,24 @@ def plan(study: StudyConfig) -> list[PlannedRun]:
     """Decide for each model (every attention type, then the training-length axis:
     ``cap_attentions`` for each of ``extra_caps``, then ``multihead`` with each of
     ``head_counts``, then each of ``seed_models`` again with each of ``extra_seeds``)
-    whether to reuse, resume or train it.
+    whether to reuse, resume or train it, or report it from its model folder or archive.
 
     Raises:
         StudyError: an existing run was trained with a different config, a run directory
             holds an earlier run's files but no checkpoint to resume from (named), or two
             models of the study would be the same model (e.g. a head count equal to the
-            ``multihead`` model's own).
+            ``multihead`` model's own), a model folder is unreadable, holds no model of
+            the study or was trained with another config (folder and key named).
         ConfigError: the base config or an override is invalid (a ``head_counts`` or
             ``extra_seeds`` entry is named), a ``seed_models`` entry that is no model of
             the study.
     """
     runs = []
     models = _models(study)
+    try:
+        folders = read_model_folders(study)
+    except ShippedError as e:
+        raise StudyError(str(e)) from None
     seen: dict[str, str] = {}
     for attention, cap, heads, seed in models:
         try:
@@ -142,14 +174,29 @@ def plan(study: StudyConfig) -> list[PlannedRun]:
         seen[key] = label
         action, note = _action(cfg)
         archive, sha = run_archive(study, cfg.name), None
-        if action == "train" and archive is not None:
+        shipped = folders.pop(cfg.name, None)
+        if action == "train" and shipped is not None:
+            try:
+                check_shipped(shipped, cfg)
+            except ShippedError as e:
+                raise StudyError(str(e)) from None
+            action, note = "shipped", f"from {shipped.folder}"
+        elif action == "train" and archive is not None:
             try:
                 sha = archived_sha256(archive, cfg)
             except ArchiveError as e:
                 raise StudyError(str(e)) from None
             if sha is not None:
                 action, note = "archived", f"records and translations in {archive}"
-        runs.append(PlannedRun(attention, cfg, action, cap, heads, seed, note, archive, sha))
+        source = shipped.folder if action == "shipped" and shipped else None
+        runs.append(
+            PlannedRun(attention, cfg, action, cap, heads, seed, note, archive, sha, source)
+        )
+    for name, unused in folders.items():
+        raise StudyError(
+            f"model_folders: {unused.folder} holds run {name!r}, which is no model of the "
+            f"study (its runs: {', '.join(r.cfg.name for r in runs)})"
+        )
     return runs
 
 

@@ -32,7 +32,7 @@ from nmt.study.decode import (
 )
 from nmt.study.heatmaps import heatmap_section, long_heatmap_section
 from nmt.study.models import runs_section
-from nmt.study.plan import PlannedRun
+from nmt.study.plan import PlannedRun, missing_reason
 from nmt.study.training_section import training_data_section
 
 
@@ -83,17 +83,50 @@ def _figure2(
     ]
 
 
-def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str], None]) -> Path:
-    """Evaluate every run and write ``{report_dir}/report.md`` plus plots and results.json.
+def _missing_section(
+    study: StudyConfig, runs: list[PlannedRun], missing: list[PlannedRun]
+) -> list[str]:
+    """The note at the top of a partial report (``--allow-missing``): which models are not
+    in it yet and why, and what that leaves out."""
+    if not missing:
+        return []
+    baseline = (
+        ""
+        if any(r.label == study.baseline for r in runs)
+        else (
+            f" The baseline `{study.baseline}` is among them, so the tables have no ΔBLEU column."
+        )
+    )
+    return [
+        "## Missing models (partial report)\n",
+        f"{len(missing)} of {len(runs) + len(missing)} models of the study are not in this "
+        f"report yet (`nmt study --report-only --allow-missing`); every table, plot and "
+        f"interval below covers only the {len(runs)} that are.{baseline}\n",
+        *[f"- {r.label} (`{r.cfg.name}`): {missing_reason(r)}" for r in missing],
+        "",
+    ]
+
+
+def write_report(
+    study: StudyConfig,
+    runs: list[PlannedRun],
+    log: Callable[[str], None],
+    missing: list[PlannedRun] | None = None,
+) -> Path:
+    """Evaluate every run and write ``{report_dir}/report.md`` plus plots and results.json;
+    ``missing``: the study's models left out (a partial report, listed at its top).
 
     Raises:
         CheckpointError, DataError: a run's ``best.pt`` or a test split cannot be read.
     """
+    missing = missing or []
     out = Path(study.report_dir.format(name=study.name))
     out.mkdir(parents=True, exist_ok=True)
     models, digests = load_models(runs)
     for r in runs:
-        if r.archive is not None and r.action != "archived":
+        # a shipped run's records are in its folder, in git: only its translations are
+        # archived (by decode), so a later session decodes nothing again
+        if r.archive is not None and r.action not in ("archived", "shipped"):
             archive_records(r.archive, r.out_dir, digests[r.label])
     test_sets = load_test_sets(study, runs[0].cfg, log)
     buckets = parse_buckets(study.buckets)
@@ -115,6 +148,7 @@ def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str]
         + ("; greedy search beside it under each test set." if study.beam_size > 1 else ".")
         + "\n",
     ]
+    md += _missing_section(study, runs, missing)
     md += runs_section(study, runs, alpha_choice)
     if any(r.cfg.data.train_join_ks for r in runs):
         md += training_data_section(study, runs, models, out)
@@ -122,12 +156,15 @@ def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str]
         "study": asdict(study),
         "decoding": search,
         "alpha_choice": alpha_choice,
+        "missing": [r.cfg.name for r in missing],
         "test_sets": {},
     }
     dashed = [r.label for r in runs if r.cap is not None]
     headline: list[str] = []
+    # a partial report may lack the baseline: no deltas then (the top of the report says so)
+    baseline = study.baseline if any(r.label == study.baseline for r in runs) else None
     kw: dict[str, Any] = dict(
-        baseline=study.baseline,
+        baseline=baseline,
         min_bucket=study.min_bucket,
         n_samples=study.n_samples,
         seed=study.bootstrap_seed,
@@ -179,7 +216,9 @@ def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str]
             if ts.name.endswith("_joined") and not headline:
                 headline = table
         if study.beam_size > 1:
-            md_g, record["greedy"] = _greedy_section(study, runs, models, ts, log, digests)
+            md_g, record["greedy"] = _greedy_section(
+                study, runs, models, ts, log, digests, baseline
+            )
             md += md_g
         results["test_sets"][ts.name] = record
     if headline:
@@ -192,7 +231,7 @@ def write_report(study: StudyConfig, runs: list[PlannedRun], log: Callable[[str]
         "## Attention heatmaps\n",
         "Rows: target pieces; columns: source pieces; white = weight 1.\n",
     ]
-    md += heatmap_section(study, runs, models, test_sets[0], out, decodings)
+    md += heatmap_section(study, runs, models, test_sets[0], out, decodings, digests)
     joined = next((t for t in test_sets if t.name.endswith("_joined")), None)
     md += long_heatmap_section(study, runs, models, joined, out, decodings, log, digests)
     md += [_DEFINITIONS.format(n_samples=study.n_samples, seed=study.bootstrap_seed, search=search)]
@@ -209,8 +248,10 @@ def _greedy_section(
     ts: TestSet,
     log: Callable[[str], None],
     digests: dict[str, str],
+    baseline: str | None,
 ) -> tuple[list[str], dict]:
-    """The same set decoded greedily: BLEU by length and the drop table."""
+    """The same set decoded greedily: BLEU by length and the drop table (deltas against
+    ``baseline``, none when it is None)."""
     systems = {
         r.label: decode(r, models[r.label], ts, greedy_decoding(r.cfg), log, digests[r.label])
         for r in runs
@@ -220,7 +261,7 @@ def _greedy_section(
         ts.references,
         ts.sources,
         parse_buckets(study.buckets),
-        baseline=study.baseline,
+        baseline=baseline,
         min_bucket=study.min_bucket,
         n_samples=study.n_samples,
         seed=study.bootstrap_seed,
