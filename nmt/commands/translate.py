@@ -7,11 +7,11 @@ from __future__ import annotations
 import io
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import Any, TextIO
 
 from nmt.data.corpus import GZIP_ERRORS, open_bytes
+from nmt.data.line_chunks import read_chunks
 from nmt.inference.ensemble import LoadedEnsemble
 from nmt.inference.translate import (
     MAX_SOURCE_PIECES,
@@ -48,33 +48,6 @@ def draw(tr: Translation, path: Path) -> bool:
 
     plot_attention(tr.src_pieces, tr.tgt_pieces, tr.attention, path, tr.text[:70])
     return True
-
-
-def _decode_line(raw: bytes, number: int, invalid: list[int]) -> str:
-    """One input line without its line ending; invalid UTF-8 becomes U+FFFD and the line
-    ``number`` joins ``invalid`` (warned about once, at the end), so every input line still
-    gets its output line."""
-    raw = raw[:-1] if raw.endswith(b"\n") else raw
-    try:
-        line = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        invalid.append(number)
-        line = raw.decode("utf-8", errors="replace")
-    return line.rstrip("\r")
-
-
-def read_chunks(stream: BinaryIO, lines_per_chunk: int, invalid: list[int]) -> Iterator[list[str]]:
-    """The lines of ``stream`` in chunks of ``lines_per_chunk`` (the last may be shorter),
-    read as they are needed, so memory holds one chunk whatever the input's size. The
-    numbers (from 1) of lines with invalid UTF-8 are appended to ``invalid``."""
-    chunk: list[str] = []
-    for number, raw in enumerate(stream, 1):
-        chunk.append(_decode_line(raw, number, invalid))
-        if len(chunk) == lines_per_chunk:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
 
 
 def _one_line(text: str) -> str:
