@@ -1,6 +1,7 @@
 """Corpus readers, their error messages, filtering and length-bucketed batching."""
 
 import gzip
+import pathlib
 import subprocess
 import sys
 
@@ -350,3 +351,17 @@ def test_gzip_is_recognised_by_its_magic_bytes_whatever_the_name(tmp_path):
             assert f.read() == b"ein hund\n"
     bad: list[str] = []
     assert list(iter_lines(tmp_path / "packed.de", bad)) == ["ein hund"] and not bad
+
+
+def test_a_missing_split_lists_splits_and_joined_sets(
+    tmp_path: pathlib.Path,
+) -> None:
+    """`--split test_2099` listed the splits with files but not the joined long-sentence
+    sets that evaluate also accepts (a new user's report)."""
+    from nmt.data.corpus import split_files
+
+    for name in ("test_a.de", "test_a.en", "val.de", "val.en"):
+        (tmp_path / name).write_text("x\n", encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        split_files(tmp_path, "test_2099", "de", "en")
+    assert "test_a, val" in str(e.value) and "SPLIT_joined" in str(e.value)

@@ -24,6 +24,7 @@ from typing import Any, BinaryIO, cast
 from urllib.parse import urlparse
 
 from nmt.config.schema import DataConfig
+from nmt.data.longsets import JOINED_SUFFIX
 
 
 class DataError(ValueError):
@@ -147,7 +148,8 @@ def _find_split_file(directory: Path, split: str, lang: str) -> Path:
     hint = "; data/README.md says where to download it" if split in _NOT_IN_SHARED_COPY else ""
     raise DataError(
         f"{directory}: no file {split}.{lang} or {split}.{lang}.gz "
-        f"(splits with .{lang} files here: {', '.join(splits) or 'none'}){hint}"
+        f"(splits with .{lang} files here: {', '.join(splits) or 'none'}; each also as "
+        f"SPLIT{JOINED_SUFFIX}, its captions joined into long sentences){hint}"
     )
 
 
