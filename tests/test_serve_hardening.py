@@ -544,6 +544,8 @@ def test_a_body_that_is_not_json_says_what_to_send(
     r = client.post("/api/translate", content=body, headers={"content-type": content_type})
     assert r.status_code == 422, r.text
     message = r.json()["message"]
-    assert "JSON object" in message and '{"lines": [' in message, message
+    assert "JSON" in message and '{"lines": [' in message, message
     if where is not None:
         assert where in message, message
+    if content_type != "application/json":  # the header is the fault, not the body
+        assert "Content-Type is 'text/plain'" in message, message

@@ -127,7 +127,7 @@ def _message(err: dict[str, Any]) -> str:
 _REQUEST_SHAPE = '{"lines": ["Ein Hund läuft im Schnee."]}'
 
 
-def _not_json(err: dict[str, Any]) -> str | None:
+def _not_json(err: dict[str, Any], content_type: str) -> str | None:
     """The message for a body that is not a JSON object (malformed JSON, or a body sent as
     another content type), else None: pydantic's own ("JSON decode error", "Input should
     be a valid dictionary") names neither the fault nor what to send."""
@@ -140,6 +140,12 @@ def _not_json(err: dict[str, Any]) -> str | None:
             f"Content-Type: application/json, e.g. {_REQUEST_SHAPE}"
         )
     if loc == ("body",) and kind in ("model_attributes_type", "dict_type", "missing"):
+        if "json" not in content_type.lower():  # FastAPI reads a body as JSON only when told
+            return (
+                f"the request's Content-Type is {content_type or 'missing'!r}, so its body "
+                "was not read as JSON; send the header Content-Type: application/json, "
+                f"e.g. with {_REQUEST_SHAPE}"
+            )
         return (
             "the request body is not a JSON object; send one with Content-Type: "
             f"application/json, e.g. {_REQUEST_SHAPE}"
@@ -147,7 +153,7 @@ def _not_json(err: dict[str, Any]) -> str | None:
     return None
 
 
-def validation_error(_: Request, exc: Exception) -> JSONResponse:
+def validation_error(request: Request, exc: Exception) -> JSONResponse:
     """413 when a validation error is a limit (the first such), else 422 with the list:
     per error its ``loc``, ``msg``, ``type`` and, when short, the rejected ``input``."""
     found = exc.errors() if isinstance(exc, RequestValidationError) else []
@@ -165,7 +171,8 @@ def validation_error(_: Request, exc: Exception) -> JSONResponse:
         for e in found
     ]
     first = listed[0] if listed else {"msg": str(exc), "loc": []}
-    not_json = _not_json(found[0]) if found else None
+    content_type = request.headers.get("content-type", "")
+    not_json = _not_json(found[0], content_type) if found else None
     if not_json is not None:
         return JSONResponse(
             json_safe({"error": "invalid_request", "message": not_json, "errors": listed}),
