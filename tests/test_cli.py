@@ -36,6 +36,30 @@ def nmt(*args, input=None, timeout=600):
     )
 
 
+def nmt_here(*args, input=None):
+    """``nmt ARGS`` run in this process (typer's CliRunner, from the project root), answered
+    like :func:`nmt`'s ``subprocess.run``: returncode, stdout, stderr. For the refusals and
+    options that need no process of their own: each ``python -m nmt`` pays torch's import
+    again (seconds on a busy 2-core machine). An exception that the command does not turn
+    into an exit status is raised here, as the real command would print its traceback."""
+    import os
+    import types
+
+    from typer.testing import CliRunner
+
+    from nmt.cli.app import app
+
+    here = os.getcwd()
+    os.chdir(REPO)
+    try:
+        r = CliRunner().invoke(app, list(map(str, args)), input=input)
+    finally:
+        os.chdir(here)
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    return types.SimpleNamespace(returncode=r.exit_code, stdout=r.stdout, stderr=r.stderr)
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     from conftest import MULTI30K
@@ -106,13 +130,13 @@ def test_evaluate_on_given_files_and_errors(trained, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "(2 sentences)" in r.stdout and "greedy search" in r.stdout
     ref.write_text("A dog runs.\n")
-    r = nmt("evaluate", trained["additive"] / "best.pt", "--src", src, "--ref", ref)
+    r = nmt_here("evaluate", trained["additive"] / "best.pt", "--src", src, "--ref", ref)
     assert r.returncode == 2 and "has 2 lines but" in r.stderr
-    r = nmt("evaluate", tmp_path / "missing.pt")
+    r = nmt_here("evaluate", tmp_path / "missing.pt")
     assert r.returncode == 2 and "checkpoint not found" in r.stderr
     src.write_text("")
     ref.write_text("")
-    r = nmt("evaluate", trained["additive"] / "best.pt", "--src", src, "--ref", ref)
+    r = nmt_here("evaluate", trained["additive"] / "best.pt", "--src", src, "--ref", ref)
     assert r.returncode == 2 and "s.de has no non-empty line" in r.stderr
 
 
@@ -155,7 +179,7 @@ def test_translate_filter_keeps_one_line_per_input(trained, tmp_path):
             f"folder {tmp_path / 'nodir'} does not exist",
         ),
     ):
-        r = nmt("translate", ck, *args)
+        r = nmt_here("translate", ck, *args)
         assert r.returncode != 0 and message in r.stderr, r.stderr
         assert "Traceback" not in r.stderr
     # an output that is the input or the checkpoint is refused, and both are left intact
@@ -164,7 +188,7 @@ def test_translate_filter_keeps_one_line_per_input(trained, tmp_path):
         (("--input", src, "--output", tmp_path / "." / "in.txt"), "--input"),
         (("--input", src, "--output", ck), "checkpoint"),
     ):
-        r = nmt("translate", ck, *args)
+        r = nmt_here("translate", ck, *args)
         assert r.returncode == 2 and f"is the same file as the {what}" in r.stderr, r.stderr
     assert src.read_text() == "Ein Mann.\nEine Frau.\n" and ck.read_bytes() == before
     # a reader that stops early (`| head -1`) ends the filter quietly, as SIGPIPE would
@@ -199,7 +223,7 @@ def test_translate_plot_and_beam_options(trained, tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    r = nmt(
+    r = nmt_here(
         "translate",
         trained["additive"] / "best.pt",
         "--plot",
@@ -221,7 +245,7 @@ def test_translate_plot_and_beam_options(trained, tmp_path):
     )
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 1, r.stderr
     assert (tmp_path / "river.pdf").read_bytes()[:5] == b"%PDF-"
-    r = nmt(
+    r = nmt_here(
         "translate",
         trained["additive"] / "best.pt",
         "--plot",
@@ -231,7 +255,7 @@ def test_translate_plot_and_beam_options(trained, tmp_path):
     assert r.returncode == 2
     assert f"--plot {tmp_path / 'x.xyz'}: cannot write a .xyz image" in r.stderr
     # pgf needs LaTeX: refused before translating, not a traceback after it
-    r = nmt(
+    r = nmt_here(
         "translate",
         trained["additive"] / "best.pt",
         "--plot",
@@ -243,7 +267,7 @@ def test_translate_plot_and_beam_options(trained, tmp_path):
     src = tmp_path / "one.png"
     src.write_text("Ein Hund.\n")
     for extra, what in ((["-i", src], "--input"), (["-o", tmp_path / "o.png"], "--output")):
-        r = nmt(
+        r = nmt_here(
             "translate",
             trained["additive"] / "best.pt",
             *extra,
@@ -253,10 +277,12 @@ def test_translate_plot_and_beam_options(trained, tmp_path):
         )
         assert r.returncode == 2 and f"is the same file as the {what}" in r.stderr, r.stderr
     assert src.read_text() == "Ein Hund.\n"
-    r = nmt("translate", trained["none"] / "best.pt", "--plot", png, input="Ein Hund.\n")
+    r = nmt_here("translate", trained["none"] / "best.pt", "--plot", png, input="Ein Hund.\n")
     assert r.returncode == 2 and "fixed-vector model" in r.stderr
     for where, message in ((tmp_path / "nodir" / "x.png", "folder"), (tmp_path, "is a directory")):
-        r = nmt("translate", trained["additive"] / "best.pt", "--plot", where, input="Ein Hund.\n")
+        r = nmt_here(
+            "translate", trained["additive"] / "best.pt", "--plot", where, input="Ein Hund.\n"
+        )
         assert r.returncode == 2 and f"--plot {where}: " in r.stderr and message in r.stderr
     r = nmt(
         "translate",
@@ -273,17 +299,19 @@ def test_translate_plot_and_beam_options(trained, tmp_path):
     scores = [float(row[2]) for row in rows if row[0] == "0"]
     if "reached the length limit" not in r.stderr:  # else cut ones follow the complete
         assert scores == sorted(scores, reverse=True)
-    r = nmt(
+    r = nmt_here(
         "translate", trained["additive"] / "best.pt", "--beam", "2", "--nbest", "3", input="x\n"
     )
     assert r.returncode == 2 and "--nbest 3 needs --beam" in r.stderr
-    r = nmt("translate", trained["additive"] / "best.pt", "--length-penalty", "huge", input="x\n")
+    r = nmt_here(
+        "translate", trained["additive"] / "best.pt", "--length-penalty", "huge", input="x\n"
+    )
     assert r.returncode == 2 and "--length-penalty" in r.stderr
 
 
 @pytest.mark.slow
 def test_train_rejects_unknown_key_before_work():
-    r = nmt("train", "configs/multi30k_deen_additive.yaml", "model.atention=dot")
+    r = nmt_here("train", "configs/multi30k_deen_additive.yaml", "model.atention=dot")
     assert r.returncode == 2
     assert "model.atention: unknown key" in r.stderr
 
@@ -481,10 +509,10 @@ def test_stored_corpus_finds_a_relative_data_path_from_the_project_root(tmp_path
 
 def test_help_shows_flags_without_a_value():
     # typer 0.29 printed every flag as "--help <bool>", as if it took a value
-    r = nmt("bench", "--help")
+    r = nmt_here("bench", "--help")
     assert r.returncode == 0 and "--skip-train" in r.stdout
     assert "<bool>" not in r.stdout
-    r = nmt("--version")
+    r = nmt_here("--version")
     assert r.returncode == 0 and r.stdout.startswith("nmt ") and "torch 2." in r.stdout
 
 
@@ -520,7 +548,7 @@ def test_select_chooses_alpha_on_val_and_scores_test(trained, tmp_path):
 
 @pytest.mark.slow
 def test_select_refuses_choosing_on_a_test_split_and_a_missing_run(trained, tmp_path):
-    r = nmt(
+    r = nmt_here(
         "select",
         trained["additive"],
         "--valid-split",
@@ -529,9 +557,9 @@ def test_select_refuses_choosing_on_a_test_split_and_a_missing_run(trained, tmp_
         "test_2016_flickr",
     )
     assert r.returncode == 2 and "also a test split" in r.stderr
-    r = nmt("select", tmp_path / "nothing")
+    r = nmt_here("select", tmp_path / "nothing")
     assert r.returncode == 2 and "best.pt not found" in r.stderr
-    r = nmt("select", trained["additive"], "--alphas", "0.6,x")
+    r = nmt_here("select", trained["additive"], "--alphas", "0.6,x")
     assert r.returncode == 2 and "--alphas: 'x'" in r.stderr
 
 
