@@ -6,14 +6,13 @@ item 6): the heatmap and the fixed-vector panel on a 60-word German sentence, fu
 Starts ``nmt serve`` (no ``--model``: the shipped models/deen-additive and models/deen-none)
 on a free loopback port with one torch thread, opens the page in the system's chromium with
 the sentence in its URL (beam 5, the models' own length penalties) and writes
-``serve_long_60_words_shipped.png`` and ``answer.json.gz`` (the translate answer the page showed)
+``serve_long_60_words_shipped.png`` and ``answer.json`` (the translate answer the page showed)
 to ``--out``. Needs Debian's chromium (/usr/bin/chromium) and Playwright's Python package.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import signal
@@ -84,8 +83,10 @@ def main() -> int:
             shot = args.out / "serve_long_60_words_shipped.png"
             page.screenshot(path=str(shot), full_page=True)
             browser.close()
-        with gzip.open(args.out / "answer.json.gz", "wt", encoding="utf-8") as f:
-            f.write(json.dumps(answer, ensure_ascii=False, indent=1) + "\n")
+        # plain JSON: a .gz under results/ is taken for a file of translations
+        (args.out / "answer.json").write_text(
+            json.dumps(answer, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
+        )
         words = len(SOURCE.split())
         for r in answer["results"]:
             hyp = r["lines"][0]["hypotheses"][0]["text"]
