@@ -149,6 +149,10 @@ def test_model_view_scores_each_head_and_the_mean_on_hand_made_weights(
     assert [r["head"] for r in one["agreement"]] == ["1"] and one["heads"] is None
     monkeypatch.setattr(reference, "forced_weights", lambda *a, **k: {})
     assert "do not give back" in model_view(entry, line, 1)["note"]  # type: ignore[arg-type]
+    entry.loaded.cfg = SimpleNamespace(data=SimpleNamespace(src_lang="en", tgt_lang="de"))
+    assert model_view(entry, line, 1, ("de", "en"))["note"] == (  # type: ignore[arg-type]
+        "translates en->de, the alignment is de-en"
+    )
     fixed = SimpleNamespace(id="none", fixed_vector=True)
     assert model_view(fixed, line, 1) == {  # type: ignore[arg-type]
         "model": "none",
@@ -216,6 +220,10 @@ def test_api_attaches_the_alignment_to_a_covered_test_line(served: Any) -> None:
     )
     twice = {"line": "x", "models": ["additive", "additive"]}
     assert client.post("/api/reference_alignment", json=twice).status_code == 400
+    assert client.post("/api/reference_alignment", json={"line": "x" * 3000}).status_code == 422
+    paths = client.get("/openapi.json").json()["paths"]
+    codes = set(paths["/api/reference_alignment"]["post"]["responses"])
+    assert codes == {"200", "400", "404", "413", "422"}  # 413: the body limit
     # not a test line: nothing; a server without the files: nothing, and it says why
     other = client.post("/api/reference_alignment", json={"line": "Ein Hund."}).json()
     assert other == {"alignment": None, "note": None}

@@ -141,15 +141,25 @@ class ReferenceAlignments:
         return found[0] if found else None
 
 
-def model_view(entry: ModelEntry, line: TestLine, threads: int) -> dict[str, Any]:
+def model_view(
+    entry: ModelEntry, line: TestLine, threads: int, pair: tuple[str, str] | None = None
+) -> dict[str, Any]:
     """One model's teacher-forced weights on ``line``'s reference and each head's
     agreement with its alignment (see the module docstring); only ``model`` and ``note``
-    for the fixed-vector model or when the pieces do not give back the words."""
+    for the fixed-vector model, a model of another direction than ``pair`` (the
+    alignment's source and target language), or when the pieces do not give back the
+    words."""
     out: dict[str, Any] = {"model": entry.id, "note": None}
     if entry.fixed_vector:
         return {**out, "note": "the fixed-vector model has no attention to compare"}
     assert line.links is not None
     m = entry.loaded
+    if pair is not None and (m.cfg.data.src_lang, m.cfg.data.tgt_lang) != pair:
+        d = m.cfg.data
+        return {
+            **out,
+            "note": f"translates {d.src_lang}->{d.tgt_lang}, the alignment is {pair[0]}-{pair[1]}",
+        }
     with fixed_torch_threads(threads):
         got = forced_weights(m.model, m.src_vocab, m.tgt_vocab, [line.source], [line.reference])
     if 0 not in got:
@@ -192,7 +202,7 @@ def answer(
 ) -> dict[str, Any]:
     """The body of ``POST /api/reference_alignment`` (see :class:`ReferenceRequest`)."""
     line = None if refs is None else refs.find(source, reference)
-    if line is None:  # no test line: nothing to say (the page stays as it was)
+    if refs is None or line is None:  # no test line: nothing to say (the page stays as it was)
         return {"alignment": None, "note": None}
     where = f"{line.set} line {line.line + 1}"
     if line.links is None:
@@ -206,7 +216,9 @@ def answer(
             "file": str(line.path),
             "aligner": ALIGNER,
             "links": sorted([i, j] for i, j in line.links),
-            "models": [model_view(registry.models[i], line, registry.threads) for i in ids],
+            "models": [
+                model_view(registry.models[i], line, registry.threads, refs.pair) for i in ids
+            ],
         },
         "note": f"{where}; reference alignment by {ALIGNER}: a statistical reference, not gold",
     }
