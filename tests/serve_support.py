@@ -142,6 +142,24 @@ def synthetic_study(folder: Path) -> Path:
     return folder
 
 
+def diagonal_alignments(folder: Path, split: str = "test_2016_flickr") -> Path:
+    """A hand-made reference alignment of Multi30k's ``split`` (de-en) in ``folder``: each
+    line links word k to word k for k below the shorter side's length. Returns ``folder``."""
+    import gzip
+
+    def lines(lang: str) -> list[str]:
+        with gzip.open(MULTI30K / f"{split}.{lang}.gz", "rt", encoding="utf-8") as f:
+            return f.read().splitlines()
+
+    rows = [
+        " ".join(f"{k}-{k}" for k in range(min(len(s.split()), len(t.split()))))
+        for s, t in zip(lines("de"), lines("en"), strict=True)
+    ]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{split}.de-en.gdfa").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return folder
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now."""
     with socket.socket() as s:
@@ -175,10 +193,12 @@ def build_app(
     studies: list[Path] | None = None,
     queue: int = 16,
     ids: list[str] | None = None,
+    alignments: Path | None = None,
     **batching: Any,
 ) -> Any:
     """The nmt serve application of ``models`` (id=path), one thread per search;
-    ``batching``: fields of :class:`nmt.serve.batcher.Batching`."""
+    ``alignments``: the reference alignments' folder (default: none, whatever data/
+    holds); ``batching``: fields of :class:`nmt.serve.batcher.Batching`."""
     from nmt.serve.batcher import Batching
     from nmt.serve.server import ServeOptions, build
 
@@ -191,6 +211,7 @@ def build_app(
             queue=queue,
             device="cpu",
             batching=Batching(**batching),
+            alignments=alignments,
         ),
         log=lambda m: None,
     )

@@ -23,7 +23,13 @@ sync_api = pytest.importorskip(
     "playwright.sync_api", reason="Playwright for Python is missing (the dev extra)"
 )
 
-from serve_support import REPO, build_app, live_server, tiny_models  # noqa: E402
+from serve_support import (  # noqa: E402
+    REPO,
+    build_app,
+    diagonal_alignments,
+    live_server,
+    tiny_models,
+)
 
 pytestmark = pytest.mark.slow  # every test here trains or serves a model
 
@@ -274,3 +280,51 @@ def test_examples_picker_and_offline_docs(page: Any, url: str) -> None:
     page.unroute("**/api/examples?*")
     page.goto(f"{url}/docs")
     page.wait_for_selector("[data-path='/api/translate']")  # Swagger UI drew the operation
+
+
+@pytest.fixture(scope="module")
+def aligned_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    models = tiny_models(tmp_path_factory)
+    folder = diagonal_alignments(tmp_path_factory.mktemp("alignments"))
+    with live_server(build_app(models, alignments=folder)) as base:
+        yield base
+
+
+def test_reference_alignment_outlined_with_each_heads_agreement(
+    page: Any, aligned_url: str
+) -> None:
+    open_page(page, aligned_url, set="test_2016_flickr", models="additive,multihead,none")
+    item = page.locator("#examples li[data-id='2']")
+    with page.expect_response("**/api/reference_alignment") as resp:
+        item.click()
+    answer = resp.value.json()["alignment"]
+    assert answer is not None and answer["set"] == "test_2016_flickr" and answer["line"] == 2
+    page.wait_for_selector(".pane[data-model=multihead] button.view")
+    note = page.locator("#reference-note").inner_text()
+    assert "test_2016_flickr line 3" in note and "not gold" in note
+    assert page.locator(".pane[data-model=none] button.view").count() == 0  # no attention
+    assert page.locator(".ref-link").count() == 0  # the hypothesis view stays the default
+    page.click(".pane[data-model=multihead] button[data-view=ref]")
+    pane = page.locator(".pane[data-model=multihead]")
+    pane.locator(".ref-link").first.wait_for()
+    assert "view=ref" in page.url
+    # every reference link is outlined: the hand-made alignment is the diagonal
+    assert pane.locator(".ref-link").count() == len(answer["links"])
+    assert pane.locator(".own-link").count() > 0
+    assert "not gold" in pane.locator(".reference-note").inner_text()
+    view = next(m for m in answer["models"] if m["model"] == "multihead")
+    rows = pane.locator("table.agreement tr.agree-row")
+    assert rows.evaluate_all("rs => rs.map(r => r.dataset.head)") == ["1", "2", "mean"]
+    for row, want in zip(rows.all(), view["agreement"], strict=True):
+        assert row.locator("td.aer").inner_text() == f"{100 * want['aer']:.1f}%"
+        assert row.locator("td.precision").inner_text() == f"{100 * want['precision']:.1f}%"
+    assert pane.locator("tr.agree-row.shown").get_attribute("data-head") == "mean"
+    rows.nth(1).click()  # head 2: its weights, its links, its row
+    assert pane.locator("tr.agree-row.shown").get_attribute("data-head") == "2"
+    assert pane.locator(".heads button.active").inner_text() == "head 2"
+    dots = pane.locator(".own-link").evaluate_all(
+        "cs => cs.map(c => [Number(c.dataset.i), Number(c.dataset.j)])"
+    )
+    assert sorted(dots) == view["agreement"][1]["links"]
+    page.click(".pane[data-model=multihead] button[data-view=hyp]")
+    assert page.locator(".ref-link").count() == 0

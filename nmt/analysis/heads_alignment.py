@@ -144,6 +144,22 @@ def _words(pieces: list[str]) -> int:
     return piece_words(pieces)[-1] + 1 if pieces else 0
 
 
+def head_links(
+    weights: torch.Tensor, src_pieces: list[str], tgt_pieces: list[str]
+) -> list[tuple[str, Alignment]]:
+    """Each head's word links (:func:`nmt.evaluation.alignment.attention_links`) from the
+    per-head weights (h, T, S) of one sentence, named "1".."h", then the mean over heads
+    ("mean", what the decoder's context is built from) when h > 1."""
+    h = weights.size(0)
+    maps = [(str(k + 1), weights[k]) for k in range(h)]
+    if h > 1:
+        maps.append(("mean", weights.mean(0)))
+    return [
+        (name, attention_links(m.numpy().astype(np.float64), src_pieces, tgt_pieces))
+        for name, m in maps
+    ]
+
+
 def model_alignment(
     name: str,
     weights: dict[int, tuple[torch.Tensor, list[str], list[str]]],
@@ -161,14 +177,11 @@ def model_alignment(
     kept = sorted(weights)
     if not kept:
         raise AlignmentError("no sentence's pieces map to its words; nothing to score")
-    h = weights[kept[0]][0].size(0)
-    names = [str(k + 1) for k in range(h)] + (["mean"] if h > 1 else [])
+    names = [name for name, _ in head_links(*weights[kept[0]])]
     links: list[list[Alignment]] = [[] for _ in names]
     for i in kept:
-        w, sp, tp = weights[i]
-        maps = [w[k] for k in range(h)] + ([w.mean(0)] if h > 1 else [])
-        for row, m in zip(links, maps, strict=True):
-            row.append(attention_links(m.numpy().astype(np.float64), sp, tp))
+        for row, (_, a) in zip(links, head_links(*weights[i]), strict=True):
+            row.append(a)
     ref = [reference[i] for i in kept]
     rows, stats = [], np.zeros((len(kept), 3))
     for label, pred in zip(names, links, strict=True):

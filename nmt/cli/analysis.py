@@ -319,6 +319,12 @@ def serve(
         "(batched answers equal solo ones), bf16, auto, or "
         "checkpoint (each checkpoint's search.precision).",
     ),
+    alignments: Path = typer.Option(
+        Path("data/alignments"),
+        "--alignments",
+        help="Directory of reference word alignments (scripts/align_multi30k.py): the page "
+        "outlines them on the attention of a test-set line the aligner covered.",
+    ),
 ) -> None:
     r"""Serve the models: a JSON API (OpenAPI at /docs) and a page that puts attention next
     to the fixed vector. Needs the serve extra: pip install -e '.\[serve]'."""
@@ -348,6 +354,7 @@ def serve(
         batching=Batching(max_batch, batch_wait_ms, timeout, return_wait_ms),
         workers=workers,
         precision=precision,
+        alignments=alignments,
     )
     try:
         run_server(opts, log=lambda m: typer.echo(m, err=True))

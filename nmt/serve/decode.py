@@ -158,7 +158,7 @@ def _finite(x: float, places: int = 6) -> float:
     return round(x, places) if math.isfinite(x) else -1e9
 
 
-def _rounded(t: torch.Tensor, places: int = 5) -> list[Any]:
+def rounded(t: torch.Tensor, places: int = 5) -> list[Any]:
     """A tensor as nested lists of floats rounded to ``places`` decimals (short JSON)."""
     scale = 10.0**places
     return ((t.double() * scale).round() / scale).tolist()
@@ -204,8 +204,8 @@ def _hypothesis(
         "score": _finite(score),
         "log_prob": _finite(sum(f.token_logprobs)),
         "token_logprobs": [_finite(x) for x in f.token_logprobs],
-        "attention": None if f.attention is None else _rounded(f.attention),
-        "heads": _rounded(f.heads) if multihead and f.heads is not None else None,
+        "attention": None if f.attention is None else rounded(f.attention),
+        "heads": rounded(f.heads) if multihead and f.heads is not None else None,
         "alignment": None if f.attention is None else f.attention.argmax(dim=1).tolist(),
         "forced": min(len(p.prefix), len(tokens)),
         "complete": ended,

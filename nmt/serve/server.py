@@ -58,6 +58,8 @@ class ServeOptions:
         precision: the search precision of every model (``fp32``, where batched and solo
             answers agree; ``checkpoint`` keeps each checkpoint's ``search.precision``).
         workers: server processes on the one socket, each with its own models.
+        alignments: the folder of reference word alignments (scripts/align_multi30k.py)
+            the page outlines on the heatmap of a test-set line; None: none.
     """
 
     models: list[str]
@@ -71,6 +73,7 @@ class ServeOptions:
     batching: Batching = field(default_factory=Batching)
     precision: str = SERVE_PRECISION
     workers: int = 1
+    alignments: Path | None = Path("data/alignments")
 
 
 def check_options(opts: ServeOptions) -> list[Study]:
@@ -153,6 +156,7 @@ def build(
             a bad option, checkpoint or study report (named).
     """
     from nmt.serve.app import create_app
+    from nmt.serve.reference import ReferenceAlignments, add_route, alignment_dir
 
     if studies is None:
         studies = check_options(opts)
@@ -184,7 +188,13 @@ def build(
         log(f"warning: no example sentences on the page (typed sentences still translate): {note}")
     buckets = (studies[0].config.get("buckets") if studies else None) or DEFAULT_BUCKETS
     testsets = TestSets(data, defs, buckets, note)
-    return create_app(registry, Studies(studies, testsets), testsets, opts.batching)
+    app = create_app(registry, Studies(studies, testsets), testsets, opts.batching)
+    folder = alignment_dir(opts.alignments)
+    if folder is not None and not folder.is_dir():
+        log(f"no reference alignments in {folder} (scripts/align_multi30k.py writes them)")
+    refs = ReferenceAlignments(testsets, folder, first.src_lang, first.tgt_lang)
+    add_route(app, registry, refs)
+    return app
 
 
 def serve(opts: ServeOptions, log: Callable[[str], None] = print) -> None:

@@ -160,6 +160,17 @@ class TestSets:
             raise ApiError(404, "test_set_unavailable", f"test set {name!r}: {ts}", name=name)
         return ts
 
+    def captions(self, split: str) -> tuple[list[str], list[str]]:
+        """(sources, references) of ``split`` as distributed, read once.
+
+        Raises:
+            nmt.data.corpus.DataError: no corpus, or the split cannot be read.
+        """
+        if self.data is None:
+            raise DataError(self.note or "no corpus")
+        with self._lock:
+            return self._split(split)
+
     def index(self) -> dict[str, Any]:
         """``GET /api/testsets``: every set with its size and lines per bucket."""
         sets, notes = [], [] if self.note is None else [self.note]

@@ -64,6 +64,7 @@
     $("prefix").textContent = s.prefix;
     NMT.status(`${res.results.length} model${res.results.length === 1 ? "" : "s"}, ` +
                `${NMT.fmt(res.time_ms, 0)} ms` + (res.bleu_signature && s.ref ? `; sentence BLEU ${res.bleu_signature}` : ""));
+    await NMT.loadReference(s.src, s.ref, s.models);  // a test-set line's reference alignment
     document.body.dataset.translated = String(Date.now());
     if (NMT.study.set) NMT.drawStudy();
   };

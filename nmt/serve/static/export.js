@@ -70,11 +70,14 @@
     return {model: pane.id, attention: pane.result.attention, fixed_vector: pane.fixed,
             decoding: pane.result.decoding, source: line.source, src_pieces: line.src_pieces,
             reference: line.reference, hypothesis_rank: pane.sel + 1,
-            shown: pane.fixed ? "one fixed vector" : pane.head ? `head ${pane.head}` : "mean over heads",
+            shown: (pane.fixed ? "one fixed vector" : pane.head ? `head ${pane.head}` : "mean over heads") +
+              (pane.refv ? ", teacher-forced reference" : ""),
             text: h.text, tgt_pieces: h.tgt_pieces, score: h.score, log_prob: h.log_prob,
             token_logprobs: h.token_logprobs, weights: pane.matrix(), heads: h.heads,
             alignment: h.alignment, forced: h.forced, complete: h.complete,
-            bleu: h.bleu, chrf: h.chrf};
+            bleu: h.bleu, chrf: h.chrf,
+            // the reference view: the weights above are the teacher-forced reference's
+            reference_view: pane.refv ? {...pane.refv, alignment: NMT.reference} : null};
   };
 
   /** The export buttons of a pane's heatmap or fixed-vector panel. */

@@ -15,8 +15,37 @@
     return `rgb(${c(255, 8)},${c(255, 48)},${c(255, 107)})`;
   };
 
-  /** The heatmap of matrix (T x S) with the pieces as labels (data-t, data-s). */
-  NMT.heatmap = function (srcPieces, tgtPieces, matrix) {
+  /** Per word, [its first piece, its last piece] (words: the word of each piece, -1 none). */
+  const spans = (words) => {
+    const out = [];
+    words.forEach((w, p) => { if (w >= 0) out[w] = out[w] ? [out[w][0], p] : [p, p]; });
+    return out;
+  };
+
+  /** Word links over the cells: each reference link (i, j) outlined as the block of source
+      word i's columns and target word j's rows; each of the head's own links a dot in the
+      block's middle (class hit where the reference has it, else miss). */
+  function linkMarks(m, left, top, cs) {
+    const g = NMT.svg("g", {class: "links"}), sw = spans(m.srcWord), tw = spans(m.tgtWord);
+    const box = (i, j) => (sw[i] && tw[j] ? {x: left + sw[i][0] * cs, y: top + tw[j][0] * cs,
+      w: (sw[i][1] - sw[i][0] + 1) * cs, h: (tw[j][1] - tw[j][0] + 1) * cs} : null);
+    const inRef = new Set(m.ref.map(([i, j]) => `${i}-${j}`));
+    m.ref.forEach(([i, j]) => {
+      const b = box(i, j);
+      if (b) g.append(NMT.svg("rect", {class: "ref-link", x: b.x + 1, y: b.y + 1, width: b.w - 2,
+                                       height: b.h - 2, "data-i": i, "data-j": j}));
+    });
+    m.own.forEach(([i, j]) => {
+      const b = box(i, j);
+      if (b) g.append(NMT.svg("circle", {class: "own-link " + (inRef.has(`${i}-${j}`) ? "hit" : "miss"),
+        cx: b.x + b.w / 2, cy: b.y + b.h / 2, r: Math.max(2.5, cs * 0.18), "data-i": i, "data-j": j}));
+    });
+    return g;
+  }
+
+  /** The heatmap of matrix (T x S) with the pieces as labels (data-t, data-s); with
+      marks ({ref, own: [[i, j], ...], srcWord, tgtWord}), the word links over it. */
+  NMT.heatmap = function (srcPieces, tgtPieces, matrix, marks) {
     const S = srcPieces.length, T = matrix.length;
     // cells never under 14 px, so that labels (11 px) stay apart at any length: a long
     // sentence's heatmap grows and its box scrolls (CSS), rather than labels overlapping
@@ -37,6 +66,7 @@
       }
     }
     svg.append(cells);
+    if (marks) svg.append(linkMarks(marks, left, top, cs));
     const tl = [], sl = [];
     for (let t = 0; t < T; t++) {
       const node = NMT.svg("text", {x: left - 4, y: top + t * cs + cs * 0.72, "text-anchor": "end",

@@ -27,10 +27,13 @@
     get sel() { return Math.min(NMT.state.sel[this.id] || 0, Math.max(0, this.hyps.length - 1)); }
     get hyp() { return this.hyps[this.sel]; }
     get head() { return NMT.state.head[this.id] || 0; }  // 0: the mean over heads
+    /** The teacher-forced reference (NMT.loadReference) when it is the view shown. */
+    get refv() { return NMT.state.view === "ref" && this.ref && this.ref.agreement ? this.ref : null; }
 
-    /** The shown weights (T x S): the mean, or head h (from 1) of a multihead model. */
+    /** The shown weights (T x S): the mean, or head h (from 1) of a multihead model; of
+        the hypothesis, or of the reference in the reference view. */
     matrix() {
-      const h = this.hyp;
+      const h = this.refv || this.hyp;
       if (!h || !h.attention) return null;
       return this.head && h.heads ? h.heads[this.head - 1] : h.attention;
     }
@@ -38,14 +41,14 @@
     argmax(k) {
       const m = this.matrix();
       if (!m || k >= m.length) return null;
-      if (!this.head && this.hyp.alignment) return this.hyp.alignment[k];
+      if (!this.head && !this.refv && this.hyp.alignment) return this.hyp.alignment[k];
       let best = 0;
       m[k].forEach((w, j) => { if (w > m[k][best]) best = j; });
       return best;
     }
 
     render() {
-      const {el} = NMT, line = this.line, h = this.hyp;
+      const {el} = NMT, line = this.line, h = this.hyp, rv = this.refv;
       const kind = this.fixed ? el("span", {class: "badge fixed", text: "fixed vector (attention none)"})
         : el("span", {class: "badge", text: this.info ? this.info.attention +
           (this.info.heads ? ` (${this.info.heads} heads)` : "") : this.result.attention});
@@ -65,12 +68,15 @@
       if (line.unknown) flags.push("no source piece is known to the model");
       // one span per piece (hover lights it), joined without gaps into the detokenized
       // text; where the pieces do not spell the API's text (an unknown piece), the text
-      const shown = h ? h.tgt_pieces.map((p, k) => (p === "</s>" ? "" : p.replace(/^\u2581/, k ? " " : ""))) : [];
-      this.tgtWords = h && shown.join("") === h.text ? h.tgt_pieces.map((p, k) =>
+      // the reference view's rows are the reference's pieces, none of them forced
+      const rows = rv ? rv.tgt_pieces : h ? h.tgt_pieces : [], text = rv ? NMT.reference.reference : h && h.text;
+      const forced = rv ? 0 : h ? h.forced : 0, srcPieces = rv ? rv.src_pieces : line.src_pieces;
+      const shown = rows.map((p, k) => (p === "</s>" ? "" : p.replace(/^\u2581/, k ? " " : "")));
+      this.tgtWords = h && shown.join("") === text ? rows.map((p, k) =>
         el("span", {  // </s>: drawn by CSS
-          class: "tgt-word" + (k < h.forced ? " forced" : "") + (p === "</s>" ? " eos" : ""),
+          class: "tgt-word" + (k < forced ? " forced" : "") + (p === "</s>" ? " eos" : ""),
           "data-t": k, title: p === "</s>" ? "end of sentence (</s>)" : null, text: shown[k]})) : [];
-      this.srcWords = line.src_pieces.map((p, j) => el("span", {class: "src-word", "data-s": j,
+      this.srcWords = srcPieces.map((p, j) => el("span", {class: "src-word", "data-s": j,
         text: NMT.showPiece(p)}));
       const srcRow = el("div", {class: "src-words"});
       this.srcWords.forEach((n) => srcRow.append(n, " "));
@@ -85,19 +91,24 @@
                 "encoder's final states, at every step. Each target word sees the same c."}),
           this.vis.node);
       } else {
-        this.vis = NMT.heatmap(line.src_pieces, h.tgt_pieces, this.matrix());
+        this.vis = NMT.heatmap(srcPieces, rows, this.matrix(), rv ? NMT.referenceMarks(this, rv) : null);
         visBox = el("div", {class: "heatmap"}, this.vis.node);
       }
-      const heads = h && h.heads ? el("div", {class: "heads"}, "heads: ",
-        ["mean", ...h.heads.map((_, i) => `head ${i + 1}`)].map((name, i) => el("button", {
+      const hh = rv ? rv.heads : h && h.heads;
+      const heads = hh ? el("div", {class: "heads"}, "heads: ",
+        ["mean", ...hh.map((_, i) => `head ${i + 1}`)].map((name, i) => el("button", {
           type: "button", class: i === this.head ? "active" : "", text: name,
           onclick: () => { NMT.state.head[this.id] = i; NMT.writeUrl(); this.rerender(); }}))) : null;
       this.node.replaceChildren(...[
         el("h2", {}, this.id, kind),
         el("div", {class: "hint", text: this.result.decoding}),
-        el("div", {class: "translation"}, this.tgtWords.length || !h ? this.tgtWords : h.text),
+        el("div", {class: "translation"}, rv ? h.text : this.tgtWords.length || !h ? this.tgtWords : text),
         stats, flags.length ? el("div", {class: "flag", text: flags.join("; ")}) : null,
-        srcRow, heads, visBox, this.vis ? NMT.paneExports(this) : null,
+        this.ref && this.ref.agreement && h ? NMT.viewBar(this) : null,
+        rv ? el("div", {class: "translation reference"}, el("span", {class: "hint", text: "reference: "}),
+                this.tgtWords.length ? this.tgtWords : text) : null,
+        srcRow, heads, visBox, rv ? NMT.referenceNote() : null,
+        rv ? NMT.agreementTable(this, rv) : null, this.vis ? NMT.paneExports(this) : null,
         this.nbest()].filter(Boolean));
     }
 
@@ -136,7 +147,8 @@
     onOver(ev) {
       const tok = ev.target.closest(".tok");
       if (tok) {
-        if (Number(tok.dataset.hyp) === this.sel) NMT.hoverTarget(Number(tok.dataset.k));
+        // in the reference view the rows are the reference's, not this hypothesis'
+        if (Number(tok.dataset.hyp) === this.sel && !this.refv) NMT.hoverTarget(Number(tok.dataset.k));
         return;
       }
       const t = ev.target.closest("[data-t]");
@@ -155,9 +167,9 @@
     /** Light target word k: its row, and the source words shaded by its weights. */
     target(k) {
       this.clear();
-      if (!this.vis || k >= this.hyp.tgt_pieces.length) return;
+      if (!this.vis || k >= (this.refv || this.hyp).tgt_pieces.length) return;
       if (this.tgtWords[k]) this.tgtWords[k].classList.add("hl");
-      const tok = this.node.querySelector(`.hyp[data-i="${this.sel}"] .tok[data-k="${k}"]`);
+      const tok = this.refv ? null : this.node.querySelector(`.hyp[data-i="${this.sel}"] .tok[data-k="${k}"]`);
       if (tok) tok.classList.add("hl");
       this.vis.target(k);
       if (this.fixed) {  // every source piece reaches step k only through the one vector

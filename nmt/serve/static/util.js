@@ -51,7 +51,7 @@ window.NMT = window.NMT || {};
   /** The view's state; it lives in the URL's query, so a link reproduces the view. */
   NMT.state = {tab: "translate", src: "", ref: "", models: null, beam: null, nbest: 3,
                alpha: null, prefix: "", set: "", bucket: "", study: "", sset: "", sbucket: "",
-               sel: {}, head: {}};
+               sel: {}, head: {}, view: ""};  // view "ref": the teacher-forced reference
   const MAPS = ["sel", "head"];  // per model: selected hypothesis, shown head
   NMT.readUrl = function () {
     const q = new URLSearchParams(location.search);
