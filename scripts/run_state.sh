@@ -3,14 +3,14 @@
 # interrupted ones (from last.pt) instead of starting them over.
 
 # epochs_done RUN_DIR: the epochs RUN_DIR/valid_log.jsonl records (0 without one), read by
-# nmt's own reader, so a damaged log stops the script with the file and line named
+# nmt's own reader, so a damaged log stops the script with the file and line named; that
+# reader's module imports no torch (a script asks this a few times per model)
 epochs_done() {
   "${PYTHON:-.venv/bin/python}" - "$1/valid_log.jsonl" <<'EOF'
 import sys
 from pathlib import Path
 
-from nmt.model.checkpoint import CheckpointError
-from nmt.model.rundir import read_valid_log
+from nmt.ops.validlog import CheckpointError, read_valid_log
 
 try:
     rows = read_valid_log(Path(sys.argv[1]))

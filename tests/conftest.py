@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import os
 import tempfile
 from pathlib import Path
@@ -45,6 +46,31 @@ def torchrun(nproc: int = 2) -> list[str]:
         "--master_addr=127.0.0.1",
         f"--master_port={port}",
     ]
+
+
+def nmt_here(*args, input=None, cwd: Path = REPO):
+    """``nmt ARGS`` run in this process (typer's CliRunner, from ``cwd``: the project root
+    unless given), answered like ``subprocess.run`` of ``python -m nmt ARGS``: returncode,
+    stdout, stderr. For the refusals and options that need no process of their own: each
+    ``python -m nmt`` pays torch's import again (seconds of CPU, far more on a busy 2-core
+    machine). The command's own error handling (nmt/cli/app.py) prints what the user sees,
+    so the answer is the real command's; an exception that the command does not turn into
+    an exit status is raised here, as the real command would print its traceback."""
+    import types
+
+    from typer.testing import CliRunner
+
+    from nmt.cli.app import app
+
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        r = CliRunner().invoke(app, list(map(str, args)), input=input)
+    finally:
+        os.chdir(here)
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    return types.SimpleNamespace(returncode=r.exit_code, stdout=r.stdout, stderr=r.stderr)
 
 
 TOY_PAIRS = [
@@ -91,16 +117,44 @@ def multi30k() -> Path:
     return MULTI30K
 
 
+# test sentences of each split in a tiny study's corpus: the study decodes every test set
+# (and its joined set) with every model, which on the full 1,000-pair splits was most of
+# a study test's cost; 250 pairs still fill every length bucket the tests read
+STUDY_TEST_PAIRS = 250
+
+
+def multi30k_slice(
+    directory: Path, test_pairs: int = STUDY_TEST_PAIRS, val_pairs: int | None = None
+) -> Path:
+    """A de-en Multi30k in ``directory``: the local train file (linked), val (linked, or
+    its first ``val_pairs`` pairs) and the first ``test_pairs`` pairs of test_2016_flickr
+    and test_2017_flickr."""
+    directory.mkdir(parents=True, exist_ok=True)
+    cut = {"test_2016_flickr": test_pairs, "test_2017_flickr": test_pairs, "val": val_pairs}
+    for split in ("train", *cut):
+        for lang in ("de", "en"):
+            source = MULTI30K / f"{split}.{lang}.gz"
+            if cut.get(split) is None:
+                (directory / source.name).symlink_to(source)
+                continue
+            with gzip.open(source, "rt", encoding="utf-8") as f:
+                lines = [line.rstrip("\n") for line in itertools.islice(f, cut[split])]
+            write_split(directory, split, lang, lines, gz=True)
+    return directory
+
+
 def run_tiny_study(tmp: Path, overrides: list[str], spec: dict):
     """Write ``{tmp}/study.yaml`` (``spec`` plus ``overrides`` applied to every model, runs
-    under ``{tmp}/runs``), run ``nmt study`` on it and return (config path, result); skips
-    the test when the local Multi30k is missing."""
+    under ``{tmp}/runs``, the corpus :func:`multi30k_slice` in ``{tmp}/corpus``), run
+    ``nmt study`` on it and return (config path, result); skips the test when the local
+    Multi30k is missing."""
     import json
     import subprocess
     import sys
 
     if not (MULTI30K / "train.de.gz").exists():
         pytest.skip(f"Multi30k not found at {MULTI30K}")
+    corpus = multi30k_slice(tmp / "corpus")
     cfg = tmp / "study.yaml"
     cfg.write_text(
         json.dumps(
@@ -110,7 +164,7 @@ def run_tiny_study(tmp: Path, overrides: list[str], spec: dict):
                 "report_dir": f"{tmp}/report",
                 **spec,
                 "overrides": [
-                    f"data.path={MULTI30K}",
+                    f"data.path={corpus}",
                     *overrides,
                     "train.max_epochs=1",
                     "train.progress=false",

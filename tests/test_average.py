@@ -5,8 +5,6 @@ name the differing config keys; float64 accumulation."""
 import dataclasses
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -21,7 +19,7 @@ from nmt.model.checkpoint import (
     save_atomic,
 )
 
-from conftest import REPO, tiny_model
+from conftest import nmt_here, tiny_model
 
 
 def _cfg(**train):
@@ -192,13 +190,7 @@ def test_an_output_that_is_an_input_or_a_runs_checkpoint_is_refused(tmp_path, to
             check_output([a, b], run / name)
     check_output([a, b], run / "averaged.pt")
     before = b.read_bytes()
-    r = subprocess.run(
-        [sys.executable, "-m", "nmt", "average", str(a), str(b), "-o", str(b)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    r = nmt_here("average", a, b, "-o", b)  # in this process: a refusal needs none of its own
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert [x for x in r.stderr.splitlines() if x.startswith("error:")] == [
         f"error: --output {b}: is the input {b}; the average would replace it: write it to "

@@ -14,7 +14,7 @@ import torch
 from nmt.config.load import from_dict, load_study_config
 from nmt.model.checkpoint import CheckpointError, make_payload, read_payload, save_atomic
 
-from conftest import REPO, tiny_model
+from conftest import REPO, nmt_here, tiny_model
 
 
 class _Trap:
@@ -234,7 +234,7 @@ def test_average_last_n_needs_n_checkpoints(tmp_path, toy_vocabs):
     run = tmp_path / "run"
     for i in (1, 2, 3):
         save_atomic(make_payload(_cfg(), tiny_model(src, tgt), src, tgt), run / f"step_{i:08d}.pt")
-    r = _nmt("average", str(run), "--last", "5", "-o", str(tmp_path / "a.pt"))
+    r = nmt_here("average", run, "--last", "5", "-o", tmp_path / "a.pt")  # no pickle: in-process
     assert r.returncode == 2 and "--last 5: only 3 checkpoint(s) found" in r.stderr
     assert not (tmp_path / "a.pt").exists()
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import torchrun
+from conftest import nmt_here, torchrun
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = [
@@ -36,30 +36,6 @@ def nmt(*args, input=None, timeout=600):
     )
 
 
-def nmt_here(*args, input=None):
-    """``nmt ARGS`` run in this process (typer's CliRunner, from the project root), answered
-    like :func:`nmt`'s ``subprocess.run``: returncode, stdout, stderr. For the refusals and
-    options that need no process of their own: each ``python -m nmt`` pays torch's import
-    again (seconds on a busy 2-core machine). An exception that the command does not turn
-    into an exit status is raised here, as the real command would print its traceback."""
-    import os
-    import types
-
-    from typer.testing import CliRunner
-
-    from nmt.cli.app import app
-
-    here = os.getcwd()
-    os.chdir(REPO)
-    try:
-        r = CliRunner().invoke(app, list(map(str, args)), input=input)
-    finally:
-        os.chdir(here)
-    if r.exception is not None and not isinstance(r.exception, SystemExit):
-        raise r.exception
-    return types.SimpleNamespace(returncode=r.exit_code, stdout=r.stdout, stderr=r.stderr)
-
-
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     from conftest import MULTI30K
@@ -83,6 +59,22 @@ def trained(tmp_path_factory):
     return runs
 
 
+# pairs of val and of each test split that the decoding tests read (--data-path): every
+# model decodes a whole split there, and the tests check the options and the output's
+# layout, which 200 pairs show as well as 1,000
+SMALL_SPLITS = 200
+
+
+@pytest.fixture(scope="module")
+def small_corpus(tmp_path_factory):
+    """Multi30k with val and the test splits cut to their first SMALL_SPLITS pairs."""
+    from conftest import MULTI30K, multi30k_slice
+
+    if not (MULTI30K / "train.de.gz").exists():
+        pytest.skip(f"Multi30k not found at {MULTI30K}")
+    return multi30k_slice(tmp_path_factory.mktemp("corpus"), SMALL_SPLITS, SMALL_SPLITS)
+
+
 @pytest.mark.slow
 def test_train_writes_checkpoints_config_and_log(trained):
     run = trained["additive"]
@@ -94,12 +86,14 @@ def test_train_writes_checkpoints_config_and_log(trained):
 
 
 @pytest.mark.slow
-def test_evaluate_side_by_side_with_json(trained, tmp_path):
+def test_evaluate_side_by_side_with_json(trained, small_corpus, tmp_path):
     out = tmp_path / "scores.json"
     r = nmt(
         "evaluate",
         trained["additive"] / "best.pt",
         trained["none"] / "best.pt",
+        "--data-path",
+        small_corpus,
         "--split",
         "val",
         "--buckets",
@@ -117,7 +111,7 @@ def test_evaluate_side_by_side_with_json(trained, tmp_path):
     assert {"bleu", "chrf", "signature", "buckets", "bleu_papers", "papers_signature"} <= data[
         0
     ].keys()
-    assert sum(b["n"] for b in data[0]["buckets"]) == 1014
+    assert sum(b["n"] for b in data[0]["buckets"]) == SMALL_SPLITS
     assert [(b["min_len"], b["max_len"]) for b in data[0]["buckets"]] == [(1, 10), (11, None)]
 
 
@@ -347,6 +341,9 @@ def test_torchrun_two_processes_train_with_ddp(tmp_path):
     assert json.loads(records[-1])["step"] == 6
     assert "ranks agree: identical weights, learning rate and step on 2 ranks" in r.stderr
     # evaluate under torchrun: one report, printed once
+    from conftest import multi30k_slice
+
+    small = multi30k_slice(tmp_path / "corpus", SMALL_SPLITS, SMALL_SPLITS)
     r = subprocess.run(
         [
             *torchrun(2),
@@ -355,7 +352,7 @@ def test_torchrun_two_processes_train_with_ddp(tmp_path):
             "evaluate",
             str(tmp_path / "ddp" / "best.pt"),
             "--data-path",
-            str(MULTI30K),
+            str(small),
         ],
         capture_output=True,
         text=True,
@@ -517,11 +514,13 @@ def test_help_shows_flags_without_a_value():
 
 
 @pytest.mark.slow
-def test_select_chooses_alpha_on_val_and_scores_test(trained, tmp_path):
+def test_select_chooses_alpha_on_val_and_scores_test(trained, small_corpus, tmp_path):
     out = tmp_path / "select.json"
     r = nmt(
         "select",
         trained["additive"],
+        "--data-path",
+        small_corpus,
         "--beam",
         "2",
         "--alphas",

@@ -265,6 +265,8 @@ def test_nmt_heads_end_to_end_and_its_errors(tmp_path):
         pytest.skip(f"Multi30k not found at {MULTI30K}")
     from test_cli import TINY
 
+    from conftest import nmt_here
+
     def nmt(*args):
         return subprocess.run(
             [sys.executable, "-m", "nmt", *map(str, args)],
@@ -278,7 +280,6 @@ def test_nmt_heads_end_to_end_and_its_errors(tmp_path):
     for name, extra in [
         ("mh", ["model.attention=multihead", "model.heads=2"]),
         ("lp", ["model.attention=local_p"]),
-        ("fixed", ["model.attention=none"]),
     ]:
         r = nmt(
             "train",
@@ -292,6 +293,18 @@ def test_nmt_heads_end_to_end_and_its_errors(tmp_path):
         )
         assert r.returncode == 0, r.stderr
         runs[name] = tmp_path / name / "best.pt"
+    # the fixed-vector model is only refused here, so an untrained one serves: mh's
+    # vocabularies and config with attention none, never a training of its own
+    import dataclasses
+
+    from nmt.model.checkpoint import load_checkpoint, make_payload, save_atomic
+    from nmt.model.seq2seq import build_model
+
+    mh = load_checkpoint(runs["mh"])
+    cfg = dataclasses.replace(mh.cfg, model=dataclasses.replace(mh.cfg.model, attention="none"))
+    fixed = build_model(cfg.model, len(mh.src_vocab), len(mh.tgt_vocab))
+    runs["fixed"] = tmp_path / "fixed" / "best.pt"
+    save_atomic(make_payload(cfg, fixed, mh.src_vocab, mh.tgt_vocab), runs["fixed"])
     out = tmp_path / "heads"
     # a reference alignment of the split (the diagonal), as scripts/align_multi30k.py names it
     import gzip
@@ -350,18 +363,22 @@ def test_nmt_heads_end_to_end_and_its_errors(tmp_path):
         tmp_path / "align",
     )
     assert r.returncode == 0 and "| mh (2 heads) | 2 |" in (out / "heads.md").read_text()
+    # the refusals, in this process (each python -m nmt pays torch's import again)
     (tmp_path / "align" / "test_2016_flickr.de-en.gdfa").write_text("0-0\n")
-    r = nmt(
+    r = nmt_here(
         "heads", runs["mh"], "--max-sentences", 5, "--out", out, "--alignments", tmp_path / "align"
     )
     assert r.returncode == 2 and "1 lines for a test set of 1000 pairs" in r.stderr
-    r = nmt("heads", runs["mh"], "--compare", runs["fixed"], "--out", out)
+    # (5 sentences: the refusal comes after the first model's decoding, not before it)
+    r = nmt_here(
+        "heads", runs["mh"], "--compare", runs["fixed"], "--max-sentences", 5, "--out", out
+    )
     assert r.returncode == 2 and "fixed-vector" in r.stderr and "fixed/best.pt" in r.stderr
-    r = nmt("heads", runs["mh"], "--sentence", " ", "--out", out)
+    r = nmt_here("heads", runs["mh"], "--sentence", " ", "--out", out)
     assert r.returncode == 2 and "--sentence" in r.stderr
-    r = nmt("heads", runs["mh"], "--out", out / "heads.md")
+    r = nmt_here("heads", runs["mh"], "--out", out / "heads.md")
     assert r.returncode == 2 and "--out" in r.stderr
-    r = nmt("heads", tmp_path / "missing.pt", "--out", out)
+    r = nmt_here("heads", tmp_path / "missing.pt", "--out", out)
     assert r.returncode == 2 and "missing.pt" in r.stderr
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from typing import Any, cast
 
 import pytest
@@ -17,7 +15,7 @@ from nmt.data.corpus import Pair
 from nmt.ops.precision import PrecisionError, autocast, autocast_dtype, search_dtype
 from nmt.training.loop import Trainer
 
-from conftest import REPO, TOY_PAIRS, tiny_model
+from conftest import REPO, TOY_PAIRS, nmt_here, tiny_model
 
 CPU = torch.device("cpu")
 
@@ -121,14 +119,7 @@ def test_train_refuses_fp16_on_cpu_before_any_work(tmp_path, key):
     if not (cases / "nmt_toy.yaml").exists() or torch.cuda.is_available():
         pytest.skip("needs shared/cases and a machine without CUDA")
     shutil.copy(cases / "nmt_toy.yaml", tmp_path / "toy.yaml")
-    r = subprocess.run(
-        [sys.executable, "-m", "nmt", "train", "toy.yaml", f"{key}=fp16"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=300,
-        env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
-    )
+    r = nmt_here("train", "toy.yaml", f"{key}=fp16", cwd=tmp_path)  # a refusal: in-process
     assert r.returncode == 2, r.stderr
     assert f"{key}: fp16 needs a CUDA device" in r.stderr
     assert not (tmp_path / "runs").exists()

@@ -12,6 +12,8 @@ import pytest
 
 from nmt.model.checkpoint import read_payload
 
+from conftest import nmt_here
+
 REPO = Path(__file__).resolve().parents[1]
 SMALL = [
     "data.train_limit=240",
@@ -117,15 +119,11 @@ def test_interrupt_then_resume_gives_the_same_loss_curve(
 
 @pytest.mark.slow
 def test_second_run_without_resume_refuses_to_overwrite(tmp_path, multi30k_dir):
+    # refusals before any work: in this process (nmt/cli/app.py prints them as the command)
     (tmp_path / "last.pt").write_bytes(b"x")
-    r = subprocess.run(_cmd(multi30k_dir, tmp_path), cwd=REPO, capture_output=True, text=True)
+    r = nmt_here(*_cmd(multi30k_dir, tmp_path)[3:])
     assert r.returncode == 2 and "pass --resume" in r.stderr
-    r = subprocess.run(
-        _cmd(multi30k_dir, tmp_path / "never") + ["--resume"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
+    r = nmt_here(*_cmd(multi30k_dir, tmp_path / "never")[3:], "--resume")
     assert r.returncode == 2 and "--resume: nothing to resume" in r.stderr, r.stderr
 
 
@@ -198,12 +196,8 @@ def test_resume_refuses_a_different_config_and_extends_a_finished_run(tmp_path, 
     )
     assert r.returncode == 0, r.stderr
     # a key that changes the model or the data: refused, every differing key named
-    r = subprocess.run(
-        _cmd(multi30k_dir, out, *one, "model.attention=dot", "train.lr=0.01") + ["--resume"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    r = nmt_here(
+        *_cmd(multi30k_dir, out, *one, "model.attention=dot", "train.lr=0.01")[3:], "--resume"
     )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "model.attention: 'additive' (stored) vs 'dot' (given)" in r.stderr

@@ -8,8 +8,6 @@ The corpus is the cases' toy corpus (16 training, 6 validation pairs), copied to
 tests/fixtures/toy16 and mapped onto nmt's config as shared/cases/nmt_toy.yaml does."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,7 @@ from nmt.model.checkpoint import CheckpointError, read_payload, save_atomic
 from nmt.model.rundir import refuse_reuse
 from nmt.study.plan import StudyError, plan
 
-from conftest import REPO
+from conftest import nmt_here
 
 TOY16 = Path(__file__).resolve().parent / "fixtures" / "toy16"
 KEYS = ("step", "epoch", "train_loss", "val_loss", "val_bleu", "val_chrf")
@@ -131,13 +129,7 @@ def test_the_cli_refuses_in_one_line_naming_the_files(tmp_path):
     out = tmp_path / "runs" / "toy"
     out.mkdir(parents=True)
     (out / "best.pt").write_bytes(b"x")
-    r = subprocess.run(
-        [sys.executable, "-m", "nmt", "train", str(config)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    r = nmt_here("train", config)  # a refusal, in this process (nmt/cli/app.py prints it)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     errors = [x for x in r.stderr.splitlines() if x.startswith("error:")]
     assert errors == [

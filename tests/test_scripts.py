@@ -9,8 +9,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 # a guard against a hung script, not a measure of speed: each run of a script starts Python
-# (and torch) a few times (scripts/run_state.sh epochs_done), which under a loaded machine
-# (a training beside the tests) takes far longer than the seconds it takes on an idle one
+# a few times (scripts/run_state.sh epochs_done; without torch, see nmt/ops/validlog.py),
+# which under a loaded machine (a training beside the tests) takes far longer than on an
+# idle one
 TIMEOUT_S = 600
 
 
@@ -248,3 +249,18 @@ def test_a_damaged_validation_log_stops_the_script_naming_its_line(tmp_path):
     r = _run(tmp_path, "deen", "1", NMT=str(fake), EPOCHS="2")
     assert r.returncode != 0 and "valid_log.jsonl, line 3: not a JSON record" in r.stderr
     assert not (tmp_path / "calls.txt").exists()  # nothing trained on a damaged run
+
+
+def test_run_state_reads_a_log_without_importing_torch():
+    """scripts/run_state.sh asks where a run stands a few times per model: its reader must
+    not pay torch's import (seconds of CPU each time) for a few lines of JSON."""
+    code = (
+        "import sys\n"
+        "from nmt.ops.validlog import CheckpointError, read_valid_log\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'numpy'}))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=TIMEOUT_S
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr
+    assert "from nmt.ops.validlog import" in (REPO / "scripts" / "run_state.sh").read_text()

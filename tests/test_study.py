@@ -1,4 +1,5 @@
-"""``nmt study`` end to end on a 200-pair slice: runs, reuse, report, plots."""
+"""``nmt study`` end to end on a 200-pair training slice (test sets of
+:data:`conftest.STUDY_TEST_PAIRS` pairs): runs, reuse, report, plots."""
 
 import json
 import subprocess
@@ -9,6 +10,8 @@ import pytest
 
 from nmt.config.load import load_study_config
 from nmt.config.schema import ConfigError
+
+from conftest import STUDY_TEST_PAIRS, nmt_here
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -64,8 +67,9 @@ def test_study_trains_each_attention_and_writes_report(study_files):
     assert all((tmp / "report" / p).stat().st_size < 1 << 20 for p in pngs)
     results = json.loads((tmp / "report" / "results.json").read_text())
     joined = results["test_sets"]["test_2016_flickr_joined"]["buckets"]
-    # joining k=1 and k=3 gives 1000 + 333 lines, every one of them in some bucket
-    assert sum(r["n"] for r in joined if r["system"] == "none") == 1333
+    # joining k=1 and k=3 gives n + n // 3 lines, every one of them in some bucket
+    n = STUDY_TEST_PAIRS
+    assert sum(r["n"] for r in joined if r["system"] == "none") == n + n // 3
     assert any(r["min_len"] >= 41 and r["n"] > 0 for r in joined)
 
 
@@ -98,13 +102,7 @@ def test_changed_config_conflicts_with_existing_run(study_files):
     changed["overrides"].append("train.seed=99")
     other = tmp / "changed.yaml"
     other.write_text(json.dumps(changed))
-    r = subprocess.run(
-        [sys.executable, "-m", "nmt", "study", str(other), "--report-only"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    r = nmt_here("study", other, "--report-only")
     assert r.returncode == 2
     assert "trained with a different config (train.seed: 1 (run) vs 99 (study))" in r.stderr
 
@@ -116,13 +114,7 @@ def test_report_only_names_runs_that_were_never_trained(study_files):
     spec["run_prefix"], spec["archive_dir"] = "ghost", str(tmp / "no_archive")
     other = tmp / "ghost.yaml"
     other.write_text(json.dumps(spec))
-    r = subprocess.run(
-        [sys.executable, "-m", "nmt", "study", str(other), "--report-only"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    r = nmt_here("study", other, "--report-only")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "--report-only: no run, no model folder and no archive for " in r.stderr
     assert "ghost_dot" in r.stderr and "unfinished" not in r.stderr
@@ -178,13 +170,7 @@ def test_archived_run_is_reported_without_its_checkpoint(study_files):
         key = archive / "hyps" / "test_2016_flickr.txt.key.json"
         saved = key.read_text()
         key.unlink()
-        r = subprocess.run(
-            [sys.executable, "-m", "nmt", "study", str(other), "--report-only"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        r = nmt_here("study", other, "--report-only")
         key.write_text(saved)
         assert r.returncode != 0
         assert "tiny_dot: no checkpoint" in r.stderr and "train the run again" in r.stderr
@@ -192,13 +178,7 @@ def test_archived_run_is_reported_without_its_checkpoint(study_files):
         record = archive / "checkpoint.json"
         saved = record.read_text()
         record.write_text(json.dumps({"sha256": "0" * 64}))
-        r = subprocess.run(
-            [sys.executable, "-m", "nmt", "study", str(other), "--report-only"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        r = nmt_here("study", other, "--report-only")
         record.write_text(saved)
         assert r.returncode != 0
         assert f"the sha256 in {record} (000000000000...) is not the checkpoint" in r.stderr
@@ -224,12 +204,7 @@ def test_a_bad_study_override_names_the_study_file_and_the_override(tmp_path):
     path.write_text(
         f"base_config: {base}\nattentions: [none, additive]\noverrides: [train.thraeds=1]\n"
     )
-    r = subprocess.run(
-        [sys.executable, "-m", "nmt", "study", str(path), "--report-only"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
+    r = nmt_here("study", path, "--report-only")
     assert r.returncode == 2, r.stderr
     assert (
         f"error: {path}: {base} with override 'train.thraeds=1': train.thraeds: unknown key"
@@ -275,7 +250,7 @@ def test_shipped_folder_is_reported_and_missing_models_are_listed(study_files):
         (tmp / "runs" / name).rename(where)  # runs/ lost, as in a new session
     try:
         cmd = [sys.executable, "-m", "nmt", "study", str(other), "--report-only"]
-        r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+        r = nmt_here(*cmd[3:])
         assert r.returncode == 2 and "Traceback" not in r.stderr
         assert "no model folder and no archive for " in r.stderr and "--allow-missing" in r.stderr
         assert "tiny_dot" in r.stderr and "tiny_additive" not in r.stderr

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import REPO, nmt_here
 
 CASES = REPO.parent / "shared" / "cases"
 TOY = CASES / "nmt_toy.yaml"
@@ -35,6 +35,8 @@ def _nmt(*args, cwd: Path = REPO, timeout: int = 300, input: str | None = None):
 
 
 def _one_line_error(r) -> str:
+    """The one ``error:`` line of a refused command (``_nmt``'s subprocess, or
+    ``nmt_here`` in this process: the same handler prints it, nmt/cli/app.py)."""
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert "Traceback" not in r.stderr
     lines = [x for x in r.stderr.splitlines() if x.startswith("error:")]
@@ -69,20 +71,20 @@ def toy_checkpoint(tmp_path_factory):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_cuda_requested_without_cuda_is_one_line(tmp_path, toy_checkpoint):
     case = _case("NMT-24", tmp_path)
-    msg = _one_line_error(_nmt("train", "../nmt_toy.yaml", "train.device=cuda", cwd=case))
+    msg = _one_line_error(nmt_here("train", "../nmt_toy.yaml", "train.device=cuda", cwd=case))
     assert "train.device: CUDA requested ('cuda') but not available" in msg
     assert not (case / "runs").exists()  # refused before any work
     _case_dir, ckpt = toy_checkpoint
-    msg = _one_line_error(_nmt("evaluate", ckpt, "--device", "cuda:1"))
+    msg = _one_line_error(nmt_here("evaluate", ckpt, "--device", "cuda:1"))
     assert "--device: CUDA requested ('cuda:1')" in msg
-    msg = _one_line_error(_nmt("translate", ckpt, "--device", "cuda", input="ein mann\n"))
+    msg = _one_line_error(nmt_here("translate", ckpt, "--device", "cuda", input="ein mann\n"))
     assert "--device: CUDA requested" in msg
 
 
 @pytest.mark.slow
 def test_unknown_device_names_the_option(toy_checkpoint):
     _case_dir, ckpt = toy_checkpoint
-    msg = _one_line_error(_nmt("translate", ckpt, "--device", "tpu", input="x\n"))
+    msg = _one_line_error(nmt_here("translate", ckpt, "--device", "tpu", input="x\n"))
     assert "--device: 'tpu'" in msg
 
 
@@ -92,7 +94,7 @@ def test_unknown_device_names_the_option(toy_checkpoint):
 @pytest.mark.slow
 def test_vocab_size_below_the_characters_is_one_line(tmp_path):
     case = _case("NMT-27", tmp_path)
-    msg = _one_line_error(_nmt("train", "../nmt_toy.yaml", "subwords.vocab_size=30", cwd=case))
+    msg = _one_line_error(nmt_here("train", "../nmt_toy.yaml", "subwords.vocab_size=30", cwd=case))
     assert "subwords.vocab_size: 30 is too small for this corpus" in msg
     import re
 

@@ -35,13 +35,10 @@ from nmt.model import folder
 from nmt.model.footprint import ResourceError, check_fits
 from nmt.model.seq2seq import Seq2Seq, build_model
 from nmt.ops.files import atomic_open
+from nmt.ops.validlog import CheckpointError as CheckpointError
 
 FORMAT = "nmt-checkpoint"
 VERSION = 1
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint cannot be read or written; the message names the file."""
 
 
 def save_atomic(payload: dict[str, Any], path: str | Path) -> None:

@@ -30,10 +30,10 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from nmt.model.checkpoint import CheckpointError, read_payload, run_id_of
 from nmt.ops.files import write_atomic
+from nmt.ops.validlog import read_valid_log as read_valid_log  # torch-free: run_state.sh
 
 LAST, BEST, LOG, SUMMARY = "last.pt", "best.pt", "valid_log.jsonl", "summary.json"
 AVERAGED = "averaged.pt"  # written by nmt select
@@ -192,44 +192,6 @@ def nothing_to_resume(out: Path) -> CheckpointError:
         f"step_*.pt with training state, only {listed(found)}; choose "
         "another name / train.out_dir for a new run"
     )
-
-
-def read_valid_log(path: Path) -> list[dict[str, Any]]:
-    """The validation records of a run's ``valid_log.jsonl``, one dict per non-blank line
-    (``step``, ``val_bleu``, ``elapsed_s``, ...); ``[]`` when the file does not exist.
-
-    Raises:
-        CheckpointError: the file cannot be read, or a line is not a JSON object with an
-            integer ``step`` and a numeric ``val_bleu`` (names the file and line number).
-    """
-    if not path.is_file():
-        return []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{path}: unreadable validation log: {e}") from None
-    records: list[dict[str, Any]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError as e:
-            raise CheckpointError(
-                f"{path}, line {number}: not a JSON record ({e}); the "
-                "log is damaged: restore it or remove that line"
-            ) from None
-        if (
-            not isinstance(record, dict)
-            or not isinstance(record.get("step"), int)
-            or not isinstance(record.get("val_bleu"), (int, float))
-        ):
-            raise CheckpointError(
-                f"{path}, line {number}: not a validation record (expected "
-                'an object with an integer "step" and a number "val_bleu")'
-            )
-        records.append(record)
-    return records
 
 
 def set_aside_records_after(out: Path, step: int) -> str | None:
