@@ -45,8 +45,8 @@ from nmt.serve.limits import (
     MAX_SEARCH_WORK,
     ApiError,
     bad_option,
+    chosen_models,
     limit_exceeded,
-    not_found,
 )
 from nmt.serve.metrics import CountRequests, Metrics
 from nmt.serve.registry import ModelEntry, Registry
@@ -317,12 +317,7 @@ def create_app(
         null for the fixed-vector model, flagged `fixed_vector`), the truncation and
         unknown-piece flags, sentence BLEU and chrF against a reference, and the time."""
         start, arrived = time.perf_counter(), time.monotonic()
-        ids = req.models or list(registry.models)
-        for i in ids:
-            if i not in registry.models:
-                raise not_found("model", i, list(registry.models))
-        if len(set(ids)) != len(ids):
-            raise bad_option("a model is named twice in models", "models")
+        ids = chosen_models(req.models, list(registry.models))
         refs: list[str | None] = [None] * len(req.lines)
         if req.references is not None:
             if len(req.references) != len(req.lines):

@@ -113,6 +113,21 @@ def not_found(what: str, name: str, known: list[str]) -> ApiError:
     )
 
 
+def chosen_models(asked: list[str] | None, known: list[str]) -> list[str]:
+    """The model ids a request names (every served model when it names none).
+
+    Raises:
+        ApiError: 404 for an id that is not served, 400 for an id named twice.
+    """
+    ids = asked or list(known)
+    for i in ids:
+        if i not in known:
+            raise not_found("model", i, list(known))
+    if len(set(ids)) != len(ids):
+        raise bad_option("a model is named twice in models", "models")
+    return ids
+
+
 def busy(model: str, size: int) -> ApiError:
     """The 429 error of a model whose queue holds ``size`` requests already."""
     return ApiError(

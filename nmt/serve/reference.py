@@ -41,7 +41,7 @@ from nmt.data.stored import PROJECT_ROOT
 from nmt.evaluation.alignment import Alignment, AlignmentError, long_alignments, piece_words, score
 from nmt.inference.translator import fixed_torch_threads
 from nmt.serve.decode import rounded
-from nmt.serve.limits import bad_option, not_found
+from nmt.serve.limits import chosen_models
 from nmt.serve.registry import ModelEntry, Registry
 from nmt.serve.schemas import Line, Name, errors
 from nmt.serve.testsets import TestSet, TestSets
@@ -253,10 +253,5 @@ def add_route(app: FastAPI, registry: Registry, refs: ReferenceAlignments | None
         multihead), the word of each piece, and each head's and the head mean's word links
         with precision, recall and AER for this sentence. Otherwise `alignment` is null and
         `note` says why."""
-        ids = req.models or list(registry.models)
-        for i in ids:
-            if i not in registry.models:
-                raise not_found("model", i, list(registry.models))
-        if len(set(ids)) != len(ids):
-            raise bad_option("a model is named twice in models", "models")
+        ids = chosen_models(req.models, list(registry.models))
         return await run_in_threadpool(answer, registry, refs, req.line, req.reference, ids)
