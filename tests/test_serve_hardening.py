@@ -549,3 +549,16 @@ def test_a_body_that_is_not_json_says_what_to_send(
         assert where in message, message
     if content_type != "application/json":  # the header is the fault, not the body
         assert "Content-Type is 'text/plain'" in message, message
+
+
+@pytest.mark.slow
+def test_a_non_json_body_to_reference_alignment_shows_that_routes_shape(client: TestClient) -> None:
+    """The example in the message is the route's own: reference_alignment takes ``line``."""
+    r = client.post(
+        "/api/reference_alignment",
+        content=b"Ein Hund.",
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 422, r.text
+    message = r.json()["message"]
+    assert '{"line": "' in message and '"lines"' not in message, message

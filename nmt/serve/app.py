@@ -123,11 +123,13 @@ def _message(err: dict[str, Any]) -> str:
     return str(err.get("msg", ""))
 
 
-# what a request looks like, for the errors of a body that is not one
+# what a request looks like, for the errors of a body that is not one (by route; translate's
+# shape for the others)
 _REQUEST_SHAPE = '{"lines": ["Ein Hund läuft im Schnee."]}'
+_ROUTE_SHAPES = {"/api/reference_alignment": '{"line": "Ein Hund läuft im Schnee."}'}
 
 
-def _not_json(err: dict[str, Any], content_type: str) -> str | None:
+def _not_json(err: dict[str, Any], content_type: str, shape: str = _REQUEST_SHAPE) -> str | None:
     """The message for a body that is not a JSON object (malformed JSON, or a body sent as
     another content type), else None: pydantic's own ("JSON decode error", "Input should
     be a valid dictionary") names neither the fault nor what to send."""
@@ -137,18 +139,18 @@ def _not_json(err: dict[str, Any], content_type: str) -> str | None:
         at = f" at character {loc[1]}" if len(loc) > 1 and isinstance(loc[1], int) else ""
         return (
             f"the request body is not valid JSON ({reason}{at}); send a JSON object with "
-            f"Content-Type: application/json, e.g. {_REQUEST_SHAPE}"
+            f"Content-Type: application/json, e.g. {shape}"
         )
     if loc == ("body",) and kind in ("model_attributes_type", "dict_type", "missing"):
         if "json" not in content_type.lower():  # FastAPI reads a body as JSON only when told
             return (
                 f"the request's Content-Type is {content_type or 'missing'!r}, so its body "
                 "was not read as JSON; send the header Content-Type: application/json, "
-                f"e.g. with {_REQUEST_SHAPE}"
+                f"e.g. with {shape}"
             )
         return (
             "the request body is not a JSON object; send one with Content-Type: "
-            f"application/json, e.g. {_REQUEST_SHAPE}"
+            f"application/json, e.g. {shape}"
         )
     return None
 
@@ -172,7 +174,8 @@ def validation_error(request: Request, exc: Exception) -> JSONResponse:
     ]
     first = listed[0] if listed else {"msg": str(exc), "loc": []}
     content_type = request.headers.get("content-type", "")
-    not_json = _not_json(found[0], content_type) if found else None
+    shape = _ROUTE_SHAPES.get(request.url.path, _REQUEST_SHAPE)
+    not_json = _not_json(found[0], content_type, shape) if found else None
     if not_json is not None:
         return JSONResponse(
             json_safe({"error": "invalid_request", "message": not_json, "errors": listed}),
