@@ -194,9 +194,11 @@ def build_app(
     queue: int = 16,
     ids: list[str] | None = None,
     alignments: Path | None = None,
+    threads: int = 1,
     **batching: Any,
 ) -> Any:
-    """The nmt serve application of ``models`` (id=path), one thread per search;
+    """The nmt serve application of ``models`` (id=path) on ``threads`` torch threads
+    (one per search by default);
     ``alignments``: the reference alignments' folder (default: none, whatever data/
     holds); ``batching``: fields of :class:`nmt.serve.batcher.Batching`."""
     from nmt.serve.batcher import Batching
@@ -207,7 +209,7 @@ def build_app(
         ServeOptions(
             models=specs,
             studies=studies or [],
-            threads=1,
+            threads=threads,
             queue=queue,
             device="cpu",
             batching=Batching(**batching),

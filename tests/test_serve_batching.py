@@ -64,7 +64,9 @@ def settled(client: TestClient, model: str) -> str:
     raise AssertionError(f"the queue of {model} did not empty")
 
 
-def test_batched_answers_equal_solo_answers(models: dict[str, Path]) -> None:
+@pytest.mark.parametrize("threads", [1, 2])
+def test_batched_answers_equal_solo_answers(models: dict[str, Path], threads: int) -> None:
+    """threads 2: the two models' searches run at once, one thread each."""
     bodies: list[dict[str, Any]] = [
         {"lines": [line], "beam": 3, "n_best": 2, "models": ["additive", "none"]}
         for line in LINES + MORE
@@ -77,8 +79,12 @@ def test_batched_answers_equal_solo_answers(models: dict[str, Path]) -> None:
     solo_app = build_app(models, ids=["additive", "none"], max_batch=1)
     with TestClient(solo_app) as solo:
         alone = [solo.post("/api/translate", json=b).json() for b in bodies]
-    batched = build_app(models, ids=["additive", "none"], max_batch=32, wait_ms=300)
+    batched = build_app(
+        models, ids=["additive", "none"], max_batch=32, wait_ms=300, threads=threads
+    )
     with TestClient(batched) as client, ThreadPoolExecutor(len(bodies)) as pool:
+        health = client.get("/api/health").json()
+        assert (health["searches"], health["search_threads"]) == (threads, 1)
         answers = list(pool.map(lambda b: client.post("/api/translate", json=b), bodies))
         metrics = client.get("/metrics").text
     for a, s in zip(answers, alone, strict=True):
@@ -104,10 +110,10 @@ def test_a_request_past_its_deadline_is_503_and_not_searched(
     release = threading.Event()
     searched: list[int] = []
 
-    def slow(jobs: Any, threads: int) -> Any:
+    def slow(jobs: Any, threads: int, shared: bool = False) -> Any:
         searched.append(len(jobs))
         assert release.wait(60)
-        return real(jobs, threads)
+        return real(jobs, threads, shared)
 
     monkeypatch.setattr(serve_batcher, "run_jobs", slow)
     app = build_app(models, ids=["none"], max_batch=1, wait_ms=0, timeout_s=0.5)
@@ -140,10 +146,10 @@ def test_a_client_gone_while_queued_is_dropped_before_its_search(
     release = threading.Event()
     searched: list[str] = []
 
-    def slow(jobs: Any, threads: int) -> Any:
+    def slow(jobs: Any, threads: int, shared: bool = False) -> Any:
         searched.extend(p.lines[0] for p, _, _ in jobs)
         assert release.wait(60)
-        return real(jobs, threads)
+        return real(jobs, threads, shared)
 
     calls = {"n": 0}
 

@@ -33,7 +33,7 @@ def searches(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     ``GATE`` (set by default)."""
     done: list[tuple[str, int]] = []
 
-    def fake(jobs: list[Any], threads: int) -> list[dict[str, Any]]:
+    def fake(jobs: list[Any], threads: int, shared: bool = False) -> list[dict[str, Any]]:
         model = jobs[0][0].model
         if model == "a":
             assert GATE.wait(30)
@@ -134,3 +134,41 @@ def test_turns_are_first_come_first_served() -> None:
     for t in threads:
         t.join(30)
     assert order == [0, 1, 2, 3]
+
+
+def test_two_slots_let_one_model_search_while_another_does(
+    searches: list[tuple[str, int]],
+) -> None:
+    turns = Turns(2)
+    a = Batcher(1, wait_s=0, turns=turns, return_wait_s=0, shared=True)
+    b = Batcher(1, wait_s=0, turns=turns, return_wait_s=0, shared=True)
+    GATE.clear()
+    first = a.submit(model_job("a"))
+    time.sleep(0.2)  # a's search is running (held at the gate)
+    b.submit(model_job("b")).result(30)  # answered while a still searches
+    assert searches == [("b", 1)] and turns.running == 1
+    GATE.set()
+    first.result(30)
+    assert searches == [("b", 1), ("a", 1)]
+
+
+def test_a_turn_waits_for_a_free_slot() -> None:
+    turns, inside = Turns(2), []
+    hold = threading.Event()
+
+    def search(k: int) -> None:
+        with turns.turn():
+            inside.append(k)
+            hold.wait(30)
+
+    threads = [threading.Thread(target=search, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+        time.sleep(0.1)
+    assert inside == [0, 1] and turns.running == 2  # the third waits
+    hold.set()
+    for t in threads:
+        t.join(30)
+    assert inside == [0, 1, 2] and turns.running == 0
+    with pytest.raises(ValueError, match="slots must be >= 1"):
+        Turns(0)

@@ -16,7 +16,9 @@
 #
 # Meant for an otherwise idle machine: every other process's CPU shows in the numbers
 # (machine.txt lists what ran). Environment (defaults): REQUESTS=240 MAX_SECONDS=60
-# LEVELS=1,4,8,16 ROUNDS=3 BUDGET_S=720 OLD_COMMIT=e6d2505 NEW_ARGS="" (more `nmt serve`
+# LEVELS=1,4,8,16 ROUNDS=3 BUDGET_S=720 THREADS=1 (each server's --threads; at 2 the new
+# server searches its two models at once, one thread each, the old one gives a search both)
+# OLD_COMMIT=e6d2505 NEW_ARGS="" (more `nmt serve`
 # options for the new server only) NEW2_ARGS="" (when set, e.g. "--workers 2", each round
 # also runs the new server with these options, labelled new2) DATA=<corpus folder, default
 # ../shared/data/multi30k>.
@@ -29,6 +31,7 @@ MAX_SECONDS=${MAX_SECONDS:-60}
 LEVELS=${LEVELS:-1,4,8,16}
 ROUNDS=${ROUNDS:-3}
 BUDGET_S=${BUDGET_S:-720}
+THREADS=${THREADS:-1}
 OLD_COMMIT=${OLD_COMMIT:-e6d2505}
 NEW_ARGS=${NEW_ARGS:-}
 NEW2_ARGS=${NEW2_ARGS:-}
@@ -65,7 +68,7 @@ machine() {
     machine start
     echo "new: $REPO $(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- || echo +dirty)"
     echo "old: $OLD_TREE (git archive $OLD_COMMIT)"
-    echo "REQUESTS=$REQUESTS MAX_SECONDS=$MAX_SECONDS LEVELS=$LEVELS ROUNDS=$ROUNDS BUDGET_S=$BUDGET_S NEW_ARGS=$NEW_ARGS NEW2_ARGS=$NEW2_ARGS"
+    echo "REQUESTS=$REQUESTS MAX_SECONDS=$MAX_SECONDS LEVELS=$LEVELS ROUNDS=$ROUNDS BUDGET_S=$BUDGET_S THREADS=$THREADS NEW_ARGS=$NEW_ARGS NEW2_ARGS=$NEW2_ARGS"
 } > "$OUT/machine.txt"
 
 start=$SECONDS
@@ -78,7 +81,7 @@ run() {  # run LABEL ROUND
         return
     fi
     local common=(--requests "$REQUESTS" --levels "$LEVELS" --max-seconds "$MAX_SECONDS"
-        --beam 5 --data "$DATA/test_2016_flickr.de.gz" --label "$label"
+        --beam 5 --threads "$THREADS" --data "$DATA/test_2016_flickr.de.gz" --label "$label"
         --out "$OUT/${label}_r$round.json")
     if [[ $label == old ]]; then
         "$PY" benchmarks/serve/load_test.py --model "additive=$CKPT/additive.pt" \

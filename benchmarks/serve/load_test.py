@@ -144,9 +144,9 @@ def post(url: str, body: dict[str, Any], timeout: float) -> tuple[int, float, An
 
 
 def start_server(
-    checkout: Path, models: list[str], port: int, extra: list[str]
+    checkout: Path, models: list[str], port: int, extra: list[str], threads: int = 1
 ) -> subprocess.Popen[bytes]:
-    """``nmt serve`` of ``checkout`` on 127.0.0.1:``port``, one torch thread.
+    """``nmt serve`` of ``checkout`` on 127.0.0.1:``port``, ``threads`` torch threads.
 
     Raises:
         RuntimeError: the server exited, or did not answer /api/health in 15 minutes.
@@ -157,7 +157,7 @@ def start_server(
         "nmt",
         "serve",
         "--threads",
-        "1",
+        str(threads),
         "--port",
         str(port),
         "--host",
@@ -168,7 +168,7 @@ def start_server(
         *extra,
     ]
     # cwd and PYTHONPATH: the checkout's own nmt before the one installed in this venv
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(checkout)}
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(checkout)}
     # its own process group: stop_server ends the --workers children too, also of an
     # older checkout, whose parent died on SIGTERM without stopping them
     proc = subprocess.Popen(cmd, cwd=checkout, env=env, start_new_session=True)
@@ -354,6 +354,7 @@ def main() -> None:
     ap.add_argument("--levels", default="1,4,8,16")
     ap.add_argument("--max-seconds", type=float, default=180.0)
     ap.add_argument("--beam", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1, help="the server's torch threads")
     ap.add_argument("--data", type=Path, default=DATA, help="source lines, .gz or plain")
     ap.add_argument("--out", type=Path, help="the run as JSON; X.requests.jsonl beside it")
     ap.add_argument("--commit", help="the checkout's commit, recorded (default: git's HEAD)")
@@ -376,7 +377,7 @@ def main() -> None:
         "started": now_utc(),
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
-        "server_threads": 1,
+        "server_threads": a.threads,
         "python": sys.version.split()[0],
         "load_average_start": [round(x, 2) for x in os.getloadavg()],
         "models": specs,
@@ -387,7 +388,7 @@ def main() -> None:
         "serve_args": a.serve_args,
     }
     port = free_port()
-    proc = start_server(a.checkout.resolve(), specs, port, a.serve_args)
+    proc = start_server(a.checkout.resolve(), specs, port, a.serve_args, a.threads)
     base = f"http://127.0.0.1:{port}"
     url = f"{base}/api/translate"
     body = {"beam": a.beam, "models": [m.partition("=")[0] for m in a.model]}

@@ -10,10 +10,8 @@ validation during training all translate through it, so sources are encoded one 
 from __future__ import annotations
 
 import sys
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,11 +21,8 @@ import torch
 from nmt.data.batches import Example, collate, make_batches
 from nmt.data.vocab import EOS, UNK, Vocab
 from nmt.inference.search import beam_search, greedy
+from nmt.inference.threads import fixed_torch_threads
 from nmt.inference.translate import MAX_SOURCE_PIECES, Decoding, Translation, search_precision
-
-# torch's CPU thread count is one per process: a translation that changes it holds this
-# lock, so two Translators (or two requests) never decode with each other's thread count
-_TORCH_THREADS = threading.Lock()
 
 
 @dataclass
@@ -89,29 +84,6 @@ def threads_per_worker(workers: int, threads: int | None = None) -> int:
     """CPU threads each of ``workers`` concurrent searches gets: an equal share of
     ``threads`` (default torch's current count), at least 1."""
     return max(1, (threads or torch.get_num_threads()) // workers)
-
-
-@contextmanager
-def _torch_threads(n: int) -> Iterator[None]:
-    """torch's intra-op CPU threads set to ``n`` inside the block, restored after it."""
-    old = torch.get_num_threads()
-    if n != old:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        if torch.get_num_threads() != old:
-            torch.set_num_threads(old)
-
-
-@contextmanager
-def fixed_torch_threads(n: int) -> Iterator[None]:
-    """The process-wide decoding lock held, and torch's CPU threads set to ``n``, inside
-    the block (restored after it): what :meth:`Translator.translate` holds around its
-    searches, for callers that search themselves (``nmt serve``), so that their searches
-    and every Translator's run one at a time on a fixed thread count."""
-    with _TORCH_THREADS, _torch_threads(n):
-        yield
 
 
 class Translator:
@@ -307,7 +279,7 @@ class Translator:
         def search(batch: Any) -> tuple[Any, list[list[Any]]]:
             return batch, _search(self.model, batch.src.to(self.device), batch.src_len, decoding)
 
-        with _TORCH_THREADS, _torch_threads(threads_per_worker(n_workers, self.threads)):
+        with fixed_torch_threads(threads_per_worker(n_workers, self.threads)):
             if n_workers == 1:
                 done = [search(b) for b in batches]
             else:

@@ -261,14 +261,17 @@ def create_app(
 
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
     _route_codes_only(app)
-    turns = Turns()  # one search at a time, models in turn, each batch taken at its turn
+    # registry.searches at a time (one per model, on their share of the threads), each
+    # batch taken at its turn
+    turns = Turns(registry.searches)
     batchers = {
         i: Batcher(
-            registry.threads,
+            registry.search_threads,
             batching.max_batch,
             batching.wait_ms / 1000,
             turns=turns,
             return_wait_s=batching.return_wait_ms / 1000,
+            shared=registry.searches > 1,
         )
         for i in registry.models
     }
@@ -288,11 +291,14 @@ def create_app(
 
     @app.get("/api/health", tags=["models"])
     def health() -> dict[str, Any]:
-        """Liveness: the served model ids, the decoding threads and nmt's version."""
+        """Liveness: the served model ids, the decoding threads (and how many searches
+        run at once, on how many threads each) and nmt's version."""
         return {
             "status": "ok",
             "models": list(registry.models),
             "threads": registry.threads,
+            "searches": registry.searches,
+            "search_threads": registry.search_threads,
             "version": _nmt_version(),
         }
 

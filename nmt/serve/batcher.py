@@ -7,9 +7,10 @@ dynamic batcher (``max_queue_delay_microseconds``), Ray Serve's ``@serve.batch``
 :class:`Batcher` waits at most ``wait_s`` after the first job arrives, or until
 ``max_batch`` lines of jobs with the same decoding and forced prefix are waiting, then
 searches them in one batch sorted by source length (:func:`nmt.serve.decode.run_jobs`).
-The batchers of one server search in turn (:class:`Turns`), and a batch is taken when
-its turn comes: jobs that arrived while another model searched join it, and the turn
-waits briefly for the clients that the previous search answered (``return_wait_s``).
+The batchers of one server search in turn (:class:`Turns`: one search at a time, or one
+per model at once, each on its own share of the CPU threads), and a batch is taken when
+its turn comes: jobs that arrived while it waited join it, and the turn waits briefly for
+the clients that the previous search answered (``return_wait_s``).
 
 A job is dropped, never searched, when its client went away or its deadline passed while
 it waited; its future then holds :class:`Dropped` or :class:`DeadlineExceeded`. A job
@@ -107,42 +108,60 @@ class Job:
 class Turns:
     """Turns at searching, first come first served, shared by the batchers of one server.
 
-    Searches run one at a time anyway (the process-wide decoding lock); a batcher takes its
-    batch only once its turn has come, so the batch holds every job that arrived while
-    the other models searched. With two models and closed-loop clients, a batch taken
-    before the wait for the lock held about half of them (the clients split into two
-    groups that alternate). FIFO, unlike ``threading.Lock``, so that a busy model cannot
-    keep the turn from another one.
+    At most ``slots`` searches run at once (one per model at most: a model's batcher
+    searches one batch at a time); each takes its batch only once its turn has come, so
+    the batch holds every job that arrived while it waited. With two models, one slot and
+    closed-loop clients, a batch taken before the wait held about half of them (the
+    clients split into two groups that alternate). FIFO, unlike ``threading.Lock``, so
+    that a busy model cannot keep the turn from another one.
+
+    Raises:
+        ValueError: ``slots`` < 1.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, slots: int = 1) -> None:
+        if slots < 1:
+            raise ValueError(f"search slots must be >= 1, got {slots}")
+        self.slots = slots
         self._cv = threading.Condition()
         self._waiting: deque[object] = deque()
-        # set by the batcher holding the turn when its search ends: when it ended
-        # (time.monotonic()) and how many requests it answered
+        self._running = 0
+        # set by a batcher when its search ends: when it ended (time.monotonic()) and how
+        # many requests it answered
         self.ended, self.answered = 0.0, 0
 
     @contextmanager
     def turn(self) -> Iterator[None]:
-        """Wait for this thread's turn; hold it inside the block."""
+        """Wait for this thread's turn and a free slot; hold the slot inside the block."""
         me = object()
         with self._cv:
             self._waiting.append(me)
-            while self._waiting[0] is not me:
+            while self._waiting[0] is not me or self._running >= self.slots:
                 self._cv.wait()
+            self._waiting.popleft()
+            self._running += 1
+            self._cv.notify_all()  # the next in line may take another free slot
         try:
             yield
         finally:
             with self._cv:
-                self._waiting.popleft()
+                self._running -= 1
                 self._cv.notify_all()
+
+    @property
+    def running(self) -> int:
+        """Searches running now."""
+        with self._cv:
+            return self._running
 
 
 class Batcher:
     """The queue and the batching thread of one model.
 
     Args:
-        threads: torch CPU threads of every search. max_batch: lines per search at most
+        threads: torch CPU threads of every search. shared: whether searches of other
+            batchers at the same thread count may run at the same time (``turns`` with
+            more than one slot). max_batch: lines per search at most
             (a larger job runs alone, whole). wait_s: how long the first waiting job waits
             for others (seconds; 0 searches what is there at once).
         observe: called after each search with (lines, queue seconds of each job, search
@@ -163,13 +182,14 @@ class Batcher:
         observe: Callable[[int, list[float], float], None] | None = None,
         turns: Turns | None = None,
         return_wait_s: float = 0.01,
+        shared: bool = False,
     ):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         if wait_s < 0 or return_wait_s < 0:
             raise ValueError(f"batch waits must be >= 0, got {wait_s} and {return_wait_s}")
         self.threads, self.max_batch, self.wait_s = threads, max_batch, wait_s
-        self.return_wait_s = return_wait_s
+        self.return_wait_s, self.shared = return_wait_s, shared
         self.observe = observe
         self.turns = turns or Turns()
         self._pending: deque[Job] = deque()
@@ -279,7 +299,9 @@ class Batcher:
             return
         start = time.monotonic()
         try:
-            answers = run_jobs([(j.prepared, j.references, j.top_k) for j in live], self.threads)
+            answers = run_jobs(
+                [(j.prepared, j.references, j.top_k) for j in live], self.threads, self.shared
+            )
         except Exception as e:  # every job of the batch answers the error (500)
             for j in live:
                 j.future.set_exception(e)

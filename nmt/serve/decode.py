@@ -26,8 +26,9 @@ from sacrebleu.metrics import BLEU, CHRF
 from nmt.data.batches import Example, collate
 from nmt.data.vocab import EOS
 from nmt.inference.hypothesis import normalised_score
+from nmt.inference.threads import fixed_torch_threads
 from nmt.inference.translate import Decoding, search_precision
-from nmt.inference.translator import EncodedSource, fixed_torch_threads
+from nmt.inference.translator import EncodedSource
 from nmt.ops.precision import search_dtype
 from nmt.serve.forced import Forced, forced_pass_many, search_after_prefix
 from nmt.serve.limits import (
@@ -257,7 +258,7 @@ def run_model(
 
 
 def run_jobs(
-    jobs: list[tuple[Prepared, list[str | None], int]], threads: int
+    jobs: list[tuple[Prepared, list[str | None], int]], threads: int, shared: bool = False
 ) -> list[dict[str, Any]]:
     """Search the lines of several requests to one model in one batch, sorted by source
     length. Each hypothesis' per-token log-probabilities and attention are the search's;
@@ -271,7 +272,8 @@ def run_jobs(
     Args:
         jobs: per request (:func:`prepare`'d for the same model, decoding and prefix,
             the batcher's key), its references (one per line, or None) and top_k.
-        threads: torch CPU threads.
+        threads: torch CPU threads. shared: other shared searches at the same thread
+            count may run at the same time (:func:`nmt.inference.threads.fixed_torch_threads`).
 
     Returns:
         per job the JSON of :class:`nmt.serve.schemas.ModelResult`; ``time_ms`` is the
@@ -294,7 +296,7 @@ def run_jobs(
     top_k = max((k for (_, _, k), again in zip(jobs, read_again, strict=True) if again), default=0)
     hyps: dict[tuple[int, int], list[Any]] = {}
     forced: dict[tuple[int, int], list[Forced]] = {}
-    with fixed_torch_threads(threads):
+    with fixed_torch_threads(threads, shared):
         start = time.perf_counter()
         with search_precision(dec, dev), torch.inference_mode():
             if rows:

@@ -11,7 +11,7 @@ read, and searches that continue a forced target prefix.
   from the state reached after a forced prefix: the model is wrapped so that its
   ``encode`` reads the prefix and its first ``step`` takes the prefix' last piece.
 
-Callers hold :func:`nmt.inference.translator.fixed_torch_threads` and the decoding's
+Callers hold :func:`nmt.inference.threads.fixed_torch_threads` and the decoding's
 precision (:func:`nmt.inference.translate.search_precision`) around both.
 """
 

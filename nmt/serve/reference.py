@@ -39,7 +39,7 @@ from nmt.analysis.heads_alignment import forced_weights, head_links, load_refere
 from nmt.data.corpus import DataError
 from nmt.data.stored import PROJECT_ROOT
 from nmt.evaluation.alignment import Alignment, AlignmentError, long_alignments, piece_words, score
-from nmt.inference.translator import fixed_torch_threads
+from nmt.inference.threads import fixed_torch_threads
 from nmt.serve.decode import rounded
 from nmt.serve.limits import chosen_models
 from nmt.serve.registry import ModelEntry, Registry
