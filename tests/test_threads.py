@@ -29,7 +29,8 @@ def _hold(
 
 
 def test_shared_holders_at_one_count_run_together_and_the_count_is_restored() -> None:
-    lock, log, go = ThreadCountLock(), [], threading.Event()
+    lock, go = ThreadCountLock(), threading.Event()
+    log: list[str] = []
     before = torch.get_num_threads()
     n = 1 if before != 1 else 2
     ts = [_hold(lock, n, True, log, t, go) for t in "ab"]
@@ -41,7 +42,8 @@ def test_shared_holders_at_one_count_run_together_and_the_count_is_restored() ->
 
 
 def test_an_exclusive_holder_waits_for_the_shared_ones_and_keeps_new_ones_out() -> None:
-    lock, log = ThreadCountLock(), []
+    lock = ThreadCountLock()
+    log: list[str] = []
     first, second, third = threading.Event(), threading.Event(), threading.Event()
     a = _hold(lock, 1, True, log, "a", first)
     x = _hold(lock, 1, False, log, "x", second)  # waits for a
@@ -59,7 +61,8 @@ def test_an_exclusive_holder_waits_for_the_shared_ones_and_keeps_new_ones_out() 
 
 
 def test_shared_holders_at_another_count_wait() -> None:
-    lock, log = ThreadCountLock(), []
+    lock = ThreadCountLock()
+    log: list[str] = []
     first, second = threading.Event(), threading.Event()
     a = _hold(lock, 1, True, log, "a", first)
     b = _hold(lock, 2, True, log, "b", second)
