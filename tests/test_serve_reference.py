@@ -46,6 +46,7 @@ def corpus(
 def test_a_test_line_is_found_with_its_links_and_a_joined_line_shifted(tmp_path: Path) -> None:
     sets, folder = corpus(tmp_path)
     refs = ReferenceAlignments(sets, folder, "de", "en")
+    assert refs.problems() == []
     one = refs.find("Zwei Katzen   schlafen")  # white space aside
     assert one is not None and (one.set, one.line) == ("t", 1)
     assert one.links == parse_pharaoh("0-0 1-1 2-2") and one.reference == REF[1]
@@ -78,6 +79,8 @@ def test_no_usable_file_answers_null_and_says_why(
 ) -> None:
     sets, folder = corpus(tmp_path, gdfa)
     refs = ReferenceAlignments(sets, folder, "de", "en")
+    problems = refs.problems()  # what nmt serve logs at start-up, before any request
+    assert len(problems) == 1 and why in problems[0] and "t.de-en.gdfa" in problems[0]
     body = answer(SimpleNamespace(models={}), refs, SRC[0], None, [])  # type: ignore[arg-type]
     assert body["alignment"] is None
     assert body["note"].startswith("t line 1: ") and why in body["note"]

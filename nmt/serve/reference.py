@@ -95,9 +95,24 @@ class ReferenceAlignments:
         self.pair = (src_lang, tgt_lang)
         self._index: dict[str, list[TestLine]] | None = None
         self._lock = threading.Lock()
+        self._splits: dict[str, tuple[list[Alignment] | None, Path | None, str | None]] = {}
+
+    def problems(self) -> list[str]:
+        """Why a served test split has no reference alignment (its file missing, empty or
+        not matching the split), one line per split; ``nmt serve`` logs them at start-up,
+        so that a broken folder shows before the first request. Empty without a folder."""
+        if self.directory is None or self.testsets.data is None:
+            return []
+        splits = sorted({d.split for d in self.testsets.definitions.values()})
+        return [why for s in splits if (why := self._split(s)[2]) is not None]
 
     def _split(self, split: str) -> tuple[list[Alignment] | None, Path | None, str | None]:
-        """(the split's alignments, their file, why there are none)."""
+        """(the split's alignments, their file, why there are none), read once."""
+        if split not in self._splits:
+            self._splits[split] = self._read(split)
+        return self._splits[split]
+
+    def _read(self, split: str) -> tuple[list[Alignment] | None, Path | None, str | None]:
         if self.directory is None:
             return None, None, "no alignment folder given (nmt serve --alignments DIR)"
         path = reference_path(self.directory, split, *self.pair)
@@ -110,14 +125,11 @@ class ReferenceAlignments:
 
     def _build(self) -> dict[str, list[TestLine]]:
         index: dict[str, list[TestLine]] = {}
-        splits: dict[str, tuple[list[Alignment] | None, Path | None, str | None]] = {}
         for name, d in self.testsets.definitions.items():
             ts = self.testsets.lookup(name)
             if not isinstance(ts, TestSet):
                 continue
-            if d.split not in splits:
-                splits[d.split] = self._split(d.split)
-            aligns, path, why = splits[d.split]
+            aligns, path, why = self._split(d.split)
             if aligns is not None and d.join_ks:
                 aligns = long_alignments(aligns, *self.testsets.captions(d.split), d.join_ks)
             for i, (s, r) in enumerate(zip(ts.sources, ts.references, strict=True)):

@@ -193,6 +193,9 @@ def build(
     if folder is not None and not folder.is_dir():
         log(f"no reference alignments in {folder} (scripts/align_multi30k.py writes them)")
     refs = ReferenceAlignments(testsets, folder, first.src_lang, first.tgt_lang)
+    if folder is not None and folder.is_dir():
+        for why in refs.problems():
+            log(f"warning: no reference alignment on the page for a test split: {why}")
     add_route(app, registry, refs)
     return app
 
