@@ -176,8 +176,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     with (
         TestClient(build_app(models, alignments=folder)) as c,
         TestClient(build_app(models, alignments=tmp_path_factory.mktemp("empty"))) as bare,
+        TestClient(build_app(models, alignments=folder, threads=2)) as two,
     ):
-        yield c, bare, models
+        yield c, bare, models, two
 
 
 @pytest.mark.slow
@@ -185,7 +186,7 @@ def test_api_attaches_the_alignment_to_a_covered_test_line(served: Any) -> None:
     from nmt.analysis.heads_alignment import forced_weights, model_alignment
     from nmt.model.checkpoint import load_checkpoint
 
-    client, bare, models = served
+    client, bare, models, two = served
     ex = client.get("/api/examples", params={"split": "test_2016_flickr", "limit": 3}).json()
     line = ex["examples"][2]
     r = client.post("/api/reference_alignment", json={"line": line["source"]})
@@ -195,6 +196,8 @@ def test_api_attaches_the_alignment_to_a_covered_test_line(served: Any) -> None:
     assert "not gold" in r.json()["note"] and a["file"].endswith("test_2016_flickr.de-en.gdfa")
     n = min(len(line["source"].split()), len(line["reference"].split()))
     assert a["links"] == [[k, k] for k in range(n)]
+    # read as a search reads, on one thread beside the others: the same at --threads 2
+    assert two.post("/api/reference_alignment", json={"line": line["source"]}).json() == r.json()
     views = {m["model"]: m for m in a["models"]}
     assert views["none"]["note"] and "agreement" not in views["none"]
     mh = views["multihead"]

@@ -172,3 +172,25 @@ def test_a_turn_waits_for_a_free_slot() -> None:
     assert inside == [0, 1, 2] and turns.running == 0
     with pytest.raises(ValueError, match="slots must be >= 1"):
         Turns(0)
+
+
+@pytest.mark.parametrize(
+    ("threads", "models", "workers", "said"),
+    [
+        (2, 2, 1, ["searches: 2 at once (one per model), 1 thread(s) each"]),
+        (2, 1, 1, ["searches: one at a time on 2 thread(s)"]),
+        (3, 2, 1, ["1 thread(s) each", "warning: 1 of --threads 3 left out"]),
+        (2, 2, 2, ["warning: --workers 2 x --threads 2 = 4 threads on 2 cores"]),
+    ],
+)
+def test_the_start_up_line_says_how_the_threads_are_used(
+    threads: int, models: int, workers: int, said: list[str]
+) -> None:
+    from nmt.serve.registry import Registry
+    from nmt.serve.server import _thread_plan
+
+    cpu = SimpleNamespace(translator=SimpleNamespace(device=SimpleNamespace(type="cpu")))
+    entries: Any = [SimpleNamespace(id=f"m{k}", **vars(cpu)) for k in range(models)]
+    line = _thread_plan(Registry(entries, threads), workers, cores=2)
+    assert all(s in line for s in said), line
+    assert ("warning" in line) == any("warning" in s for s in said)

@@ -102,13 +102,21 @@ def checks(runs: list[dict[str, Any]], old: str) -> tuple[list[str], dict[str, b
             ratio = n8["sentences_per_s"] / o8["sentences_per_s"]
             cut = any(x["codes"].get("not_sent") for x in (o8, n8))
             ok = ratio >= 3 and n8["p95_ms"] <= o8["p95_ms"]
+            why = " and ".join(
+                w
+                for w, bad in (
+                    (f"throughput {ratio:.2f}x < 3x", ratio < 3),
+                    ("p95 worse", n8["p95_ms"] > o8["p95_ms"]),
+                )
+                if bad
+            )
             result[name] = ok
             lines.append(
                 f"- round {k}, concurrency 8, {label} vs {old}: {n8['sentences_per_s']:.2f} / "
                 f"{o8['sentences_per_s']:.2f} sentences/s = **{ratio:.2f}x** (needs 3x); p95 "
                 f"{n8['p95_ms']:,.0f} ms vs {o8['p95_ms']:,.0f} ms"
                 f"{' (a level was cut by --max-seconds)' if cut else ''}: "
-                f"{'PASS' if ok else 'FAIL'}"
+                f"{'PASS' if ok else 'FAIL (' + why + ')'}"
             )
         for n in news:
             n16 = at(n, 16)
@@ -163,6 +171,16 @@ def main() -> None:
         f"{first['load_average_start']}, at the last run's end {last['load_average_end']}.",
         "",
     ]
+    # the test itself keeps at most the cores busy plus one (the client beside a
+    # server on every core): a higher load at a run's end means other processes ran
+    # too, and every wall-clock number includes their share
+    busiest = max(r["load_average_end"][0] for r in runs)
+    if busiest > first["cores"] + 1:
+        head[-1:-1] = [
+            f"**Warning:** a 1-minute load average of {busiest:.2f} on {first['cores']} "
+            "cores at a run's end: other processes ran beside the test, so sentences/s "
+            "and latencies include waiting for a CPU (server CPU ms/request much less)."
+        ]
     for run in runs:
         served = "; ".join(
             f"{m['id']}: {(m.get('decoding') or {}).get('describe')}, sha256 {str(m['sha256'])[:12]}"

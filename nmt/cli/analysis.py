@@ -276,9 +276,9 @@ def serve(
     threads: int | None = typer.Option(
         None,
         min=1,
-        help="torch CPU threads of every search "
-        "(default: torch's count); fixed, so concurrent "
-        "requests get the same results.",
+        help="torch CPU threads (default: torch's count), fixed, so concurrent requests "
+        "get the same results; with several models they search at once, one search per "
+        "model on an equal share of the threads.",
     ),
     queue: int = typer.Option(
         16, min=1, help="Requests waiting or running per model; one more is answered 429."

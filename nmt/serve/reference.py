@@ -154,13 +154,18 @@ class ReferenceAlignments:
 
 
 def model_view(
-    entry: ModelEntry, line: TestLine, threads: int, pair: tuple[str, str] | None = None
+    entry: ModelEntry,
+    line: TestLine,
+    threads: int,
+    pair: tuple[str, str] | None = None,
+    shared: bool = False,
 ) -> dict[str, Any]:
     """One model's teacher-forced weights on ``line``'s reference and each head's
     agreement with its alignment (see the module docstring); only ``model`` and ``note``
     for the fixed-vector model, a model of another direction than ``pair`` (the
     alignment's source and target language), or when the pieces do not give back the
-    words."""
+    words. Read on ``threads`` torch threads, beside the server's searches when
+    ``shared`` (as a search reads: the same floats at any ``--threads``)."""
     out: dict[str, Any] = {"model": entry.id, "note": None}
     if entry.fixed_vector:
         return {**out, "note": "the fixed-vector model has no attention to compare"}
@@ -172,7 +177,7 @@ def model_view(
             **out,
             "note": f"translates {d.src_lang}->{d.tgt_lang}, the alignment is {pair[0]}-{pair[1]}",
         }
-    with fixed_torch_threads(threads):
+    with fixed_torch_threads(threads, shared):
         got = forced_weights(m.model, m.src_vocab, m.tgt_vocab, [line.source], [line.reference])
     if 0 not in got:
         return {
@@ -229,7 +234,14 @@ def answer(
             "aligner": ALIGNER,
             "links": sorted([i, j] for i, j in line.links),
             "models": [
-                model_view(registry.models[i], line, registry.threads, refs.pair) for i in ids
+                model_view(
+                    registry.models[i],
+                    line,
+                    registry.search_threads,
+                    refs.pair,
+                    shared=registry.searches > 1,
+                )
+                for i in ids
             ],
         },
         "note": f"{where}; reference alignment by {ALIGNER}: a statistical reference, not gold",

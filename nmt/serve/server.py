@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import multiprocessing as mp
+import os
 import signal
 import socket
 import threading
@@ -50,8 +51,9 @@ class ServeOptions:
     Attributes:
         models: ``ID=CHECKPOINT`` (or ``CHECKPOINT``) specs, the allowlist.
         studies: study report folders (``reports/NAME``).
-        host, port: where to listen. threads: torch CPU threads of every search (default:
-            torch's count). queue: requests waiting or running per model before 429.
+        host, port: where to listen. threads: torch CPU threads (default: torch's count),
+            shared out among the models' searches (:class:`nmt.serve.registry.Registry`).
+            queue: requests waiting or running per model before 429.
         device: auto | cpu | cuda[:N]. data_path: the corpus of the example test sets
             (default: the first model's ``data.path``).
         batching: ``--max-batch``, ``--batch-wait-ms``, ``--timeout``, ``--return-wait-ms``.
@@ -169,6 +171,7 @@ def build(
             f"model {e.id}: {e.path} ({e.info['attention']}, {e.info['direction']}, "
             f"{e.info['parameters']:,} parameters, {e.decoding.describe()})"
         )
+    log(_thread_plan(registry, opts.workers, os.cpu_count() or 1))
     served = sorted({e.info["direction"] for e in registry.models.values()})
     for s in studies:
         if s.direction is not None and s.direction not in served:
@@ -198,6 +201,29 @@ def build(
             log(f"warning: no reference alignment on the page for a test split: {why}")
     add_route(app, registry, refs)
     return app
+
+
+def _thread_plan(registry: Registry, workers: int, cores: int) -> str:
+    """The start-up line that says how the threads are used, and a warning where they
+    are wasted or more than the cores."""
+    r = registry
+    plan = (
+        f"searches: {r.searches} at once (one per model), {r.search_threads} thread(s) each"
+        if r.searches > 1
+        else f"searches: one at a time on {r.search_threads} thread(s)"
+    )
+    notes = []
+    if r.searches * r.search_threads < r.threads:
+        notes.append(
+            f"{r.threads - r.searches * r.search_threads} of --threads {r.threads} left out "
+            f"of the searches (a multiple of {r.searches} uses them all)"
+        )
+    if workers * r.threads > cores:
+        notes.append(
+            f"--workers {workers} x --threads {r.threads} = {workers * r.threads} threads on "
+            f"{cores} cores: searches will wait for each other (docs/serve.md)"
+        )
+    return plan + "".join(f"\nwarning: {n}" for n in notes)
 
 
 def serve(opts: ServeOptions, log: Callable[[str], None] = print) -> None:
