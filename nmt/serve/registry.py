@@ -309,8 +309,7 @@ class Registry:
             at most one per thread) run at once on :attr:`search_threads` threads each,
             since each core runs its own search's small matrices faster than two cores run
             one search's together (as :class:`~nmt.inference.translator.Translator`'s
-            ``workers``). Other work (a forced pass of the page, a reference alignment)
-            runs alone on all of them.
+            ``workers``). The page's reference-alignment view reads on the same share.
 
     Raises:
         ValueError: two models with one id.
