@@ -16,6 +16,7 @@ from nmt.evaluation.alignment import (
     parse_pharaoh,
     piece_words,
     read_pharaoh,
+    relations,
     score,
     word_attention,
 )
@@ -32,6 +33,15 @@ def test_precision_recall_aer_of_a_hand_made_alignment():
     assert s.precision == pytest.approx(0.75) and s.recall == pytest.approx(0.6)
     assert s.aer == pytest.approx(1 / 3) and (s.links, s.reference_links) == (4, 5)
     assert score(ref, ref).aer == 0.0 and score([frozenset()], [ref[0]]).aer == 1.0
+
+
+def test_relations_place_each_link_against_the_reference_of_its_target_word():
+    # reference: target 0 <- source 1; target 1 <- sources 2 and 3; target 2 unlinked
+    ref = parse_pharaoh("1-0 2-1 3-1")
+    assert relations(parse_pharaoh("1-0 3-1"), ref) == (2, 0, 0, 0)
+    assert relations(parse_pharaoh("2-0 4-1"), ref) == (0, 2, 0, 0)  # one word after
+    assert relations(parse_pharaoh("0-0 1-1"), ref) == (0, 0, 2, 0)  # one word before
+    assert relations(parse_pharaoh("5-0 0-1 4-2"), ref) == (0, 0, 0, 2)  # 4-2 not counted
 
 
 def test_pharaoh_round_trip_and_errors(tmp_path):

@@ -36,11 +36,15 @@ def test_each_head_and_the_head_mean_against_a_hand_made_reference():
     assert (rows["1"].precision, rows["1"].recall, rows["1"].aer) == (1.0, 1.0, 0.0)
     assert (rows["2"].precision, rows["2"].recall, rows["2"].aer) == (0.0, 0.0, 1.0)
     assert rows["mean"].aer == 0.0 and m.stats.tolist() == [[2, 2, 2]]
+    # head 2: x (ref a, word 0) -> word 1, the next one; y (ref word 1) -> word 0, previous
+    assert rows["1"].relations == {"aligned": 1.0, "next": 0.0, "previous": 0.0, "elsewhere": 0.0}
+    assert rows["2"].relations == {"aligned": 0.0, "next": 0.5, "previous": 0.5, "elsewhere": 0.0}
     one = model_alignment("one", {0: (w[1:], SRC, TGT)}, ref, n_samples=20)
     assert [r.head for r in one.rows] == ["1"] and one.rows[0].aer == 1.0
     md = "\n".join(format_alignment([m, one], "toy set", Path("ref.gdfa"), n_samples=20))
     assert "| toy | mean | 100.0% | 100.0% | 0.0% [0.0%, 0.0%] | 1 (0) |" in md
     assert "| one | +100.0% [+100.0%, +100.0%] | 1.000 | 1 |" in md
+    assert "| toy | 2 | 0.0% | 50.0% | 50.0% | 0.0% |" in md
 
 
 def test_forced_weights_are_read_on_the_reference_for_every_head(toy_vocabs):

@@ -19,7 +19,7 @@ are left out and counted.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ import torch
 from nmt.data.batches import Example, collate, make_batches
 from nmt.data.vocab import EOS
 from nmt.evaluation.alignment import (
+    RELATIONS,
     Alignment,
     AlignmentError,
     aer_interval,
@@ -39,6 +40,7 @@ from nmt.evaluation.alignment import (
     paired_aer,
     piece_words,
     read_pharaoh,
+    relations,
 )
 from nmt.evaluation.alignment import score as alignment_score
 from nmt.evaluation.markdown import markdown_table
@@ -48,7 +50,9 @@ from nmt.inference.translator import Translator
 @dataclass
 class HeadAlignment:
     """One head's (or the head mean's) agreement: fractions in [0, 1], AER with its 95%
-    bootstrap interval."""
+    bootstrap interval, and where its links fall against the reference (the share of its
+    counted links per :data:`nmt.evaluation.alignment.RELATIONS`: aligned, next, previous,
+    elsewhere; empty when none was counted)."""
 
     head: str  # "1".."h", or "mean" for the mean over a multi-head model's heads
     precision: float
@@ -56,6 +60,7 @@ class HeadAlignment:
     aer: float
     aer_low: float
     aer_high: float
+    relations: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -188,7 +193,19 @@ def model_alignment(
         s = alignment_score(pred, ref)
         stats = count_matrix(pred, ref)
         iv = aer_interval(stats, n_samples, seed)
-        rows.append(HeadAlignment(label, s.precision, s.recall, s.aer, iv.low, iv.high))
+        where = np.array([relations(p, r) for p, r in zip(pred, ref, strict=True)]).sum(0)
+        shares = {k: float(n / where.sum()) for k, n in zip(RELATIONS, where, strict=True)}
+        rows.append(
+            HeadAlignment(
+                label,
+                s.precision,
+                s.recall,
+                s.aer,
+                iv.low,
+                iv.high,
+                shares if where.sum() else {},
+            )
+        )
     # stats is now the last row's: the single head, or the mean over heads
     return ModelAlignment(name, len(kept), len(reference) - len(kept), rows, kept, stats)
 
@@ -226,6 +243,21 @@ def format_alignment(
                 f"{r.aer:.1%} [{r.aer_low:.1%}, {r.aer_high:.1%}]",
                 f"{m.sentences} ({m.skipped})",
             ]
+            for m in models
+            for r in m.rows
+        ),
+    )
+    md += [
+        "",
+        "Where each head's links fall against the reference links of the same target word "
+        "(share of the links of target words the reference links): on a linked source word, "
+        "on the word right after one (next), right before one (previous), or elsewhere.",
+        "",
+    ]
+    md += markdown_table(
+        ["model", "head", *RELATIONS],
+        (
+            [m.name, r.head, *(f"{r.relations.get(k, 0.0):.1%}" for k in RELATIONS)]
             for m in models
             for r in m.rows
         ),

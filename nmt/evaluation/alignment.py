@@ -182,6 +182,29 @@ def attention_links(
     return frozenset((int(i), j) for j, i in enumerate(w.argmax(axis=1)))
 
 
+RELATIONS = ("aligned", "next", "previous", "elsewhere")
+
+
+def relations(predicted: Alignment, reference: Alignment) -> tuple[int, int, int, int]:
+    """Where each predicted link (i, j) falls against the reference links of its target
+    word j, counted in :data:`RELATIONS` order: on a reference-linked source word
+    ("aligned"), on the word right after one ("next": i - 1 is linked), right before one
+    ("previous": i + 1 is linked, i - 1 not), or elsewhere. Links of target words with no
+    reference link are not counted. A head that reads the source word after the one being
+    translated (the word that comes next, as in Luong et al. 2015's predictive alignment)
+    shows as "next"; links are (source word, target word), as :func:`attention_links`."""
+    linked: dict[int, set[int]] = {}
+    for i, j in reference:
+        linked.setdefault(j, set()).add(i)
+    c = [0, 0, 0, 0]
+    for i, j in predicted:
+        r = linked.get(j)
+        if not r:
+            continue
+        c[0 if i in r else 1 if i - 1 in r else 2 if i + 1 in r else 3] += 1
+    return c[0], c[1], c[2], c[3]
+
+
 def counts(predicted: Alignment, reference: Alignment) -> tuple[int, int, int]:
     """(|A|, |S|, |A ∩ S|) of one sentence: the sufficient statistics of the scores."""
     return len(predicted), len(reference), len(predicted & reference)
