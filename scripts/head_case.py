@@ -36,9 +36,14 @@ from nmt.analysis.heads_alignment import (  # noqa: E402
     load_reference,
     reference_path,
 )
-from nmt.data.corpus import read_split  # noqa: E402
-from nmt.evaluation.alignment import RELATIONS, relations, word_attention  # noqa: E402
-from nmt.model.checkpoint import load_checkpoint  # noqa: E402
+from nmt.data.corpus import DataError, read_split  # noqa: E402
+from nmt.evaluation.alignment import (  # noqa: E402
+    RELATIONS,
+    AlignmentError,
+    relations,
+    word_attention,
+)
+from nmt.model.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 
 
 def typical(counts: np.ndarray, min_links: int, max_links: int) -> tuple[int, np.ndarray]:
@@ -69,7 +74,26 @@ def main() -> None:
     ap.add_argument("--max-links", type=int, default=14)
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args()
+    if not 1 <= a.min_links <= a.max_links:
+        ap.error(f"need 1 <= --min-links <= --max-links, got {a.min_links} and {a.max_links}")
+    try:
+        run(a)
+    except (CheckpointError, AlignmentError, DataError, ValueError) as e:
+        sys.exit(f"head_case.py: error: {e}")
+
+
+def run(a: argparse.Namespace) -> None:
+    """Choose the sentence and write ``case.png`` and ``case.json`` (see the module
+    docstring).
+
+    Raises:
+        CheckpointError, DataError, AlignmentError: a checkpoint, corpus or reference
+            alignment that cannot be used (named); ValueError: a model without attention,
+            or no sentence with that many links.
+    """
     m = load_checkpoint(a.checkpoint, "cpu")
+    if m.cfg.model.attention == "none":
+        raise ValueError(f"{a.checkpoint}: a fixed-vector model (attention none) has no heads")
     data = m.cfg.data
     if a.data_path:
         data.path = a.data_path
@@ -77,6 +101,10 @@ def main() -> None:
     src = [p.src for p in pairs]
     tgt = [p.tgt for p in pairs]
     path = reference_path(a.alignments, a.split, data.src_lang, data.tgt_lang)
+    if not path.is_file():
+        raise AlignmentError(
+            f"{path}: no reference alignment (scripts/align_multi30k.py writes it)"
+        )
     ref = load_reference(path, src, tgt, None)
     weights = forced_weights(m.model, m.src_vocab, m.tgt_vocab, src, tgt)
     kept = sorted(weights)
