@@ -127,7 +127,7 @@ def run(a: argparse.Namespace) -> None:
     sw, tw = src[i].split(), tgt[i].split()
     own = dict(head_links(w, sp, tp))
     fig, axes = plt.subplots(
-        1, len(heads), figsize=(3.2 * len(heads), 0.32 * len(tw) + 2.2), squeeze=False
+        1, len(heads), figsize=(max(3.2 * len(heads), 8.0), 0.32 * len(tw) + 2.2), squeeze=False
     )
     for k, (ax, name) in enumerate(zip(axes[0], heads, strict=True)):
         wa = word_attention(w[k].numpy().astype(np.float64), sp, tp)  # (J, I)

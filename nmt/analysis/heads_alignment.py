@@ -249,8 +249,8 @@ def format_alignment(
     )
     md += [
         "",
-        "Where each head's links fall against the reference links of the same target word "
-        "(share of the links of target words the reference links): on a linked source word, "
+        "Where each head's links fall against the reference links of the same target word, "
+        "among target words that have a reference link: on a linked source word (aligned), "
         "on the word right after one (next), right before one (previous), or elsewhere.",
         "",
     ]
