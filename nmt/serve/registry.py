@@ -19,7 +19,7 @@ import torch
 
 from nmt.config.schema import LOCAL_KINDS
 from nmt.inference.translate import Decoding
-from nmt.inference.translator import Translator
+from nmt.inference.translator import Translator, decode_workers, threads_per_worker
 from nmt.model import folder
 from nmt.model.checkpoint import CheckpointError, Loaded, load_checkpoint
 from nmt.model.folder import (
@@ -325,9 +325,11 @@ class Registry:
                 )
             self.models[e.id] = e
         self.threads = threads
-        on_cpu = all(e.translator.device.type == "cpu" for e in entries)
-        self.searches = max(1, min(threads, len(self.models))) if on_cpu else 1
-        self.search_threads = max(1, threads // self.searches)
+        # the Translator's own policy: one search per model and thread at most on a CPU
+        devices = {e.translator.device.type for e in entries}
+        device = torch.device("cpu" if devices <= {"cpu"} else "cuda")
+        self.searches = decode_workers(device, len(self.models), None, threads)
+        self.search_threads = threads_per_worker(self.searches, threads)
 
     def default_pair(self) -> list[str]:
         """The page's default columns: the first attention model next to the first
