@@ -180,7 +180,7 @@ def test_a_turn_waits_for_a_free_slot() -> None:
         (2, 2, 1, ["searches: 2 at once (one per model), 1 thread(s) each"]),
         (2, 1, 1, ["searches: one at a time on 2 thread(s)"]),
         (3, 2, 1, ["1 thread(s) each", "warning: 1 of --threads 3 left out"]),
-        (2, 2, 2, ["warning: --workers 2 x --threads 2 = 4 threads on 2 cores"]),
+        (2, 2, 2, ["warning: --workers 2 x 2 searching thread(s) = 4 threads on 2 cores"]),
     ],
 )
 def test_the_start_up_line_says_how_the_threads_are_used(

@@ -218,9 +218,10 @@ def _thread_plan(registry: Registry, workers: int, cores: int) -> str:
             f"{r.threads - r.searches * r.search_threads} of --threads {r.threads} left out "
             f"of the searches (a multiple of {r.searches} uses them all)"
         )
-    if workers * r.threads > cores:
+    used = r.searches * r.search_threads  # the threads searching at once
+    if workers * used > cores:
         notes.append(
-            f"--workers {workers} x --threads {r.threads} = {workers * r.threads} threads on "
+            f"--workers {workers} x {used} searching thread(s) = {workers * used} threads on "
             f"{cores} cores: searches will wait for each other (docs/serve.md)"
         )
     return plan + "".join(f"\nwarning: {n}" for n in notes)
