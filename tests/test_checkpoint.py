@@ -3,6 +3,7 @@
 import errno
 import os
 import stat
+from pathlib import Path
 
 import pytest
 import torch
@@ -140,3 +141,11 @@ def test_a_study_archive_of_a_run_is_named_as_one(tmp_path):
         read_payload(tmp_path)
     assert "is a study's archive of a run" in str(e.value) and "best.pt" in str(e.value)
     assert "such as" not in str(e.value)
+
+
+def test_an_empty_checkpoint_argument_is_named_as_empty(tmp_path, monkeypatch):
+    """`nmt translate ""` reaches the loader as Path("") == Path("."): the message says the
+    argument was empty, not that the current directory lacks a manifest."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CheckpointError, match="checkpoint path is empty or '.'"):
+        read_payload(Path(""))

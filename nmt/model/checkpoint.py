@@ -112,6 +112,12 @@ def check_file(path: Path) -> None:
                 "translations, never its checkpoint); train the run again "
                 "with `nmt study CONFIG` to get a best.pt"
             )
+        if path == Path("."):
+            # the shell's "" reaches us as Path("") == Path("."), the current directory
+            raise CheckpointError(
+                "checkpoint path is empty or '.' (the current directory); give a "
+                f"checkpoint file such as {_example_checkpoint(path)} or a shipped model's name"
+            )
         raise CheckpointError(
             f"{path}: is a directory (no manifest.json: not a model "
             "folder); give a checkpoint file such as "
