@@ -143,6 +143,10 @@ def test_resume_with_schedule_and_step_validation_and_average(tmp_path, multi30k
     assert r.returncode == 0, r.stderr
     lines = [json.loads(x) for x in (ref / "valid_log.jsonl").read_text().splitlines()]
     assert [x["step"] for x in lines] == [25, 50, 60, 75, 100, 120]  # 60 batches an epoch
+    # a mid-epoch line says its train loss covers only this epoch's part; an epoch's end not
+    said = [x for x in (r.stdout + r.stderr).splitlines() if " epochs, step " in x]
+    assert "step 25: train loss" in said[0] and "(this epoch's first 0.42) |" in said[0]
+    assert "step 60: train loss" in said[2] and "first" not in said[2], said
     assert lines[-1]["lr"] < lines[0]["lr"] < 1e-3  # decaying after the warm-up
     assert sorted(p.name for p in ref.glob("step_*.pt")) == ["step_00000100.pt", "step_00000120.pt"]
     run = tmp_path / "run"

@@ -80,9 +80,13 @@ def validate_and_log(
     state.elapsed_s = time.monotonic() - started
     record.update(elapsed_s=round(state.elapsed_s, 1), best_bleu=state.best_bleu, improved=improved)
     if rank == 0:
+        part = epochs_done - math.floor(epochs_done)
+        # mid-epoch (a max_minutes stop, valid_every) the loss averages this epoch's part
+        # only, later in training than the whole epochs before it; say so, or it reads as a jump
+        over = f" (this epoch's first {part:.2f})" if 0.005 <= part <= 0.995 else ""
         log(
-            f"{epochs_done:.2f} epochs, step {state.step}: train loss {train_loss:.3f} | val loss "
-            f"{record['val_loss']:.3f} ppl {record['val_ppl']:.2f} BLEU {bleu:.2f} "
+            f"{epochs_done:.2f} epochs, step {state.step}: train loss {train_loss:.3f}{over} | "
+            f"val loss {record['val_loss']:.3f} ppl {record['val_ppl']:.2f} BLEU {bleu:.2f} "
             f"(best {state.best_bleu:.2f}) | {state.elapsed_s / 60:.1f} min"
         )
     net.train()
