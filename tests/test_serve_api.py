@@ -463,3 +463,13 @@ def test_safe_defaults_and_bad_command_lines(models: dict[str, Path], tmp_path: 
         timeout=300,
     )
     assert r.returncode == 0 and "127.0.0.1" in r.stdout and "--model" in r.stdout
+
+
+def test_a_body_for_another_route_names_the_field_it_does_not_take(client: TestClient) -> None:
+    """{"line": ...} (the reference view's shape) sent to /api/translate: the message says
+    that `lines` is missing and that `line` is not a field of this route."""
+    r = post(client, line=LINES[0])
+    assert r.status_code == 422, r.text
+    msg = r.json()["message"]
+    assert msg.startswith("lines: Field required; 'line' is not a field here"), msg
+    assert '{"lines": [' in msg

@@ -188,6 +188,11 @@ def validation_error(request: Request, exc: Exception) -> JSONResponse:
         "message": f"{'.'.join(map(str, loc))}: {msg}",
         "errors": listed,
     }
+    unknown = [e["loc"][-1] for e in listed if e["type"] == "extra_forbidden" and e["loc"]]
+    if first.get("type") == "missing" and unknown:
+        # a body meant for another route ({"line": ...} to /api/translate): name both halves
+        names = ", ".join(repr(str(x)) for x in unknown)
+        body["message"] += f"; {names} is not a field here: send e.g. {shape}"
     if len(loc) >= 2 and loc[0] in ("lines", "references") and isinstance(loc[1], int):
         body.update(field=loc[0], line=loc[1])
         sep = " " if msg[:1].islower() else ": "  # "line 2 of lines is empty"
