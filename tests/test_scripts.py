@@ -264,3 +264,74 @@ def test_run_state_reads_a_log_without_importing_torch():
     )
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr
     assert "from nmt.ops.validlog import" in (REPO / "scripts" / "run_state.sh").read_text()
+
+
+def test_quality_translations_decodes_what_the_summary_scored_and_registers_it(tmp_path):
+    """scripts/quality_translations.py: each member and the ensemble decoded with the summary's
+    checkpoints, beam, alpha and precision; one registry entry per file, never two; a
+    checkpoint that is not the scored one is refused."""
+    import gzip
+    import hashlib
+
+    fake = tmp_path / "fake_nmt"  # records its arguments and echoes the source back
+    fake.write_text('#!/usr/bin/env bash\necho "$*" >> "$(dirname "$0")/calls.txt"\ncat\n')
+    fake.chmod(0o755)
+    (tmp_path / "data").mkdir()
+    src = "Ein Hund.\nZwei Katzen.\nEin Haus.\n"
+    (tmp_path / "data" / "test_2016_flickr.de.gz").write_bytes(gzip.compress(src.encode()))
+    ck = {}
+    for name in ("a.pt", "b.pt"):
+        (tmp_path / name).write_bytes(name.encode())
+        ck[name] = hashlib.sha256(name.encode()).hexdigest()
+    scored = {
+        "test_2016_flickr": {"search": "beam 5, bf16 matrix products"},
+        "test_2017_mscoco": {},
+    }
+    member = {"beam": 5, "alpha": 1.0, "test": scored}
+    summary = {
+        "members": [
+            {
+                **member,
+                "run": "runs/q_s1",
+                "chosen_checkpoint": "a.pt",
+                "chosen_checkpoint_sha256": ck["a.pt"],
+            },
+            {
+                **member,
+                "run": "runs/q_s2",
+                "chosen_checkpoint": "b.pt",
+                "chosen_checkpoint_sha256": ck["b.pt"],
+            },
+        ],
+        "ensemble": {
+            **member,
+            "alpha": 1.4,
+            "checkpoints": ["a.pt", "b.pt"],
+            "checkpoints_sha256": [ck["a.pt"], ck["b.pt"]],
+        },
+    }
+    (tmp_path / "results" / "quality").mkdir(parents=True)
+    (tmp_path / "results" / "quality" / "deen.json").write_text(json.dumps(summary))
+    (tmp_path / "results" / "hypotheses.json").write_text('{"about": "x", "files": []}\n')
+    cmd = [sys.executable, str(REPO / "scripts" / "quality_translations.py"), "deen"]
+    cmd += ["--data", "data", "--nmt", str(fake)]
+    for _ in range(2):  # a second run replaces its entries
+        r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT_S)
+        assert r.returncode == 0, r.stderr
+    assert "test_2017_mscoco: skipped" in r.stderr
+    out = tmp_path / "results" / "quality" / "deen_translations"
+    for system in ("s1", "s2", "ensemble"):
+        hyp = out / f"{system}.test_2016_flickr.hyp.en.gz"
+        assert gzip.decompress(hyp.read_bytes()).decode() == src
+    calls = (tmp_path / "calls.txt").read_text().splitlines()
+    assert "translate a.pt b.pt --beam 5 --alpha 1.4 --precision bf16" in calls
+    assert "translate b.pt --beam 5 --alpha 1.0 --precision bf16" in calls
+    files = json.loads((tmp_path / "results" / "hypotheses.json").read_text())["files"]
+    assert [f["checks"][0]["value"] for f in files] == [
+        "members/0/test/test_2016_flickr/beam_bleu",
+        "members/1/test/test_2016_flickr/beam_bleu",
+        "ensemble/test/test_2016_flickr/beam_bleu",
+    ]
+    (tmp_path / "b.pt").write_bytes(b"retrained")
+    r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert r.returncode != 0 and "b.pt: not the checkpoint" in r.stderr, r.stderr
