@@ -32,7 +32,16 @@ from starlette.exceptions import HTTPException
 
 from nmt.serve.batcher import Batcher, Batching, Job, Turns, wait_for_jobs
 from nmt.serve.decode import bleu_signature, check_budgets, prepare
-from nmt.serve.guard import BodyLimit, echo, json_safe
+from nmt.serve.guard import (
+    REQUEST_SHAPE,
+    ROUTE_SHAPES,
+    BodyLimit,
+    echo,
+    json_safe,
+    not_json_message,
+    plain_message,
+    unknown_fields_hint,
+)
 from nmt.serve.limits import (
     LIMITS,
     MAX_ANSWER_NUMBERS,
@@ -116,45 +125,6 @@ def _limit_error(err: dict[str, Any]) -> ApiError | None:
     return None
 
 
-def _message(err: dict[str, Any]) -> str:
-    """pydantic's message, said plainly where it is obscure."""
-    if err.get("type") == "string_unicode":  # JSON's reader met a lone surrogate (\ud800)
-        return "is not UTF-8 text: it has a lone surrogate (an unpaired \\ud800-\\udfff escape)"
-    return str(err.get("msg", ""))
-
-
-# what a request looks like, for the errors of a body that is not one (by route; translate's
-# shape for the others)
-_REQUEST_SHAPE = '{"lines": ["Ein Hund läuft im Schnee."]}'
-_ROUTE_SHAPES = {"/api/reference_alignment": '{"line": "Ein Hund läuft im Schnee."}'}
-
-
-def _not_json(err: dict[str, Any], content_type: str, shape: str = _REQUEST_SHAPE) -> str | None:
-    """The message for a body that is not a JSON object (malformed JSON, or a body sent as
-    another content type), else None: pydantic's own ("JSON decode error", "Input should
-    be a valid dictionary") names neither the fault nor what to send."""
-    loc, kind = tuple(err.get("loc", ())), err.get("type")
-    if kind == "json_invalid":
-        reason = str((err.get("ctx") or {}).get("error", "malformed JSON"))
-        at = f" at character {loc[1]}" if len(loc) > 1 and isinstance(loc[1], int) else ""
-        return (
-            f"the request body is not valid JSON ({reason}{at}); send a JSON object with "
-            f"Content-Type: application/json, e.g. {shape}"
-        )
-    if loc == ("body",) and kind in ("model_attributes_type", "dict_type", "missing"):
-        if "json" not in content_type.lower():  # FastAPI reads a body as JSON only when told
-            return (
-                f"the request's Content-Type is {content_type or 'missing'!r}, so its body "
-                "was not read as JSON; send the header Content-Type: application/json, "
-                f"e.g. with {shape}"
-            )
-        return (
-            "the request body is not a JSON object; send one with Content-Type: "
-            f"application/json, e.g. {shape}"
-        )
-    return None
-
-
 def validation_error(request: Request, exc: Exception) -> JSONResponse:
     """413 when a validation error is a limit (the first such), else 422 with the list:
     per error its ``loc``, ``msg``, ``type`` and, when short, the rejected ``input``."""
@@ -166,7 +136,7 @@ def validation_error(request: Request, exc: Exception) -> JSONResponse:
     listed = [
         {
             "loc": list(e.get("loc", ())),
-            "msg": _message(e),
+            "msg": plain_message(e),
             "type": str(e.get("type", "")),
             "input": echo(e.get("input")),
         }
@@ -174,8 +144,8 @@ def validation_error(request: Request, exc: Exception) -> JSONResponse:
     ]
     first = listed[0] if listed else {"msg": str(exc), "loc": []}
     content_type = request.headers.get("content-type", "")
-    shape = _ROUTE_SHAPES.get(request.url.path, _REQUEST_SHAPE)
-    not_json = _not_json(found[0], content_type, shape) if found else None
+    shape = ROUTE_SHAPES.get(request.url.path, REQUEST_SHAPE)
+    not_json = not_json_message(found[0], content_type, shape) if found else None
     if not_json is not None:
         return JSONResponse(
             json_safe({"error": "invalid_request", "message": not_json, "errors": listed}),
@@ -188,11 +158,8 @@ def validation_error(request: Request, exc: Exception) -> JSONResponse:
         "message": f"{'.'.join(map(str, loc))}: {msg}",
         "errors": listed,
     }
-    unknown = [e["loc"][-1] for e in listed if e["type"] == "extra_forbidden" and e["loc"]]
-    if first.get("type") == "missing" and unknown:
-        # a body meant for another route ({"line": ...} to /api/translate): name both halves
-        names = ", ".join(repr(str(x)) for x in unknown)
-        body["message"] += f"; {names} is not a field here: send e.g. {shape}"
+    if first.get("type") == "missing":  # a body meant for another route: name both halves
+        body["message"] += unknown_fields_hint(listed, shape)
     if len(loc) >= 2 and loc[0] in ("lines", "references") and isinstance(loc[1], int):
         body.update(field=loc[0], line=loc[1])
         sep = " " if msg[:1].islower() else ": "  # "line 2 of lines is empty"

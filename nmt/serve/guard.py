@@ -1,6 +1,7 @@
 """What stands between a request and the routes of ``nmt serve``: the body limit, counted
-as the body arrives (:class:`BodyLimit`), and error bodies that can always be written as
-JSON (:func:`json_safe`).
+as the body arrives (:class:`BodyLimit`), error bodies that can always be written as JSON
+(:func:`json_safe`), and the wording of a rejected body's 422 where pydantic's own names
+neither the fault nor what to send (:func:`not_json_message`, :func:`unknown_fields_hint`).
 
 The body limit cannot trust ``Content-Length``: a chunked upload has none, and a client
 may send more than it announced. :class:`BodyLimit` reads the body itself, stops at the
@@ -115,3 +116,55 @@ class BodyLimit:
         body = limit_exceeded("max_body_bytes", size, field="body").body()
         body["message"] += " bytes" + ("" if read_all else " (at least: the rest was not read)")
         await _send_json(send, 413, body)
+
+
+def plain_message(err: dict[str, Any]) -> str:
+    """pydantic's message, said plainly where it is obscure."""
+    if err.get("type") == "string_unicode":  # JSON's reader met a lone surrogate (\ud800)
+        return "is not UTF-8 text: it has a lone surrogate (an unpaired \\ud800-\\udfff escape)"
+    return str(err.get("msg", ""))
+
+
+# what a request looks like, for the errors of a body that is not one (by route; translate's
+# shape for the others)
+REQUEST_SHAPE = '{"lines": ["Ein Hund läuft im Schnee."]}'
+ROUTE_SHAPES = {"/api/reference_alignment": '{"line": "Ein Hund läuft im Schnee."}'}
+
+
+def not_json_message(
+    err: dict[str, Any], content_type: str, shape: str = REQUEST_SHAPE
+) -> str | None:
+    """The message for a body that is not a JSON object (malformed JSON, or a body sent as
+    another content type), else None: pydantic's own ("JSON decode error", "Input should
+    be a valid dictionary") names neither the fault nor what to send."""
+    loc, kind = tuple(err.get("loc", ())), err.get("type")
+    if kind == "json_invalid":
+        reason = str((err.get("ctx") or {}).get("error", "malformed JSON"))
+        at = f" at character {loc[1]}" if len(loc) > 1 and isinstance(loc[1], int) else ""
+        return (
+            f"the request body is not valid JSON ({reason}{at}); send a JSON object with "
+            f"Content-Type: application/json, e.g. {shape}"
+        )
+    if loc == ("body",) and kind in ("model_attributes_type", "dict_type", "missing"):
+        if "json" not in content_type.lower():  # FastAPI reads a body as JSON only when told
+            return (
+                f"the request's Content-Type is {content_type or 'missing'!r}, so its body "
+                "was not read as JSON; send the header Content-Type: application/json, "
+                f"e.g. with {shape}"
+            )
+        return (
+            "the request body is not a JSON object; send one with Content-Type: "
+            f"application/json, e.g. {shape}"
+        )
+    return None
+
+
+def unknown_fields_hint(listed: list[dict[str, Any]], shape: str) -> str:
+    """What to add to a "Field required" message when the body also carries fields this route
+    does not take (``{"line": ...}`` sent to /api/translate): their names and the shape to
+    send; "" when there are none. ``listed``: the 422 body's errors (``loc``, ``type``)."""
+    unknown = [e["loc"][-1] for e in listed if e["type"] == "extra_forbidden" and e["loc"]]
+    if not unknown:
+        return ""
+    names = ", ".join(repr(str(x)) for x in unknown)
+    return f"; {names} is not a field here: send e.g. {shape}"
