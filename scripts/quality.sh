@@ -17,7 +17,8 @@
 # DATA_PATH=DIR reads the corpus from DIR (relative: to where you run the script) instead of
 # the recipe's data.path; test_2017_mscoco is scored too when DIR holds it in both languages of
 # the direction, e.g. test_2017_mscoco.en.gz and .de.gz for ende (data/README.md: where to get it).
-# ALPHAS: the GNMT length penalties `nmt select` tries on val (default 0.6,1.0,1.4).
+# ALPHAS: the GNMT length penalties `nmt select` tries on val (default 0.6,1.0,1.4,1.8,2.2:
+# the protocol of docs/results.md, the wide grid in the one select before test).
 set -euo pipefail
 DATA_PATH=${DATA_PATH:-}
 case "$DATA_PATH" in /*|'') ;; *) DATA_PATH=$PWD/$DATA_PATH ;; esac  # before the cd below
@@ -26,11 +27,11 @@ NMT=${NMT:-.venv/bin/nmt}
 EPOCHS=${EPOCHS:-20}
 PRECISION=${PRECISION:-auto}  # bf16 is emulated, ~20x slower, on an AVX2-only CPU
 QUALITY_OVERRIDES=${QUALITY_OVERRIDES:-model.tie_embeddings=true model.step_order=cgru}
-ALPHAS=${ALPHAS:-0.6,1.0,1.4}
+ALPHAS=${ALPHAS:-0.6,1.0,1.4,1.8,2.2}
 
 case "${1:-}" in
   deen|ende|enfr) dir=$1 ;;
-  *) sed -n 2,20p "$0"
+  *) sed -n 2,21p "$0"
      echo "scripts/quality.sh: DIRECTION must be deen, ende or enfr, got '${1:-}'" >&2
      exit 2 ;;
 esac

@@ -86,7 +86,7 @@ def test_quality_selects_the_ensemble_of_finished_runs(tmp_path):
     r = _run(tmp_path, "deen", "2", NMT=str(fake), EPOCHS="2")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "calls.txt").read_text().splitlines() == [
-        "select runs/quality_deen_s1 runs/quality_deen_s2 --device cpu --alphas 0.6,1.0,1.4 "
+        "select runs/quality_deen_s1 runs/quality_deen_s2 --device cpu --alphas 0.6,1.0,1.4,1.8,2.2 "
         "--test-splits test_2016_flickr,test_2017_flickr --json results/quality/deen.json"
     ]
     r = _run(tmp_path, "deen", "2", NMT=str(fake), EPOCHS="2", ALPHAS="1.4,1.8")
@@ -162,7 +162,7 @@ def test_quality_refuses_bad_arguments(tmp_path):
     r = _run(tmp_path, "bogus")  # the usage text ends where the header does
     assert "DIRECTION must be deen, ende or enfr, got 'bogus'" in r.stderr
     assert r.stdout.rstrip().endswith(
-        "# ALPHAS: the GNMT length penalties `nmt select` tries on val (default 0.6,1.0,1.4)."
+        "# the protocol of docs/results.md, the wide grid in the one select before test)."
     )
     # a setting written after the command would otherwise be ignored for hours of training
     r = _run(tmp_path, "deen", "2", "DATA_PATH=corpus")
