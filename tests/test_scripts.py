@@ -86,8 +86,9 @@ def test_quality_selects_the_ensemble_of_finished_runs(tmp_path):
     r = _run(tmp_path, "deen", "2", NMT=str(fake), EPOCHS="2")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "calls.txt").read_text().splitlines() == [
-        "select runs/quality_deen_s1 runs/quality_deen_s2 --device cpu --alphas 0.6,1.0,1.4,1.8,2.2 "
-        "--test-splits test_2016_flickr,test_2017_flickr --json results/quality/deen.json"
+        "select runs/quality_deen_s1 runs/quality_deen_s2 --device cpu "
+        "--alphas 0.6,1.0,1.4,1.8,2.2 --test-splits test_2016_flickr,test_2017_flickr "
+        "--json results/quality/deen.json"
     ]
     r = _run(tmp_path, "deen", "2", NMT=str(fake), EPOCHS="2", ALPHAS="1.4,1.8")
     assert " --alphas 1.4,1.8 " in (tmp_path / "calls.txt").read_text().splitlines()[-1]
