@@ -14,8 +14,9 @@ its cased BLEU, chrF and papers' BLEU, so tests/test_committed_scores.py re-scor
 against the summary. Test sets whose source is not in ``--data`` (test_2017_mscoco, unless
 the directory holds it) are skipped and named.
 
-Errors (exit 2, one line): no summary, a checkpoint that is gone or is not the one the
-summary scored, a translation with another number of lines than its source.
+Errors (exit 1, one line): no summary, a checkpoint that is gone or is not the one the
+summary scored, a translation with another number of lines than its source, no test set's
+source found in ``--data`` (nothing written).
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ def main() -> None:
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
     registry = json.loads(REGISTRY.read_text(encoding="utf-8"))
     out.mkdir(parents=True, exist_ok=True)
+    written = 0
     for label, prefix, checkpoints, digests, record in systems(summary):
         for ck, want in zip(checkpoints, digests, strict=True):
             if not Path(ck).is_file():
@@ -142,7 +144,10 @@ def main() -> None:
             hyp.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode("utf-8"), mtime=0))
             files = [f for f in registry["files"] if f["hypotheses"] != str(hyp)]
             registry["files"] = [*files, entry(hyp, split, src, tgt, summary_path, prefix)]
+            written += 1
             print(f"{hyp}: {len(lines)} lines (beam {record['beam']}, alpha {record['alpha']})")
+    if not written:
+        sys.exit(f"error: no test set's source found in {args.data}; nothing written (--data)")
     REGISTRY.write_text(json.dumps(registry, indent=1, ensure_ascii=False) + "\n", "utf-8")
 
 

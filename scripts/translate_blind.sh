@@ -19,13 +19,17 @@ NMT=${NMT:-.venv/bin/nmt}
 BLIND_DIR=${BLIND_DIR:-../shared/blind}
 BEAM=5
 out=results/blind/$label
-mkdir -p "$out"
 shopt -s nullglob
 sources=("$BLIND_DIR"/*.de.gz)
 [ ${#sources[@]} -gt 0 ] || { echo "error: no *.de.gz in $BLIND_DIR" >&2; exit 2; }
+# every file is written into a hidden folder first and moved into $out only when all of them
+# and decoding.json are complete: a failed run leaves nothing behind
+mkdir -p results/blind
+work=$(mktemp -d "results/blind/.$label.XXXXXX")
+trap 'rm -rf "$work"' EXIT
 for src in "${sources[@]}"; do
     stem=$(basename "$src" .de.gz)
-    tmp=$(mktemp "$out/.$stem.XXXXXX")
+    tmp=$work/$stem.en
     zcat "$src" | "$NMT" translate "$@" --beam "$BEAM" --alpha "$alpha" --precision fp32 \
         > "$tmp"
     n_in=$(zcat "$src" | wc -l) n_out=$(wc -l < "$tmp")
@@ -34,7 +38,7 @@ for src in "${sources[@]}"; do
         rm -f "$tmp"
         exit 1
     fi
-    gzip -n -c "$tmp" > "$out/$stem.en.gz"
+    gzip -n -c "$tmp" > "$work/$stem.en.gz"
     rm -f "$tmp"
     echo "$out/$stem.en.gz: $n_out lines"
 done
@@ -42,10 +46,10 @@ models_json=$(for m in "$@"; do
     if [ -f "$m/model.safetensors" ]; then f=$m/model.safetensors
     elif [ -d "models/$m" ]; then f=models/$m/model.safetensors
     else f=$m; fi
-    sha=$( [ -f "$f" ] && sha256sum "$f" | cut -d' ' -f1 || echo null)
-    printf '{"model": "%s", "weights_sha256": "%s"}\n' "$m" "$sha"
+    sha=$( [ -f "$f" ] && printf '"%s"' "$(sha256sum "$f" | cut -d' ' -f1)" || echo null)
+    printf '{"model": "%s", "weights_sha256": %s}\n' "$m" "$sha"
 done | paste -sd, -)
-cat > "$out/decoding.json" <<EOF
+cat > "$work/decoding.json" <<EOF
 {
   "models": [$models_json],
   "ensemble": $([ $# -gt 1 ] && echo true || echo false),
@@ -58,4 +62,6 @@ cat > "$out/decoding.json" <<EOF
   "sources": "$(basename "$BLIND_DIR")/*.de.gz, one line out per line in; references withheld"
 }
 EOF
+mkdir -p "$out"
+mv "$work"/*.en.gz "$work/decoding.json" "$out/"
 echo "$out/decoding.json"

@@ -333,6 +333,14 @@ def test_quality_translations_decodes_what_the_summary_scored_and_registers_it(t
         "members/1/test/test_2016_flickr/beam_bleu",
         "ensemble/test/test_2016_flickr/beam_bleu",
     ]
+    r = subprocess.run(
+        [*cmd[:3], "--data", "nowhere", "--nmt", str(fake)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert r.returncode == 1 and "nothing written (--data)" in r.stderr, r.stderr
     (tmp_path / "b.pt").write_bytes(b"retrained")
     r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT_S)
     assert r.returncode != 0 and "b.pt: not the checkpoint" in r.stderr, r.stderr
