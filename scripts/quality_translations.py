@@ -23,42 +23,42 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+from nmt.data.digest import file_sha256
 
 REGISTRY = Path("results/hypotheses.json")
 
 
-def sha256(path: Path) -> str:
-    """The hex SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+class System(NamedTuple):
+    """One scored system of a summary: a member (``s1``, ...) or the ensemble."""
+
+    label: str  # the file name's prefix
+    prefix: str  # where its record sits in the summary's JSON (``members/0``, ``ensemble``)
+    checkpoints: list[str]
+    digests: list[str]  # the SHA-256 the summary recorded, one per checkpoint
+    record: dict[str, Any]  # beam, alpha and per test set its scores
 
 
-def systems(summary: dict[str, Any]) -> list[tuple[str, str, list[str], list[str], dict]]:
-    """(label, JSON path prefix, checkpoints, their SHA-256, the system's record) of every
-    member and of the ensemble, in the summary's order."""
-    out = []
-    for i, m in enumerate(summary["members"], 1):
-        out.append(
-            (
-                f"s{i}",
-                f"members/{i - 1}",
-                [m["chosen_checkpoint"]],
-                [m["chosen_checkpoint_sha256"]],
-                m,
-            )
+def systems(summary: dict[str, Any]) -> list[System]:
+    """Every member and the ensemble, in the summary's order."""
+    out = [
+        System(
+            f"s{i}",
+            f"members/{i - 1}",
+            [m["chosen_checkpoint"]],
+            [m["chosen_checkpoint_sha256"]],
+            m,
         )
+        for i, m in enumerate(summary["members"], 1)
+    ]
     if summary.get("ensemble"):
         e = summary["ensemble"]
-        out.append(("ensemble", "ensemble", e["checkpoints"], e["checkpoints_sha256"], e))
+        out.append(System("ensemble", "ensemble", e["checkpoints"], e["checkpoints_sha256"], e))
     return out
 
 
@@ -129,7 +129,7 @@ def main() -> None:
         for ck, want in zip(checkpoints, digests, strict=True):
             if not Path(ck).is_file():
                 sys.exit(f"error: {ck}: checkpoint not found (the summary scored it)")
-            if sha256(Path(ck)) != want:
+            if file_sha256(ck) != want:
                 sys.exit(f"error: {ck}: not the checkpoint {summary_path} scored (SHA-256 differs)")
         for split, scored in record["test"].items():
             source = args.data / f"{split}.{src}.gz"
