@@ -2,6 +2,7 @@
 
 import errno
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -111,6 +112,28 @@ def test_write_atomic_replaces_whole_or_not_at_all(tmp_path):
     os.symlink(path, tmp_path / "link.txt")
     assert same_file(path, tmp_path / "link.txt") and same_file(tmp_path / "x", tmp_path / "x")
     assert not same_file(path, tmp_path / "b.bin")
+
+
+def test_check_writable_names_what_stops_an_output_before_the_work(tmp_path):
+    """nmt.ops.files.check_writable: a directory given for a file, a missing folder, a file
+    given for a folder, and a folder that refuses new files even to root (/proc) are
+    named; a writable place passes and keeps no probe file."""
+    from nmt.ops.files import check_writable
+
+    (tmp_path / "f.json").write_text("{}")
+    for path, folder, message in (
+        (tmp_path, False, f"--json {tmp_path}: is a directory"),
+        (tmp_path / "no" / "f.json", False, f"folder {tmp_path / 'no'} does not exist"),
+        (tmp_path / "f.json", True, "exists and is not a directory"),
+        (tmp_path / "f.json" / "sub", True, f"{tmp_path / 'f.json'} is not a directory"),
+        (Path("/proc/nmt_out.json"), False, "cannot write in /proc"),
+        (Path("/proc/nmt_out/deeper"), True, "cannot write in /proc"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            check_writable(path, "--json", folder=folder)
+    check_writable(tmp_path / "f.json", "--json")  # an existing file is written over
+    check_writable(tmp_path / "new" / "deeper", "--out", folder=True)  # made when missing
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.json"]
 
 
 def _current_umask() -> int:

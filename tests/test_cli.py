@@ -132,6 +132,18 @@ def test_evaluate_on_given_files_and_errors(trained, tmp_path):
     ref.write_text("")
     r = nmt_here("evaluate", trained["additive"] / "best.pt", "--src", src, "--ref", ref)
     assert r.returncode == 2 and "s.de has no non-empty line" in r.stderr
+    # a --json that cannot be written is refused before decoding, not after it (a traceback)
+    src.write_text("Ein Hund rennt.\n")
+    ref.write_text("A dog runs.\n")
+    for json_out, message in (
+        (tmp_path, f"--json {tmp_path}: is a directory"),
+        (tmp_path / "no" / "s.json", f"folder {tmp_path / 'no'} does not exist"),
+        (Path("/proc/nmt_scores.json"), "--json /proc/nmt_scores.json: cannot write in /proc"),
+    ):
+        args = ("--src", src, "--ref", ref, "--json", json_out)
+        r = nmt_here("evaluate", trained["additive"] / "best.pt", *args)
+        assert r.returncode == 2 and message in r.stderr, r.stderr
+        assert "BLEU" not in r.stdout  # nothing was decoded
 
 
 @pytest.mark.slow

@@ -229,7 +229,10 @@ def test_a_study_override_of_a_key_the_study_sets_is_refused(tmp_path, override,
         "study sets for each model itself, so it would be ignored; "
     )
     assert "\n" not in str(e.value)
-    path.write_text("overrides: ['train.seed=3', 'model.emb_dim=8', 'data.max_train_words=30']\n")
+    path.write_text(
+        "base_config: configs/multi30k_deen_additive.yaml\n"
+        "overrides: ['train.seed=3', 'model.emb_dim=8', 'data.max_train_words=30']\n"
+    )
     load_study_config(path)  # keys the study leaves alone
     path.write_text("attentions: [none, additive]\n")  # the same on the command line
     with pytest.raises(
@@ -303,3 +306,16 @@ def test_overrides_that_the_config_never_reads_are_warned_about(tmp_path):
     assert ignored_overrides(load_config(path, acting), acting) == []
     local = ["model.attention=local_p", "model.local_window=5", "model.local_score=dot"]
     assert ignored_overrides(load_config(path, local), local) == []
+
+
+def test_a_study_without_base_config_is_refused(tmp_path):
+    """A default base config would train (say) an en->fr study on the de->en recipe without
+    a word: the key is required in the file, or as an override."""
+    from nmt.config.load import load_study_config
+
+    path = tmp_path / "s.yaml"
+    path.write_text("name: enfr\nattentions: [none, additive]\n")
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: base_config: missing; name")):
+        load_study_config(path)
+    cfg = load_study_config(path, ["base_config=configs/multi30k_enfr_additive.yaml"])
+    assert cfg.base_config == "configs/multi30k_enfr_additive.yaml"

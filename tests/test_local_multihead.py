@@ -196,6 +196,7 @@ def test_config_checks_heads_window_and_local_score():
 
 
 def test_study_plans_local_multihead_and_head_count_runs(tmp_path):
+    BASE = "base_config: configs/multi30k_deen_additive.yaml\n"
     study = tmp_path / "s.yaml"
     study.write_text(
         "base_config: configs/multi30k_deen_additive.yaml\n"
@@ -213,10 +214,10 @@ def test_study_plans_local_multihead_and_head_count_runs(tmp_path):
         load_study_config(study)
     from nmt.study.plan import StudyError
 
-    study.write_text("attentions: [none, multihead]\nhead_counts: [4]\n")
+    study.write_text(BASE + "attentions: [none, multihead]\nhead_counts: [4]\n")
     with pytest.raises(StudyError, match="multihead-4h and multihead would be the same model"):
         plan(load_study_config(study))
-    study.write_text("attentions: [none]\nhead_counts: [3]\n")
+    study.write_text(BASE + "attentions: [none]\nhead_counts: [3]\n")
     with pytest.raises(ConfigError, match="head_counts: 3: .*model.heads"):
         plan(load_study_config(study))
 
@@ -363,13 +364,38 @@ def test_nmt_heads_end_to_end_and_its_errors(tmp_path):
         tmp_path / "align",
     )
     assert r.returncode == 0 and "| mh (2 heads) | 2 |" in (out / "heads.md").read_text()
-    # the refusals, in this process (each python -m nmt pays torch's import again)
+    # the named joined split (k = 1..5) is scored against its captions' alignments too
+    joined = tmp_path / "heads_joined"
+    r = nmt_here(
+        "heads",
+        runs["mh"],
+        "--split",
+        "test_2016_flickr_joined",
+        "--max-sentences",
+        5,
+        "--maps",
+        0,
+        "--out",
+        joined,
+        "--alignments",
+        tmp_path / "align",
+    )
+    assert r.returncode == 0, r.stderr
+    assert "## Agreement with reference word alignments" in (joined / "heads.md").read_text()
+    r = nmt_here("heads", runs["mh"], "--split", "test_2016_flickr_joined", "--join", 2)
+    assert r.returncode == 2 and "--split test_2016_flickr --join 2" in r.stderr
+    # the refusals, in this process (each python -m nmt pays torch's import again); a bad
+    # reference file or --out is refused before any decoding, and the report there is kept
+    report = (out / "heads.md").read_text()
     (tmp_path / "align" / "test_2016_flickr.de-en.gdfa").write_text("0-0\n")
     r = nmt_here(
         "heads", runs["mh"], "--max-sentences", 5, "--out", out, "--alignments", tmp_path / "align"
     )
     assert r.returncode == 2 and "1 lines for a test set of 1000 pairs" in r.stderr
-    # (5 sentences: the refusal comes after the first model's decoding, not before it)
+    assert "decoding" not in r.stderr and (out / "heads.md").read_text() == report
+    r = nmt_here("heads", runs["mh"], "--out", "/proc/nmt_heads_out")
+    assert r.returncode == 2 and "--out /proc/nmt_heads_out: cannot write in /proc" in r.stderr
+    assert "decoding" not in r.stderr
     r = nmt_here(
         "heads", runs["mh"], "--compare", runs["fixed"], "--max-sentences", 5, "--out", out
     )

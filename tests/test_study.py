@@ -186,6 +186,16 @@ def test_archived_run_is_reported_without_its_checkpoint(study_files):
         hidden.rename(tmp / "runs" / "tiny_dot")
 
 
+def test_a_report_dir_that_cannot_be_written_is_refused_before_any_training():
+    from nmt.commands.study import run_study
+    from nmt.config.schema import StudyConfig
+    from nmt.study.plan import StudyError
+
+    study = StudyConfig(name="s", report_dir="/proc/nmt_{name}_report")
+    with pytest.raises(StudyError, match="report_dir /proc/nmt_s_report: cannot write in /proc"):
+        run_study(study, log=lambda m: pytest.fail(f"planned or trained: {m}"))
+
+
 def test_study_config_errors(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text("attentions: [none, cosine]\n")

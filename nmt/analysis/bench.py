@@ -51,6 +51,7 @@ from nmt.inference.translator import Translator, decode_workers, threads_per_wor
 from nmt.model.flops import TokenCounts, forward_macs, training_flops, training_flops_by_term
 from nmt.model.folder import names_folder
 from nmt.model.seq2seq import Seq2Seq
+from nmt.ops.files import check_writable
 from nmt.ops.machine import peak_memory_mib, reset_peak_memory, sync
 from nmt.ops.precision import precision_name
 from nmt.training.loop import Trainer
@@ -101,10 +102,11 @@ class BenchOptions:
             raise BenchError(f"--train-seconds {self.train_seconds}: must be 0 or more")
         if self.skip_train and self.skip_decode:
             raise BenchError("--skip-train and --skip-decode together leave nothing to measure")
-        if self.json_path is not None and (
-            self.json_path.is_dir() or not self.json_path.parent.is_dir()
-        ):
-            raise BenchError(f"--json {self.json_path}: give a file in an existing directory")
+        if self.json_path is not None:
+            try:
+                check_writable(self.json_path, "--json")
+            except ValueError as e:
+                raise BenchError(str(e)) from None
         if self.source.suffix not in (".pt", ".yaml", ".yml") and not names_folder(self.source):
             raise BenchError(
                 f"{self.source}: give a YAML config (.yaml, .yml) or a checkpoint "

@@ -2,7 +2,8 @@
 
 The reference is a Pharaoh file of the test split from a statistical aligner
 (scripts/align_multi30k.py: eflomal, grow-diag-final-and), ``{dir}/{split}.{src}-{tgt}.gdfa``;
-for a joined set (``--join k``) the captions' alignments are concatenated with word offsets
+for a joined set (``--join k``, or a ``_joined`` split: k = 1..5) the captions' alignments are
+concatenated with word offsets
 (nmt/evaluation/alignment.py: long_alignments). To compare attention with an alignment of
 the *reference* translation, the weights are read by teacher forcing the reference (not the
 model's own hypothesis, as the other statistics are). Each target word is linked to its
@@ -19,6 +20,7 @@ are left out and counted.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,9 +93,10 @@ def reference_path(directory: Path, split: str, src_lang: str, tgt_lang: str) ->
 
 
 def load_reference(
-    path: Path, sources: list[str], references: list[str], join: int | None
+    path: Path, sources: list[str], references: list[str], join: int | Sequence[int] | None
 ) -> list[Alignment]:
-    """The reference alignment of each caption pair, joined ``join`` at a time if given.
+    """The reference alignment of each caption pair, joined ``join`` at a time if given (a
+    sequence of k: the lines of each k in turn, as a ``_joined`` split's).
 
     Raises:
         AlignmentError: unreadable or malformed file, a line count or a link that does not
@@ -104,7 +107,9 @@ def load_reference(
         raise AlignmentError(f"{path}: {len(aligns)} lines for a test set of {len(sources)} pairs")
     for n, (a, s, r) in enumerate(zip(aligns, sources, references, strict=True), 1):
         check_bounds(a, len(s.split()), len(r.split()), f"{path}, line {n}")
-    return long_alignments(aligns, sources, references, (join,)) if join else aligns
+    if not join:
+        return aligns
+    return long_alignments(aligns, sources, references, (join,) if isinstance(join, int) else join)
 
 
 @torch.no_grad()
@@ -293,13 +298,41 @@ def format_alignment(
     return md
 
 
+def find_reference(
+    directory: Path | None,
+    split: str | None,
+    pair: tuple[str, str],
+    captions: tuple[list[str], list[str]],
+    ks: Sequence[int] | None,
+    n_lines: int,
+    *,
+    log=lambda message: None,
+) -> tuple[Path, list[Alignment]] | None:
+    """The reference alignment of the test set analysed, read and checked before any
+    decoding (a file that does not fit fails in seconds, not after minutes): ``pair``
+    (source, target language), ``captions`` the split's lines before joining, ``ks`` the
+    joins that made the test set (None: none), ``n_lines`` its lines used. None, and one
+    line to ``log``, when there is no split, directory or file.
+
+    Raises:
+        AlignmentError: a malformed reference file or one that does not fit the test set.
+    """
+    if directory is None or split is None:
+        return None
+    path = reference_path(directory, split, *pair)
+    if not path.exists():
+        log(
+            f"no reference alignment {path} (scripts/align_multi30k.py writes it): "
+            "alignment precision, recall and AER left out"
+        )
+        return None
+    return path, load_reference(path, *captions, ks)[:n_lines]
+
+
 def alignment_section(
     models: list[tuple[str, object]],
     test: tuple[list[str], list[str]],
-    captions: tuple[list[str], list[str]],
-    split: str | None,
-    join: int | None,
-    directory: Path | None,
+    reference: tuple[Path, list[Alignment]] | None,
     label: str,
     *,
     log=lambda message: None,
@@ -307,25 +340,13 @@ def alignment_section(
     n_samples: int = 1000,
 ) -> tuple[list[str], list[dict]]:
     """The Markdown section and JSON records of every model's agreement with the reference
-    of ``split`` in ``directory``; nothing (and one line to ``log``) when there is no
-    split, directory or file. ``models``: (name, loaded checkpoint); ``test``: the (perhaps
-    joined and cut) sources and references analysed; ``captions``: the split's lines before
-    joining.
-
-    Raises:
-        AlignmentError: a malformed reference file or one that does not fit the test set.
+    alignment (:func:`find_reference`: its path and links; None: nothing). ``models``:
+    (name, loaded checkpoint); ``test``: the (perhaps joined and cut) sources and
+    references analysed. Raises nothing of its own.
     """
-    if directory is None or split is None:
+    if reference is None:
         return [], []
-    first: Any = models[0][1]  # a loaded checkpoint (nmt.model.checkpoint.Loaded)
-    path = reference_path(directory, split, first.cfg.data.src_lang, first.cfg.data.tgt_lang)
-    if not path.exists():
-        log(
-            f"no reference alignment {path} (scripts/align_multi30k.py writes it): "
-            "alignment precision, recall and AER left out"
-        )
-        return [], []
-    reference = load_reference(path, *captions, join)[: len(test[0])]
+    path, links = reference
     scored = []
     for name, m in models:
         log(f"{name}: attention on the references of {label}, against {path}")
@@ -337,7 +358,7 @@ def alignment_section(
             *test,
             batch_size=batch_size,
         )
-        scored.append(model_alignment(name, weights, reference, n_samples=n_samples))
+        scored.append(model_alignment(name, weights, links, n_samples=n_samples))
     return (
         format_alignment(scored, label, path, n_samples=n_samples),
         [s.to_json() for s in scored],

@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from nmt.cli.common import DEVICE_OPTION, USER_ERRORS, WORKERS_OPTION, app, fail
+from nmt.ops.files import check_writable, write_atomic
 
 
 @app.command()
@@ -162,7 +163,7 @@ def bench(
     typer.echo(format_table(result))
     if json_out is not None:
         try:
-            json_out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+            write_atomic(json_out, json.dumps(result, indent=1) + "\n")
         except OSError as e:
             fail(OSError(f"--json {json_out}: {e.strerror or e}"))
         typer.echo(f"wrote {json_out}", err=True)
@@ -228,15 +229,8 @@ def select(
             data_path=data_path,
             device=device,
         )
-        if json_out is not None and (json_out.is_dir() or not json_out.parent.is_dir()):
-            raise ValueError(
-                f"--json {json_out}: "
-                + (
-                    "is a directory"
-                    if json_out.is_dir()
-                    else f"folder {json_out.parent} does not exist"
-                )
-            )
+        if json_out is not None:
+            check_writable(json_out, "--json")
         summary = select_runs(runs, opts, log=lambda m: typer.echo(m, err=True))
     except USER_ERRORS as e:
         fail(e)
@@ -249,7 +243,10 @@ def select(
         typer.echo(f"ensemble of {len(runs)}:")
         _echo_tests(summary["ensemble"], prefix="  ")
     if json_out is not None:
-        json_out.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+        try:
+            write_atomic(json_out, json.dumps(summary, indent=1) + "\n")
+        except OSError as e:
+            fail(OSError(f"--json {json_out}: {e.strerror or e}"))
         typer.echo(f"wrote {json_out}", err=True)
 
 

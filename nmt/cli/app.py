@@ -27,6 +27,7 @@ from nmt.cli.common import (
 )
 from nmt.cli.common import length_penalty as _length_penalty
 from nmt.config.load import ignored_overrides, load_config
+from nmt.ops.files import check_writable, write_atomic
 
 
 @app.command()
@@ -96,9 +97,9 @@ def evaluate(
     papers' BLEU (lowercased, Moses-tokenized)."""
     from nmt.commands.evaluate import evaluate_checkpoints
 
-    if json_out is not None and not json_out.parent.is_dir():
-        fail(ValueError(f"--json: directory {json_out.parent} does not exist"))
     try:
+        if json_out is not None:  # before decoding: a path that cannot be written loses it
+            check_writable(json_out, "--json")
         report = evaluate_checkpoints(
             checkpoints,
             split=split,
@@ -124,7 +125,10 @@ def evaluate(
         typer.echo(warning, err=True)
     typer.echo(report.table)
     if json_out is not None:
-        json_out.write_text(json.dumps(report.json, indent=2) + "\n", encoding="utf-8")
+        try:
+            write_atomic(json_out, json.dumps(report.json, indent=2) + "\n")
+        except OSError as e:
+            fail(OSError(f"--json {json_out}: {e.strerror or e}"))
         typer.echo(f"wrote {json_out}")
 
 

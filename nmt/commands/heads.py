@@ -19,6 +19,7 @@ from nmt.analysis.heads import (
     head_weights_of,
     model_name,
 )
+from nmt.ops.files import check_writable
 
 
 def write_json(analyses: list[HeadAnalysis], path: Path, meta: dict) -> Path:
@@ -36,43 +37,6 @@ def _shorten(text: str, limit: int = 70) -> str:
     if len(text) <= limit:
         return text
     return text[:limit].rsplit(" ", 1)[0] + " ..."
-
-
-def _test_sources(
-    loaded,
-    split: str | None,
-    src: Path | None,
-    ref: Path | None,
-    data_path: str | None,
-    join: int | None,
-) -> tuple[str, list[str], list[str], list[str], list[str]]:
-    """(label, sources, references) of the test set, joined ``join`` pairs at a time if
-    given, then the captions' sources and references before joining.
-
-    Raises:
-        DataError (see :func:`nmt.data.stored.test_set`), HeadsError (``join`` < 1 or more
-        than the pairs of the test set).
-    """
-    from nmt.data.longsets import long_sentence_set
-    from nmt.data.stored import test_set
-
-    label, sources, references = test_set(
-        loaded, split=split, src=src, ref=ref, data_path=data_path
-    )
-    if join is None:
-        return label, sources, references, sources, references
-    if join < 1:
-        raise HeadsError(f"--join: expected k >= 1, got {join}")
-    if join > len(sources):
-        raise HeadsError(f"--join {join}: the test set has only {len(sources)} pairs")
-    joined = long_sentence_set(sources, references, (join,))
-    return (
-        f"{label} joined {join} at a time",
-        joined.sources,
-        joined.references,
-        sources,
-        references,
-    )
 
 
 def heads_report(
@@ -102,32 +66,48 @@ def heads_report(
     joined k consecutive pairs at a time (long input, nmt/data/longsets.py). ``log`` hears
     one line per model before its decoding, which takes minutes on a full test set on CPU.
     With ``alignments`` (a directory of scripts/align_multi30k.py's files) and a named
-    split, each head's precision, recall and AER against the reference alignment are
-    added (nmt/analysis/heads_alignment.py). Returns the Markdown path.
+    split (a ``_joined`` one or ``join`` too: the captions' alignments are joined alike),
+    each head's precision, recall and AER against the reference alignment are added
+    (nmt/analysis/heads_alignment.py). Returns the Markdown path.
+
+    ``out_dir`` and the reference file are checked before any decoding, and nothing is
+    written into ``out_dir`` until every number is computed, so a bad input costs seconds
+    and leaves an earlier report there whole.
 
     Raises:
         CheckpointError, DataError, DeviceError, HeadsError (fixed-vector model, no
             sentence, an empty ``--sentence``, a compare model of another language pair,
-            an ``out_dir`` that cannot be written), AlignmentError (a reference file that
-            does not fit the test set).
+            an ``out_dir`` that cannot be written, ``join`` with a ``_joined`` split),
+            AlignmentError (a reference file that does not fit the test set).
     """
-    from nmt.analysis.heads_alignment import alignment_section
+    from nmt.analysis.heads_alignment import alignment_section, find_reference
+    from nmt.data.stored import joinable_test_set
     from nmt.evaluation.plots import plot_head_maps
     from nmt.model.checkpoint import load_checkpoint
     from nmt.ops.device import pick_device
 
-    if out_dir.exists() and not out_dir.is_dir():
-        raise HeadsError(f"--out {out_dir}: exists and is not a directory")
+    try:  # before decoding: an output that cannot be written loses minutes of work
+        check_writable(out_dir, "--out", folder=True)
+    except ValueError as e:
+        raise HeadsError(str(e)) from None
     sentences = list(sentences)
     if any(not s.strip() for s in sentences):
         raise HeadsError("--sentence: an empty sentence has nothing to attend to")
     dev = pick_device(device, "--device")
     loaded = load_checkpoint(checkpoint, dev)
-    label, sources, references, cap_src, cap_ref = _test_sources(
-        loaded, split, src, ref, data_path, join
+    test = joinable_test_set(loaded, split, src, ref, data_path, join)
+    label = test.label
+    sources = test.sources[:max_sentences] if max_sentences else test.sources
+    references = test.references[: len(sources)]
+    reference = find_reference(
+        alignments,
+        test.split,
+        (loaded.cfg.data.src_lang, loaded.cfg.data.tgt_lang),
+        test.captions,
+        test.ks,
+        len(sources),
+        log=log,
     )
-    sources = sources[:max_sentences] if max_sentences else sources
-    references = references[: len(sources)]
     models = [(checkpoint, loaded)] + [(p, load_checkpoint(p, dev)) for p in compare]
     pair = (loaded.cfg.data.src_lang, loaded.cfg.data.tgt_lang)
     analyses, per_model = [], []
@@ -155,13 +135,6 @@ def heads_report(
         except HeadsError as e:
             raise HeadsError(f"{path} on {src or label}: {e}") from None
         per_model.append(sents)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for old in out_dir.glob("heads_*.png"):  # maps of an earlier run would mislead
-            if re.fullmatch(r"heads_\d+\.png", old.name):  # only the files we write
-                old.unlink()
-    except OSError as e:
-        raise HeadsError(f"--out {out_dir}: cannot write there ({e.strerror or e})") from None
     main, main_sents = analyses[0], per_model[0]
     if sentences:
         drawn = [
@@ -173,6 +146,21 @@ def heads_report(
             (main_sents[i].source, main_sents[i])
             for i in disagreeing_sentences(main, main_sents, maps)
         ]
+    align_md, align_json = alignment_section(
+        [(a.name, m) for a, (_p, m) in zip(analyses, models, strict=True)],
+        (sources, references),
+        reference,
+        label,
+        log=log,
+        batch_size=batch_size,
+    )
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for old in out_dir.glob("heads_*.png"):  # maps of an earlier run would mislead
+            if re.fullmatch(r"heads_\d+\.png", old.name):  # only the files we write
+                old.unlink()
+    except OSError as e:
+        raise HeadsError(f"--out {out_dir}: cannot write there ({e.strerror or e})") from None
     md = [
         f"# Attention heads of {main.name}",
         "",
@@ -205,17 +193,6 @@ def heads_report(
             "",
             f"![heads of sentence {n}]({name})",
         ]
-    align_md, align_json = alignment_section(
-        [(a.name, m) for a, (_p, m) in zip(analyses, models, strict=True)],
-        (sources, references),
-        (cap_src, cap_ref),
-        None if src else label.split(" ")[0],  # the split's name: label starts with it
-        join,
-        alignments,
-        label,
-        log=log,
-        batch_size=batch_size,
-    )
     path = out_dir / "heads.md"
     path.write_text("\n".join(md + align_md) + "\n", encoding="utf-8")
     write_json(

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nmt.config.schema import StudyConfig
+from nmt.ops.files import check_writable
 from nmt.study.plan import REPORTABLE, PlannedRun, StudyError, missing_reason, plan
 from nmt.study.report import write_report
 
@@ -87,7 +88,8 @@ def run_study(
     Raises:
         StudyError: ``report_only`` and a model is unfinished or missing (without
             ``allow_missing``), or no model at all can be reported; ``allow_missing``
-            without ``report_only``.
+            without ``report_only``; a ``report_dir`` that cannot be written (checked
+            first).
         ConfigError, DataError, CheckpointError.
     """
     if allow_missing and not report_only:
@@ -95,6 +97,10 @@ def run_study(
             "--allow-missing: only with --report-only (without it the study trains "
             "the missing models)"
         )
+    try:  # checked before hours of training: the report is written at the end
+        check_writable(Path(study.report_dir.format(name=study.name)), "report_dir", folder=True)
+    except ValueError as e:
+        raise StudyError(str(e)) from None
     runs = plan(study)
     if report_only and allow_missing:
         present = [r for r in runs if r.action in REPORTABLE]

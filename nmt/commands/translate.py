@@ -23,7 +23,7 @@ from nmt.inference.translate import (
     unknown_lines_warning,
 )
 from nmt.inference.translator import Translator
-from nmt.ops.files import same_file
+from nmt.ops.files import check_writable, same_file
 
 
 def _attention_lines(tr: Translation) -> list[str]:
@@ -171,13 +171,8 @@ def run_filter(
     if input_path is not None and not input_path.is_file():
         what = "is a directory" if input_path.is_dir() else "no such file"
         raise ValueError(f"--input {input_path}: {what}")
-    if output_path is not None and (output_path.is_dir() or not output_path.parent.is_dir()):
-        what = (
-            "is a directory"
-            if output_path.is_dir()
-            else f"folder {output_path.parent} does not exist"
-        )
-        raise ValueError(f"--output {output_path}: {what}")
+    if output_path is not None:
+        check_writable(output_path, "--output")
     decoding = translator.decoding
     if plot is not None and all(a == "none" for a in _attention_types(translator.loaded)):
         raise ValueError(
@@ -271,9 +266,7 @@ def _check_written(
     if plot is None:
         return
     # checked before any translating: a heatmap that cannot be written loses the work
-    if plot.is_dir() or not plot.parent.is_dir():
-        what = "is a directory" if plot.is_dir() else f"folder {plot.parent} does not exist"
-        raise ValueError(f"--plot {plot}: {what}")
+    check_writable(plot, "--plot")
     from nmt.evaluation.plots import image_format  # matplotlib only when a plot is asked for
 
     try:

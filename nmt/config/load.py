@@ -278,7 +278,8 @@ def load_study_config(path: str | Path, overrides: list[str] | None = None) -> S
     """Read a study YAML file (keys of :class:`StudyConfig`) with ``key=value`` overrides.
 
     Raises:
-        ConfigError: unreadable file, unknown key, wrong type, impossible value.
+        ConfigError: unreadable file, unknown key, wrong type, impossible value, no
+            ``base_config`` (in the file or an override).
     """
     path = Path(path)
     raw = apply_overrides(read_yaml(path), overrides or [])
@@ -286,6 +287,11 @@ def load_study_config(path: str | Path, overrides: list[str] | None = None) -> S
         cfg = _build(StudyConfig, raw, "")
         _refuse_overrides_the_study_sets(cfg.overrides)
         check_study(cfg)
+        if "base_config" not in raw:  # a default would train another corpus's recipe unsaid
+            raise ConfigError(
+                "base_config: missing; name the training config every model of the study "
+                "starts from, e.g. base_config: configs/multi30k_deen_additive.yaml"
+            )
     except ConfigError as e:
         raise ConfigError(f"{_where(path, overrides, e)}: {e}") from None
     return cfg

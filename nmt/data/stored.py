@@ -10,6 +10,7 @@ corpus is not where the checkpoint says.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.config.schema import DataConfig
@@ -127,3 +128,72 @@ def split_lines(data: DataConfig, name: str) -> tuple[list[str], list[str]]:
         return sources, references
     joined = long_sentence_set(sources, references, JOINED_KS)
     return joined.sources, joined.references
+
+
+@dataclass
+class TestInput:
+    """A test set that may be joined, with what its word alignments need
+    (:func:`joinable_test_set`).
+
+    Attributes:
+        label: its name in the report ("test_2016_flickr joined 4 at a time").
+        sources, references: its lines (joined, when it is).
+        captions: the (sources, references) of the split before joining.
+        split: the split the reference alignment is of (the joined split's base), or None
+            for files given with --src/--ref.
+        ks: the joins that made its lines from the captions (None: not joined).
+    """
+
+    label: str
+    sources: list[str]
+    references: list[str]
+    captions: tuple[list[str], list[str]]
+    split: str | None
+    ks: tuple[int, ...] | None
+
+
+def joinable_test_set(
+    loaded,
+    split: str | None,
+    src: Path | None,
+    ref: Path | None,
+    data_path: str | None,
+    join: int | None,
+) -> TestInput:
+    """The test set of :func:`test_set` (``nmt heads``' --split or --src/--ref), joined
+    ``join`` pairs at a time if given; a ``_joined`` split (test_2016_flickr_joined) is its
+    base split joined k = 1..5 at a time. Either way the captions before joining come with
+    it, so that their word alignments can be joined alike.
+
+    Raises:
+        DataError: as :func:`test_set`; ``join`` < 1 or more than the pairs of the test
+            set, or ``join`` with a split that is joined already.
+    """
+    label, sources, references = test_set(
+        loaded, split=split, src=src, ref=ref, data_path=data_path
+    )
+    named = None if src is not None else label
+    base = None if named is None else joined_base(named)
+    if base is not None:
+        if join is not None:
+            raise DataError(
+                f"--join {join} with --split {named}: that split is joined 1-5 at a time "
+                f"already; give --split {base} --join {join}"
+            )
+        _, cap_src, cap_ref = test_set(loaded, split=base, src=None, ref=None, data_path=data_path)
+        return TestInput(label, sources, references, (cap_src, cap_ref), base, JOINED_KS)
+    if join is None:
+        return TestInput(label, sources, references, (sources, references), named, None)
+    if join < 1:
+        raise DataError(f"--join: expected k >= 1, got {join}")
+    if join > len(sources):
+        raise DataError(f"--join {join}: the test set has only {len(sources)} pairs")
+    joined = long_sentence_set(sources, references, (join,))
+    return TestInput(
+        f"{label} joined {join} at a time",
+        joined.sources,
+        joined.references,
+        (sources, references),
+        named,
+        (join,),
+    )

@@ -1,5 +1,5 @@
-"""Files written so that a crash never leaves half of one, and one test of two paths naming
-the same file.
+"""Files written so that a crash never leaves half of one, a check that an output can be
+written before the work that fills it, and one test of two paths naming the same file.
 
 :func:`atomic_open` writes to a temporary file in the target's directory, flushes it to
 disk (fsync) and renames it over the target (``os.replace``, atomic on POSIX): at any
@@ -81,3 +81,36 @@ def same_file(a: Path, b: Path) -> bool:
     if a.exists() and b.exists():
         return a.samefile(b)
     return a.resolve() == b.resolve()
+
+
+def check_writable(path: Path, option: str, *, folder: bool = False) -> None:
+    """Check, before the minutes of work that fill it, that the output ``path`` of command
+    option ``option`` can be written: for a file, that it is not a directory and that its
+    folder exists; for a ``folder`` (created when missing), that it is not a file and that
+    its nearest existing ancestor is a directory. Then a probe file is created and removed
+    there, which catches what permission bits do not (a read-only or virtual file system
+    such as /proc, which refuses new files even to root).
+
+    Raises:
+        ValueError: ``"{option} {path}: ..."`` naming what is wrong.
+    """
+    if folder:
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"{option} {path}: exists and is not a directory")
+        where = path
+        while not where.exists() and where != where.parent:
+            where = where.parent
+        if not where.is_dir():
+            raise ValueError(f"{option} {path}: {where} is not a directory")
+    else:
+        if path.is_dir():
+            raise ValueError(f"{option} {path}: is a directory")
+        where = path.parent
+        if not where.is_dir():
+            raise ValueError(f"{option} {path}: folder {where} does not exist")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".nmt-probe.", dir=where)
+    except OSError as e:
+        raise ValueError(f"{option} {path}: cannot write in {where} ({e.strerror or e})") from None
+    os.close(fd)
+    os.unlink(probe)
