@@ -51,6 +51,13 @@ def test_pharaoh_round_trip_and_errors(tmp_path):
         path = tmp_path / "x.gdfa"
         path.write_text("0-0\n1:2\n")
         read_pharaoh(path)
+    # a digit int() refuses, and bytes that are not UTF-8: named by file and line too
+    path.write_text("0-0\n0-\u00b2\n", encoding="utf-8")
+    with pytest.raises(AlignmentError, match="x.gdfa, line 2: .*'0-\u00b2'"):
+        read_pharaoh(path)
+    path.write_bytes(b"0-0\n1-1\n\xe1\x00-1\n")
+    with pytest.raises(AlignmentError, match="x.gdfa, line 3: not UTF-8 text"):
+        read_pharaoh(path)
 
 
 def test_pieces_map_to_whitespace_words():

@@ -64,3 +64,22 @@ def test_forced_weights_are_read_on_the_reference_for_every_head(toy_vocabs):
     m = model_alignment("toy", got, diagonal, n_samples=20)
     assert m.sentences == len(got) and m.skipped == len(sources) - len(got)
     assert all(0.0 <= r.aer <= 1.0 and r.aer_low <= r.aer <= r.aer_high for r in m.rows)
+
+
+def test_find_reference_joins_the_captions_links_and_names_a_bad_directory(tmp_path):
+    """The reference of a joined set (a ``_joined`` split: k = 1, 2) is its captions' links
+    shifted by the words before them; a file given for the folder is named."""
+    import pytest
+
+    from nmt.analysis.heads_alignment import find_reference
+    from nmt.evaluation.alignment import AlignmentError
+
+    captions = (["a b", "c"], ["x y", "z"])
+    (tmp_path / "t.de-en.gdfa").write_text("0-0 1-1\n0-0\n")
+    path, links = find_reference(tmp_path, "t", ("de", "en"), captions, (1, 2), 3)
+    assert path == tmp_path / "t.de-en.gdfa"
+    # k = 1: each caption; k = 2: "a b c" / "x y z", the second caption's link moved by 2
+    assert links == [{(0, 0), (1, 1)}, {(0, 0)}, {(0, 0), (1, 1), (2, 2)}]
+    assert find_reference(tmp_path, "other", ("de", "en"), captions, None, 2) is None
+    with pytest.raises(AlignmentError, match="--alignments .*t.de-en.gdfa: not a directory"):
+        find_reference(tmp_path / "t.de-en.gdfa", "t", ("de", "en"), captions, None, 2)

@@ -315,10 +315,16 @@ def find_reference(
     line to ``log``, when there is no split, directory or file.
 
     Raises:
-        AlignmentError: a malformed reference file or one that does not fit the test set.
+        AlignmentError: ``directory`` is a file; a malformed reference file or one that
+            does not fit the test set.
     """
     if directory is None or split is None:
         return None
+    if directory.exists() and not directory.is_dir():
+        raise AlignmentError(
+            f"--alignments {directory}: not a directory (give the folder of "
+            "scripts/align_multi30k.py's {split}.{src}-{tgt}.gdfa files)"
+        )
     path = reference_path(directory, split, *pair)
     if not path.exists():
         log(

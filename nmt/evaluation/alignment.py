@@ -58,7 +58,8 @@ def parse_pharaoh(line: str, where: str = "alignment") -> Alignment:
     links = set()
     for tok in line.split():
         i, sep, j = tok.partition("-")
-        if not sep or not i.isdigit() or not j.isdigit():
+        # isdigit() alone takes '²' and other digits that int() refuses
+        if not sep or not (i.isascii() and i.isdigit() and j.isascii() and j.isdigit()):
             raise AlignmentError(f"{where}: expected i-j pairs of word indices, got {tok!r}")
         links.add((int(i), int(j)))
     return frozenset(links)
@@ -76,9 +77,16 @@ def read_pharaoh(path: Path) -> list[Alignment]:
         AlignmentError: unreadable file or a malformed line (named).
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as e:
         raise AlignmentError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise AlignmentError(
+            f"{path}, line {line}: not UTF-8 text (a Pharaoh file holds i-j pairs of word indices)"
+        ) from None
     return [parse_pharaoh(line, f"{path}, line {n}") for n, line in enumerate(text.splitlines(), 1)]
 
 
