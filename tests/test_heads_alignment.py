@@ -76,7 +76,9 @@ def test_find_reference_joins_the_captions_links_and_names_a_bad_directory(tmp_p
 
     captions = (["a b", "c"], ["x y", "z"])
     (tmp_path / "t.de-en.gdfa").write_text("0-0 1-1\n0-0\n")
-    path, links = find_reference(tmp_path, "t", ("de", "en"), captions, (1, 2), 3)
+    found = find_reference(tmp_path, "t", ("de", "en"), captions, (1, 2), 3)
+    assert found is not None
+    path, links = found
     assert path == tmp_path / "t.de-en.gdfa"
     # k = 1: each caption; k = 2: "a b c" / "x y z", the second caption's link moved by 2
     assert links == [{(0, 0), (1, 1)}, {(0, 0)}, {(0, 0), (1, 1), (2, 2)}]
