@@ -5,38 +5,18 @@ least, and with reference word alignments each head's precision, recall and AER
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from nmt.analysis.heads import (
-    HeadAnalysis,
-    HeadsError,
-    analyse,
-    disagreeing_sentences,
-    format_markdown,
-    head_weights_of,
-    model_name,
+from nmt.analysis.heads import HeadsError, disagreeing_sentences, head_weights_of
+from nmt.analysis.heads_report import (
+    analyse_models,
+    clear_old_maps,
+    maps_section,
+    statistics_section,
+    write_json,
 )
 from nmt.ops.files import check_writable
-
-
-def write_json(analyses: list[HeadAnalysis], path: Path, meta: dict) -> Path:
-    """``meta`` (commands, split, decoding) and every analysis as JSON at ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        json.dumps({**meta, "models": [a.to_json() for a in analyses]}, indent=2) + "\n",
-        encoding="utf-8",
-    )
-    return path
-
-
-def _shorten(text: str, limit: int = 70) -> str:
-    """``text`` cut at a word boundary to at most ``limit`` characters, with "..."."""
-    if len(text) <= limit:
-        return text
-    return text[:limit].rsplit(" ", 1)[0] + " ..."
 
 
 def heads_report(
@@ -82,7 +62,6 @@ def heads_report(
     """
     from nmt.analysis.heads_alignment import alignment_section, find_reference
     from nmt.data.stored import joinable_test_set
-    from nmt.evaluation.plots import plot_head_maps
     from nmt.model.checkpoint import load_checkpoint
     from nmt.ops.device import pick_device
 
@@ -109,33 +88,14 @@ def heads_report(
         log=log,
     )
     models = [(checkpoint, loaded)] + [(p, load_checkpoint(p, dev)) for p in compare]
-    pair = (loaded.cfg.data.src_lang, loaded.cfg.data.tgt_lang)
-    analyses, per_model = [], []
-    for path, m in models:
-        if (m.cfg.data.src_lang, m.cfg.data.tgt_lang) != pair:
-            raise HeadsError(
-                f"--compare {path}: translates {m.cfg.data.src_lang}->"
-                f"{m.cfg.data.tgt_lang}, but {checkpoint} translates "
-                f"{pair[0]}->{pair[1]}"
-            )
-        log(
-            f"{path}: decoding {len(sources)} sentence{'' if len(sources) == 1 else 's'} of "
-            f"{src or label} (greedy{'' if max_sentences else '; --max-sentences N for fewer'})"
-        )
-        try:
-            sents = head_weights_of(
-                m.model,
-                m.src_vocab,
-                m.tgt_vocab,
-                sources,
-                batch_size=batch_size,
-                max_ratio=m.cfg.train.max_output_ratio,
-            )
-            analyses.append(analyse(sents, model_name(m.cfg), m.cfg.model.attention))
-        except HeadsError as e:
-            raise HeadsError(f"{path} on {src or label}: {e}") from None
-        per_model.append(sents)
-    main, main_sents = analyses[0], per_model[0]
+    analyses, per_model = analyse_models(
+        models,
+        sources,
+        str(src or label),
+        full_set=not max_sentences,
+        batch_size=batch_size,
+        log=log,
+    )
     if sentences:
         drawn = [
             (s, head_weights_of(loaded.model, loaded.src_vocab, loaded.tgt_vocab, [s])[0])
@@ -143,8 +103,8 @@ def heads_report(
         ]
     else:
         drawn = [
-            (main_sents[i].source, main_sents[i])
-            for i in disagreeing_sentences(main, main_sents, maps)
+            (per_model[0][i].source, per_model[0][i])
+            for i in disagreeing_sentences(analyses[0], per_model[0], maps)
         ]
     align_md, align_json = alignment_section(
         [(a.name, m) for a, (_p, m) in zip(analyses, models, strict=True)],
@@ -154,45 +114,9 @@ def heads_report(
         log=log,
         batch_size=batch_size,
     )
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for old in out_dir.glob("heads_*.png"):  # maps of an earlier run would mislead
-            if re.fullmatch(r"heads_\d+\.png", old.name):  # only the files we write
-                old.unlink()
-    except OSError as e:
-        raise HeadsError(f"--out {out_dir}: cannot write there ({e.strerror or e})") from None
-    md = [
-        f"# Attention heads of {main.name}",
-        "",
-        f"Test set: {label}, {main.sentences} sentences, greedy search; weights read back "
-        "by teacher forcing on each model's own hypothesis. Per head, over every target "
-        "step: the entropy of its attention distribution and of a uniform one over the "
-        "same source; the distance from its most attended source piece to the diagonal "
-        "position t·(S-1)/(T-1), in pieces, as a share of the source length S, and signed "
-        "(offset > 0: the head looks ahead of the diagonal); how "
-        "often the most attended piece is the final `</s>` or punctuation.",
-        "",
-        format_markdown(analyses),
-    ]
-    for n, (source, sent) in enumerate(drawn, 1):
-        panels = [
-            (f"head {k + 1}", sent.src_pieces, sent.tgt_pieces, sent.weights[k])
-            for k in range(sent.weights.size(0))
-        ]
-        for _path, m in models[1:]:
-            other = head_weights_of(m.model, m.src_vocab, m.tgt_vocab, [source])
-            if other:
-                o = other[0]
-                panels.append((model_name(m.cfg), o.src_pieces, o.tgt_pieces, o.weights.mean(0)))
-        name = f"heads_{n}.png"
-        plot_head_maps(panels, out_dir / name, f"{main.name}: {_shorten(source)}")
-        md += [
-            "",
-            f"**Sentence {n}** source: {source}  ",
-            f"hypothesis: {sent.hypothesis}",
-            "",
-            f"![heads of sentence {n}]({name})",
-        ]
+    clear_old_maps(out_dir)
+    md = statistics_section(analyses, label)
+    md += maps_section(drawn, [m for _p, m in models[1:]], out_dir, analyses[0].name)
     path = out_dir / "heads.md"
     path.write_text("\n".join(md + align_md) + "\n", encoding="utf-8")
     write_json(
