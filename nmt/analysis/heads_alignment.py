@@ -268,33 +268,40 @@ def format_alignment(
         ),
     )
     if len(models) > 1:
-        md += [
-            "",
-            f"AER of each model (head mean for multi-head) minus {models[0].name}'s, "
-            "paired on the same resamples of the sentences both scored; p: the share of "
-            "resamples where its AER is not lower.",
-            "",
-            "| model | ΔAER [95% CI] | p | sentences |",
-            "| --- | --- | --- | --- |",
-        ]
-        base = models[0]
-        for m in models[1:]:
-            common = sorted(set(base.kept) & set(m.kept))
-            if not common:
-                md.append(f"| {m.name} | no sentence scored for both | | 0 |")
-                continue
-            bi = {i: n for n, i in enumerate(base.kept)}
-            mi = {i: n for n, i in enumerate(m.kept)}
-            pr = paired_aer(
-                base.stats[[bi[i] for i in common]],
-                m.stats[[mi[i] for i in common]],
-                n_samples,
-                seed,
-            )
-            md.append(
-                f"| {m.name} | {pr.delta:+.1%} [{pr.low:+.1%}, {pr.high:+.1%}] | "
-                f"{pr.p_value:.3f} | {len(common)} |"
-            )
+        md += _paired_section(models, n_samples=n_samples, seed=seed)
+    return md
+
+
+def _paired_section(models: list[ModelAlignment], *, n_samples: int, seed: int) -> list[str]:
+    """Markdown: each of ``models[1:]`` against ``models[0]``, AER difference with a paired
+    bootstrap interval and p over the sentences both scored (:func:`paired_aer`)."""
+    md = [
+        "",
+        f"AER of each model (head mean for multi-head) minus {models[0].name}'s, "
+        "paired on the same resamples of the sentences both scored; p: the share of "
+        "resamples where its AER is not lower.",
+        "",
+        "| model | ΔAER [95% CI] | p | sentences |",
+        "| --- | --- | --- | --- |",
+    ]
+    base = models[0]
+    for m in models[1:]:
+        common = sorted(set(base.kept) & set(m.kept))
+        if not common:
+            md.append(f"| {m.name} | no sentence scored for both | | 0 |")
+            continue
+        bi = {i: n for n, i in enumerate(base.kept)}
+        mi = {i: n for n, i in enumerate(m.kept)}
+        pr = paired_aer(
+            base.stats[[bi[i] for i in common]],
+            m.stats[[mi[i] for i in common]],
+            n_samples,
+            seed,
+        )
+        md.append(
+            f"| {m.name} | {pr.delta:+.1%} [{pr.low:+.1%}, {pr.high:+.1%}] | "
+            f"{pr.p_value:.3f} | {len(common)} |"
+        )
     return md
 
 
