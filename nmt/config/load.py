@@ -2,9 +2,10 @@
 
 The schema, every key with its type and default, is nmt/config/schema.py. An unknown key, a value
 of the wrong type or an impossible value raises :class:`~nmt.config.schema.ConfigError` naming
-the dotted key (``model.atention: unknown key``) before any work starts. The differences
-between two configs (for ``--resume``, study reuse and averaging) are in
-nmt/config/differences.py, the source-length bucket syntax in nmt/config/buckets.py.
+the dotted key (``model.atention: unknown key``) before any work starts; the checks of
+values are in nmt/config/checks.py. The differences between two configs (for ``--resume``,
+study reuse and averaging) are in nmt/config/differences.py, the source-length bucket
+syntax in nmt/config/buckets.py.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Literal
 
 import yaml
 
-from nmt.config.noise import validate_noise
+from nmt.config.checks import check_config
 from nmt.config.schema import (
     LOCAL_KINDS,
     STUDY_SET_KEYS,
@@ -109,123 +110,6 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
     return cls(**kwargs)
 
 
-def _validate(cfg: Config) -> None:
-    """Reject impossible values, naming the dotted key."""
-    m, t, s, d = cfg.model, cfg.train, cfg.subwords, cfg.data
-    positive = {
-        "model.emb_dim": m.emb_dim,
-        "model.enc_hidden": m.enc_hidden,
-        "model.dec_hidden": m.dec_hidden,
-        "model.enc_layers": m.enc_layers,
-        "model.dec_layers": m.dec_layers,
-        "model.attn_dim": m.attn_dim,
-        "model.output_dim": m.output_dim,
-        "subwords.vocab_size": s.vocab_size,
-        "subwords.sample_size": s.sample_size,
-        "train.batch_size": t.batch_size,
-        "train.max_tokens": t.max_tokens,
-        "train.max_epochs": t.max_epochs,
-        "train.max_steps": t.max_steps,
-        "train.patience": t.patience,
-        "train.threads": t.threads,
-        "train.valid_max_sentences": t.valid_max_sentences,
-        "train.lr_patience": t.lr_patience,
-        "train.warmup_steps": t.warmup_steps,
-        "train.valid_every_steps": t.valid_every_steps,
-        "data.max_train_words": d.max_train_words,
-        "data.train_limit": d.train_limit,
-        "data.valid_limit": d.valid_limit,
-        "data.train_join_per_k": d.train_join_per_k,
-        "search.beam_size": cfg.search.beam_size,
-        "search.valid_beam_size": cfg.search.valid_beam_size,
-    }
-    for key, value in positive.items():
-        if value is not None and value <= 0:
-            raise ConfigError(f"{key}: must be positive, got {value}")
-    if cfg.search.alpha < 0:
-        raise ConfigError(f"search.alpha: must be >= 0, got {cfg.search.alpha}")
-    if any(k < 2 for k in d.train_join_ks):
-        raise ConfigError(
-            f"data.train_join_ks: every k must be at least 2, got {list(d.train_join_ks)}"
-        )
-    if d.store == "arrow" and d.train_join_ks:
-        raise ConfigError(
-            f"data.train_join_ks: joined training pairs need data.store memory "
-            f"(got {list(d.train_join_ks)} with data.store arrow)"
-        )
-    if d.store == "arrow" and d.source in ("hf", "tsv"):
-        raise ConfigError(
-            f"data.store: arrow streams a directory of {{split}}.{{lang}}[.gz] "
-            f"files; data.source {d.source} needs data.store memory"
-        )
-    if any(k < 2 for k in d.valid_join_ks):
-        raise ConfigError(
-            f"data.valid_join_ks: every k must be at least 2, got {list(d.valid_join_ks)}"
-        )
-    if not 0.0 <= m.dropout < 1.0:
-        raise ConfigError(f"model.dropout: must be in [0, 1), got {m.dropout}")
-    if not 0.0 <= t.label_smoothing < 1.0:
-        raise ConfigError(f"train.label_smoothing: must be in [0, 1), got {t.label_smoothing}")
-    above_zero: dict[str, float | None] = {
-        "train.lr": t.lr,
-        "train.clip_norm": t.clip_norm,
-        "train.max_output_ratio": t.max_output_ratio,
-        "train.max_minutes": t.max_minutes,
-    }
-    for key, amount in above_zero.items():
-        if amount is not None and amount <= 0:
-            raise ConfigError(f"{key}: must be positive, got {amount}")
-    if not 0.0 < t.lr_decay < 1.0:
-        raise ConfigError(f"train.lr_decay: must be in (0, 1), got {t.lr_decay}")
-    if t.min_lr < 0 or t.keep_checkpoints < 0:
-        raise ConfigError("train.min_lr and train.keep_checkpoints: must be >= 0")
-    if s.vocab_size < 8:
-        raise ConfigError(f"subwords.vocab_size: must be at least 8, got {s.vocab_size}")
-    if not 0.0 < s.character_coverage <= 1.0:
-        raise ConfigError("subwords.character_coverage: must be in (0, 1]")
-    validate_noise(cfg)
-    if m.attention in ("dot", "scaled_dot") and m.dec_hidden != 2 * m.enc_hidden:
-        raise ConfigError(
-            f"model.attention: {m.attention!r} scores s.h_i and needs model.dec_hidden "
-            f"== 2 * model.enc_hidden, got {m.dec_hidden} and 2 * {m.enc_hidden}"
-        )
-    if (
-        m.attention in LOCAL_KINDS
-        and m.local_score in ("dot", "scaled_dot")
-        and m.dec_hidden != 2 * m.enc_hidden
-    ):
-        raise ConfigError(
-            f"model.local_score: {m.local_score!r} scores s.h_i and needs model.dec_hidden "
-            f"== 2 * model.enc_hidden, got {m.dec_hidden} and 2 * {m.enc_hidden}"
-        )
-    # local_window and heads are checked only where they are used, so a config (or an
-    # older checkpoint) with, say, an odd memory size stays valid for other attentions
-    if m.attention in LOCAL_KINDS and m.local_window < 1:
-        raise ConfigError(f"model.local_window: must be >= 1, got {m.local_window}")
-    if m.attention == "multihead" and (m.heads < 1 or (2 * m.enc_hidden) % m.heads):
-        raise ConfigError(
-            f"model.heads: {m.heads} must be >= 1 and divide the memory size "
-            f"2 * model.enc_hidden = {2 * m.enc_hidden}"
-        )
-    if m.enc_residual and m.enc_layers < 2:
-        raise ConfigError(f"model.enc_residual: needs model.enc_layers >= 2, got {m.enc_layers}")
-    if m.tie_embeddings and m.output_dim != m.emb_dim:
-        raise ConfigError(
-            f"model.tie_embeddings: needs model.output_dim ({m.output_dim}) == "
-            f"model.emb_dim ({m.emb_dim})"
-        )
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", cfg.name):
-        raise ConfigError(
-            f"name: {cfg.name!r} must be ASCII letters (A-Z, a-z), digits (0-9), "
-            "'.', '_' or '-', beginning with a letter or digit (it names the run "
-            "directory)"
-        )
-    if d.src_lang == d.tgt_lang:
-        raise ConfigError(f"data.tgt_lang: same as data.src_lang ({d.src_lang!r})")
-    if t.device != "auto" and not (t.device == "cpu" or t.device.startswith("cuda")):
-        raise ConfigError(f"train.device: expected auto, cpu, cuda or cuda:N, got {t.device!r}")
-
-
 def from_dict(raw: dict[str, Any]) -> Config:
     """Build and validate a :class:`Config` from a nested dict.
 
@@ -233,7 +117,7 @@ def from_dict(raw: dict[str, Any]) -> Config:
         ConfigError: unknown key, wrong type or impossible value (message names the key).
     """
     cfg = _build(Config, raw, "")
-    _validate(cfg)
+    check_config(cfg)
     return cfg
 
 

@@ -1,7 +1,7 @@
 """Checks of the training-noise keys: subword sampling (``subwords.sampling_alpha``,
 ``subwords.nbest_size``) and word dropout (``model.word_dropout``).
 
-Kept apart from the other checks of nmt/config/load.py, which calls :func:`validate_noise`;
+Kept apart from the other checks of nmt/config/checks.py, which calls :func:`validate_noise`;
 the limits are SentencePiece's (``encode(..., enable_sampling=True)``, version 0.2): an
 n-best list of 2..512 for unigram, none for BPE, whose alpha is a probability.
 """
