@@ -140,6 +140,59 @@ def _scored(record: dict[str, Any], key: str, sha: str, name_matches: bool) -> s
     return "unverified" if name_matches else None
 
 
+def _select_scores(
+    data: dict[str, Any], *, file: Path, path: Path, sha: str
+) -> list[dict[str, Any]]:
+    """The test scores of one ``nmt select --json`` summary ``data`` (read from ``file``)
+    when its chosen checkpoint is ``path`` (sha256 ``sha``; see :func:`_scored`), one dict
+    per split with a beam BLEU: split, bleu, signature, file (name), status, decoding.
+    [] when it chose another checkpoint."""
+    chosen = data.get("chosen_checkpoint")
+    status = _scored(
+        data,
+        "chosen_checkpoint_sha256",
+        sha,
+        chosen is None or Path(str(chosen)).name == path.name,
+    )
+    if not status:
+        return []
+    return [
+        {
+            "split": split,
+            "bleu": t["beam_bleu"],
+            "signature": t.get("signature"),
+            "file": file.name,
+            "status": status,
+            "decoding": t.get("search") or f"beam {data.get('beam')}, alpha {data.get('alpha')}",
+        }
+        for split, t in data["test"].items()
+        if isinstance(t, dict) and "beam_bleu" in t
+    ]
+
+
+def _evaluate_scores(data: list[Any], *, file: Path, path: Path, sha: str) -> list[dict[str, Any]]:
+    """The test scores of the ``nmt evaluate --json`` records ``data`` (read from ``file``)
+    that scored ``path`` (sha256 ``sha``; see :func:`_scored`), in their order, as
+    :func:`_select_scores` gives them; records that are not scores are skipped."""
+    found: list[dict[str, Any]] = []
+    for r in data:
+        if not (isinstance(r, dict) and "bleu" in r and "checkpoint" in r):
+            continue
+        status = _scored(r, "checkpoint_sha256", sha, Path(str(r["checkpoint"])).name == path.name)
+        if status:
+            found.append(
+                {
+                    "split": r.get("test_set"),
+                    "bleu": r["bleu"],
+                    "signature": r.get("signature"),
+                    "file": file.name,
+                    "status": status,
+                    "decoding": r.get("search"),
+                }
+            )
+    return found
+
+
 def _stored_scores(
     path: Path, sha: str
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, float | None]:
@@ -164,44 +217,9 @@ def _stored_scores(
         except (OSError, ValueError):
             continue
         if isinstance(data, dict) and isinstance(data.get("test"), dict):
-            chosen = data.get("chosen_checkpoint")
-            status = _scored(
-                data,
-                "chosen_checkpoint_sha256",
-                sha,
-                chosen is None or Path(str(chosen)).name == path.name,
-            )
-            for split, t in data["test"].items() if status else ():
-                if isinstance(t, dict) and "beam_bleu" in t:
-                    found.append(
-                        {
-                            "split": split,
-                            "bleu": t["beam_bleu"],
-                            "signature": t.get("signature"),
-                            "file": f.name,
-                            "status": status,
-                            "decoding": t.get("search")
-                            or f"beam {data.get('beam')}, alpha {data.get('alpha')}",
-                        }
-                    )
+            found += _select_scores(data, file=f, path=path, sha=sha)
         elif isinstance(data, list):
-            for r in data:
-                if not (isinstance(r, dict) and "bleu" in r and "checkpoint" in r):
-                    continue
-                status = _scored(
-                    r, "checkpoint_sha256", sha, Path(str(r["checkpoint"])).name == path.name
-                )
-                if status:
-                    found.append(
-                        {
-                            "split": r.get("test_set"),
-                            "bleu": r["bleu"],
-                            "signature": r.get("signature"),
-                            "file": f.name,
-                            "status": status,
-                            "decoding": r.get("search"),
-                        }
-                    )
+            found += _evaluate_scores(data, file=f, path=path, sha=sha)
         if f.name == "summary.json" and isinstance(data, dict):
             val = data.get("best_val_bleu")
     rank = {"verified": 0, "unverified": 1}
