@@ -253,6 +253,22 @@ def create_app(
     app.add_middleware(CountRequests, metrics=metrics, routes=lambda: app.router.routes)
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    # the routes in this order: it is the order of /docs and of the OpenAPI paths
+    _add_page_and_model_routes(app, registry)
+    _add_translate_route(app, registry, batchers=batchers, batching=batching)
+
+    @app.get("/metrics", include_in_schema=False)
+    def prometheus() -> Response:
+        return Response(metrics.text(), media_type=metrics.content_type)
+
+    _add_study_routes(app, studies)
+    _add_example_routes(app, testsets)
+    return app
+
+
+def _add_page_and_model_routes(app: FastAPI, registry: Registry) -> None:
+    """Register on ``app`` the page ``/``, ``GET /api/health`` and ``GET /api/models``,
+    which describe ``registry``'s models."""
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:
@@ -285,6 +301,13 @@ def create_app(
             "limits": LIMITS,
             "queue": {i: e.queue.size for i, e in registry.models.items()},
         }
+
+
+def _add_translate_route(
+    app: FastAPI, registry: Registry, *, batchers: dict[str, Batcher], batching: Batching
+) -> None:
+    """Register on ``app`` ``POST /api/translate``: its jobs are queued on ``batchers``
+    (one per model of ``registry``) and answered within ``batching.timeout_s``."""
 
     @app.post(
         "/api/translate",
@@ -330,9 +353,10 @@ def create_app(
             }
         )
 
-    @app.get("/metrics", include_in_schema=False)
-    def prometheus() -> Response:
-        return Response(metrics.text(), media_type=metrics.content_type)
+
+def _add_study_routes(app: FastAPI, studies: Studies) -> None:
+    """Register on ``app`` ``GET /api/studies`` and ``GET /api/studies/{name}``, which
+    serve ``studies``."""
 
     @app.get("/api/studies", tags=["studies"])
     def study_list() -> dict[str, Any]:
@@ -346,6 +370,11 @@ def create_app(
         length ratio and brevity penalty; the ids of each bucket's sentences (line numbers
         of the test set of the same name in /api/examples)."""
         return studies.get(name)
+
+
+def _add_example_routes(app: FastAPI, testsets: TestSets) -> None:
+    """Register on ``app`` ``GET /api/testsets`` and ``GET /api/examples``, which serve
+    ``testsets``' sentences by length bucket."""
 
     @app.get("/api/testsets", tags=["examples"])
     def testset_index() -> dict[str, Any]:
@@ -367,5 +396,3 @@ def create_app(
     ) -> dict[str, Any]:
         """Source/reference pairs of a test set, by source length in words."""
         return testsets.examples(split, bucket, offset, limit)
-
-    return app
