@@ -6,17 +6,14 @@ validation split and handed to the training loop as a callable.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 import yaml
 
-from nmt.config.differences import describe_differences, resume_conflicts
-from nmt.config.schema import RESUME_ADJUSTABLE, Config, ConfigError
+from nmt.config.schema import Config
 from nmt.data.batches import ExampleSet, TrainingSet, encode_pairs
 from nmt.data.corpus import DataError, Pair, read_split
 from nmt.data.longsets import long_sentence_set
@@ -28,30 +25,19 @@ from nmt.data.vocab import Vocab
 from nmt.evaluation.metrics import score
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
-from nmt.model.checkpoint import CheckpointError, read_payload, stored_config, vocabs_of
+from nmt.model.checkpoint import vocabs_of
 from nmt.model.footprint import check_fits
-from nmt.model.rundir import (
-    check_run_ids,
-    nothing_to_resume,
-    refuse_reuse,
-    remove_stale_temporaries,
-    restarts_from_scratch,
-    resume_source,
-    set_aside_everything,
-    set_aside_records_after,
-)
+from nmt.model.rundir import Resumed, start_run
 from nmt.model.seq2seq import build_model, count_parameters
 from nmt.ops.device import pick_device
 from nmt.ops.files import write_atomic
-from nmt.ops.precision import autocast_dtype, cpu_model_and_flags, search_dtype
+from nmt.ops.precision import autocast_dtype, search_dtype
 from nmt.training.loop import train
 from nmt.training.state import TrainState
+from nmt.training.summary import write_summary
+from nmt.training.validation import Validate
 
 TrainingData = tuple[TrainingSet, list[Pair], Vocab, Vocab]  # train set, val pairs, vocabs
-
-
-# the checkpoint payload a run continues, its file, and the config it continues with
-Resumed = tuple[dict, Path, Config]
 
 
 def _memory_training_set(
@@ -120,57 +106,6 @@ def _arrow_training_set(
     return opened.train_set, valid_pairs, opened.src_vocab, opened.tgt_vocab
 
 
-def _resume_config(stored: Config, given: Config, path, log: Callable[[str], None]) -> Config:
-    """The configuration a resumed run continues with: the given one, when it differs from
-    the stored one only in keys that extend or budget the run (``RESUME_ADJUSTABLE``; each
-    change is logged), so a finished run can be extended.
-
-    Raises:
-        ConfigError: another key differs; the message names every such key with both values.
-    """
-    changes = resume_conflicts(stored, given)
-    if changes.conflicts:
-        raise ConfigError(
-            f"{path}: --resume with a configuration that differs from the one "
-            f"the run was trained with "
-            f"({describe_differences(changes.conflicts, 'stored', 'given')}); "
-            f"only {', '.join(RESUME_ADJUSTABLE)} may change on resume"
-        )
-    for key, a, b in changes.changed:
-        log(f"resume: {key} changed from {a!r} to {b!r}")
-    return given
-
-
-def _resumed(
-    cfg: Config, out: Path, rank: int, log: Callable[[str], None]
-) -> tuple[dict, Path, Config] | None:
-    """The checkpoint ``--resume`` continues (payload, file, the config to continue
-    with), after the run's records after it are set aside; None when the directory has
-    records but no checkpoint (:func:`restarts_from_scratch`: the run starts from step 0).
-
-    Raises:
-        CheckpointError: nothing to resume, a checkpoint without training state, or files
-            of two runs (:func:`check_run_ids`). ConfigError: see :func:`_resume_config`.
-    """
-    source, warning = resume_source(out)
-    if source is None:
-        if restarts_from_scratch(out):
-            return None
-        raise nothing_to_resume(out)
-    check_run_ids(out)
-    payload = read_payload(source)
-    cfg = _resume_config(stored_config(payload, source), cfg, source, log)
-    if payload.get("train_state") is None:
-        raise CheckpointError(f"{source}: has no training state to resume")
-    if warning:
-        log(warning)
-    if rank == 0:
-        note = set_aside_records_after(out, int(payload["train_state"]["counters"].get("step", 0)))
-        if note:
-            log(note)
-    return payload, source, cfg
-
-
 def max_tokens_warning(cfg: Config, train_set: TrainingSet) -> str | None:
     """A warning when ``train.max_tokens`` is below the padded length of every training
     pair: each batch then holds one pair and ``train.batch_size`` cannot act (a batch
@@ -193,58 +128,17 @@ def _silent(_msg: str) -> None:
     """The log of the ranks other than 0."""
 
 
-def run_training(
-    cfg: Config, resume: bool = False, log: Callable[[str], None] = print
-) -> TrainState:
-    """Train a model as configured; with ``resume`` continue ``{out_dir}/last.pt`` (or,
-    when it is gone, the run's latest checkpoint, with a warning; see
-    nmt/model/rundir.py). A fresh run never writes into a directory holding an earlier
-    run's files.
-
-    Raises:
-        DataError, CheckpointError, ConfigError, TrainingError.
-    """
-    rank = int(os.environ.get("RANK", "0"))  # under torchrun only rank 0 talks and writes
-    if rank != 0:
-        log = _silent
-    # an unavailable device or precision fails now, before any work (search's too: the
-    # first validation would otherwise fail after a whole epoch)
-    device = pick_device(cfg.train.device)
-    autocast_dtype(cfg.train.precision, device)
-    search_dtype(cfg.search.precision, device)
-    out = cfg.out_dir()
-    if rank == 0 and (note := remove_stale_temporaries(out)):
-        log(note)
-    resumed = _resumed(cfg, out, rank, log) if resume else None
-    if resumed is not None:
-        cfg = resumed[2]
-    elif not resume:
-        refuse_reuse(out)
-    elif rank == 0:  # --resume of a run killed before its first checkpoint: from step 0
-        log(set_aside_everything(out))
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
-    if cfg.data.store == "arrow":
-        train_set, valid_pairs, src_vocab, tgt_vocab = _arrow_training_set(cfg, resumed, rank, log)
-    else:
-        train_set, valid_pairs, src_vocab, tgt_vocab = _memory_training_set(cfg, resumed, log)
-    log(f"vocabulary: {len(src_vocab)} source / {len(tgt_vocab)} target pieces")
-    if warning := max_tokens_warning(cfg, train_set):
-        log(warning)
+def _validation_bleu(
+    cfg: Config, valid_pairs: list[Pair], *, src_vocab: Vocab, tgt_vocab: Vocab
+) -> Validate:
+    """The training loop's ``validate(model)``: the first ``train.valid_max_sentences``
+    pairs of ``valid_pairs`` (all when unset) translated with the
+    ``search.valid_beam_size`` decoding and scored, ``{"bleu", "chrf"}``; with
+    ``data.valid_join_ks`` their joined long pairs too, ``bleu`` then being the mean of
+    both sets' BLEU beside ``bleu_plain``, ``bleu_joined``, ``chrf_joined`` and
+    ``len_ratio_joined``. Built here, from inference and evaluation, so training knows
+    neither; nothing is translated until it is called."""
     d = cfg.data
-    valid_ex = encode_pairs([p for p in valid_pairs if p.src and p.tgt], src_vocab, tgt_vocab)
-    check_fits(
-        cfg.model, len(src_vocab), len(tgt_vocab), device, training=True, where=f"run {cfg.name}"
-    )  # before torch's allocator fails mid-build
-    torch.manual_seed(cfg.train.seed)  # the initial weights depend on the seed only
-    model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
-    log(
-        f"model: {cfg.model.attention} attention, {cfg.model.step_order} step order, "
-        f"{count_parameters(model):,} parameters"
-    )
-    out.mkdir(parents=True, exist_ok=True)
-    if rank == 0:
-        write_atomic(out / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     val_src = [p.src for p in valid_pairs][: cfg.train.valid_max_sentences]
     val_ref = [p.tgt for p in valid_pairs][: cfg.train.valid_max_sentences]
 
@@ -272,6 +166,53 @@ def run_training(
             "len_ratio_joined": round(j.len_ratio or 0.0, 3),
         }
 
+    return validate
+
+
+def run_training(
+    cfg: Config, resume: bool = False, log: Callable[[str], None] = print
+) -> TrainState:
+    """Train a model as configured; with ``resume`` continue ``{out_dir}/last.pt`` (or,
+    when it is gone, the run's latest checkpoint, with a warning; see
+    nmt/model/rundir.py). A fresh run never writes into a directory holding an earlier
+    run's files.
+
+    Raises:
+        DataError, CheckpointError, ConfigError, TrainingError.
+    """
+    rank = int(os.environ.get("RANK", "0"))  # under torchrun only rank 0 talks and writes
+    if rank != 0:
+        log = _silent
+    # an unavailable device or precision fails now, before any work (search's too: the
+    # first validation would otherwise fail after a whole epoch)
+    device = pick_device(cfg.train.device)
+    autocast_dtype(cfg.train.precision, device)
+    search_dtype(cfg.search.precision, device)
+    out = cfg.out_dir()
+    cfg, resumed = start_run(cfg, out, resume=resume, rank=rank, log=log)
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    if cfg.data.store == "arrow":
+        train_set, valid_pairs, src_vocab, tgt_vocab = _arrow_training_set(cfg, resumed, rank, log)
+    else:
+        train_set, valid_pairs, src_vocab, tgt_vocab = _memory_training_set(cfg, resumed, log)
+    log(f"vocabulary: {len(src_vocab)} source / {len(tgt_vocab)} target pieces")
+    if warning := max_tokens_warning(cfg, train_set):
+        log(warning)
+    valid_ex = encode_pairs([p for p in valid_pairs if p.src and p.tgt], src_vocab, tgt_vocab)
+    check_fits(
+        cfg.model, len(src_vocab), len(tgt_vocab), device, training=True, where=f"run {cfg.name}"
+    )  # before torch's allocator fails mid-build
+    torch.manual_seed(cfg.train.seed)  # the initial weights depend on the seed only
+    model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
+    log(
+        f"model: {cfg.model.attention} attention, {cfg.model.step_order} step order, "
+        f"{count_parameters(model):,} parameters"
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    if rank == 0:
+        write_atomic(out / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    validate = _validation_bleu(cfg, valid_pairs, src_vocab=src_vocab, tgt_vocab=tgt_vocab)
     state = train(
         cfg,
         model,
@@ -286,26 +227,13 @@ def run_training(
     )
     if rank != 0:
         return state
-    write_atomic(
+    write_summary(
         out / "summary.json",
-        json.dumps(
-            {
-                "name": cfg.name,
-                "best_val_bleu": state.best_bleu,
-                "epochs": state.epoch,
-                "steps": state.step,
-                "elapsed_min": round(state.elapsed_s / 60, 2),
-                "parameters": count_parameters(model),
-                # what a model card says of the run (nmt export): the machine, threads, precision
-                "command": "nmt " + " ".join(sys.argv[1:]),
-                "cpu": cpu_model_and_flags()[0],
-                "threads": torch.get_num_threads(),
-                "precision": str(
-                    autocast_dtype(cfg.train.precision, device) or torch.float32
-                ).removeprefix("torch."),
-            },
-            indent=2,
-        ),
+        cfg,
+        state,
+        parameters=count_parameters(model),
+        device=device,
+        command="nmt " + " ".join(sys.argv[1:]),
     )
     return state
 

@@ -1,5 +1,5 @@
 """The run directory (``train.out_dir``): which files a training run leaves there, and
-which checkpoint ``--resume`` continues.
+which checkpoint ``--resume`` continues, with which config (:func:`start_run`).
 
 A directory is reused only by ``--resume``, and only from its own files. A run writes
 ``last.pt``, ``best.pt``, ``step_*.pt`` (``train.keep_checkpoints``), ``valid_log.jsonl``
@@ -29,9 +29,12 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
-from nmt.model.checkpoint import CheckpointError, read_payload, run_id_of
+from nmt.config.differences import describe_differences, resume_conflicts
+from nmt.config.schema import RESUME_ADJUSTABLE, Config, ConfigError
+from nmt.model.checkpoint import CheckpointError, read_payload, run_id_of, stored_config
 from nmt.ops.files import write_atomic
 from nmt.ops.validlog import read_valid_log as read_valid_log  # torch-free: run_state.sh
 
@@ -42,6 +45,8 @@ SET_ASIDE, SUMMARY_SET_ASIDE = "valid_log.set_aside.jsonl", "summary.set_aside.j
 _TMP = re.compile(r"\.(.+)\.[a-z0-9_]{8}\.tmp")
 STEP_GLOB = "step_*.pt"  # the kept checkpoints of step_name
 _STEP = re.compile(r"step_(\d+)\.pt")
+# the checkpoint payload a run continues, its file, and the config it continues with
+Resumed = tuple[dict, Path, Config]
 
 
 def step_name(step: int) -> str:
@@ -274,3 +279,81 @@ def check_run_ids(out: Path) -> None:
                 f"and the other files of {out}; move it out of {out} (or restore this run's "
                 "own copy) and run again"
             )
+
+
+def start_run(
+    cfg: Config, out: Path, *, resume: bool, rank: int, log: Callable[[str], None]
+) -> tuple[Config, Resumed | None]:
+    """Make ``out`` ready for the run of ``cfg``: its stale temporary files removed, then
+    a fresh run refused over an earlier run's files (:func:`refuse_reuse`), or with
+    ``resume`` the checkpoint to continue found (:func:`_resumed`), or every record set
+    aside when there is none (:func:`restarts_from_scratch`). Only rank 0 changes files.
+
+    Returns:
+        (the config to train with: the resumed one when resuming, else ``cfg``; the
+        resumed checkpoint, None for a run from step 0).
+
+    Raises:
+        CheckpointError, ConfigError: as :func:`refuse_reuse` and :func:`_resumed`.
+    """
+    if rank == 0 and (note := remove_stale_temporaries(out)):
+        log(note)
+    resumed = _resumed(cfg, out, rank, log) if resume else None
+    if resumed is not None:
+        cfg = resumed[2]
+    elif not resume:
+        refuse_reuse(out)
+    elif rank == 0:  # --resume of a run killed before its first checkpoint: from step 0
+        log(set_aside_everything(out))
+    return cfg, resumed
+
+
+def _resume_config(stored: Config, given: Config, path, log: Callable[[str], None]) -> Config:
+    """The configuration a resumed run continues with: the given one, when it differs from
+    the stored one only in keys that extend or budget the run (``RESUME_ADJUSTABLE``; each
+    change is logged), so a finished run can be extended.
+
+    Raises:
+        ConfigError: another key differs; the message names every such key with both values.
+    """
+    changes = resume_conflicts(stored, given)
+    if changes.conflicts:
+        raise ConfigError(
+            f"{path}: --resume with a configuration that differs from the one "
+            f"the run was trained with "
+            f"({describe_differences(changes.conflicts, 'stored', 'given')}); "
+            f"only {', '.join(RESUME_ADJUSTABLE)} may change on resume"
+        )
+    for key, a, b in changes.changed:
+        log(f"resume: {key} changed from {a!r} to {b!r}")
+    return given
+
+
+def _resumed(
+    cfg: Config, out: Path, rank: int, log: Callable[[str], None]
+) -> tuple[dict, Path, Config] | None:
+    """The checkpoint ``--resume`` continues (payload, file, the config to continue
+    with), after the run's records after it are set aside; None when the directory has
+    records but no checkpoint (:func:`restarts_from_scratch`: the run starts from step 0).
+
+    Raises:
+        CheckpointError: nothing to resume, a checkpoint without training state, or files
+            of two runs (:func:`check_run_ids`). ConfigError: see :func:`_resume_config`.
+    """
+    source, warning = resume_source(out)
+    if source is None:
+        if restarts_from_scratch(out):
+            return None
+        raise nothing_to_resume(out)
+    check_run_ids(out)
+    payload = read_payload(source)
+    cfg = _resume_config(stored_config(payload, source), cfg, source, log)
+    if payload.get("train_state") is None:
+        raise CheckpointError(f"{source}: has no training state to resume")
+    if warning:
+        log(warning)
+    if rank == 0:
+        note = set_aside_records_after(out, int(payload["train_state"]["counters"].get("step", 0)))
+        if note:
+            log(note)
+    return payload, source, cfg
