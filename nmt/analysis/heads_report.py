@@ -14,11 +14,13 @@ from nmt.analysis.heads import (
     HeadsError,
     SentenceHeads,
     analyse,
+    disagreeing_sentences,
     format_markdown,
     head_weights_of,
     model_name,
 )
 from nmt.model.checkpoint import Loaded
+from nmt.ops.files import check_writable
 
 INTRO = (
     "greedy search; weights read back "
@@ -29,6 +31,21 @@ INTRO = (
     "(offset > 0: the head looks ahead of the diagonal); how "
     "often the most attended piece is the final `</s>` or punctuation."
 )
+
+
+def check_inputs(out_dir: Path, sentences: Sequence[str]) -> None:
+    """Refuse, before any decoding, an ``--out`` that cannot be written (minutes of work
+    would be lost) and an empty ``--sentence``.
+
+    Raises:
+        HeadsError: naming the option.
+    """
+    try:
+        check_writable(out_dir, "--out", folder=True)
+    except ValueError as e:
+        raise HeadsError(str(e)) from None
+    if any(not s.strip() for s in sentences):
+        raise HeadsError("--sentence: an empty sentence has nothing to attend to")
 
 
 def analyse_models(
@@ -90,6 +107,24 @@ def analyse_models(
             raise HeadsError(f"{path} on {label}: {e}") from None
         per_model.append(sents)
     return analyses, per_model
+
+
+def sentences_to_draw(
+    model: Loaded,
+    sentences: Sequence[str],
+    analysis: HeadAnalysis,
+    decoded: list[SentenceHeads],
+    maps: int,
+) -> list[tuple[str, SentenceHeads]]:
+    """The (source, heads) pairs to draw: each of ``sentences`` decoded by ``model`` if
+    any are given, else the ``maps`` sentences of ``decoded`` whose heads agree least
+    (:func:`disagreeing_sentences`, by ``analysis``)."""
+    if sentences:
+        return [
+            (s, head_weights_of(model.model, model.src_vocab, model.tgt_vocab, [s])[0])
+            for s in sentences
+        ]
+    return [(decoded[i].source, decoded[i]) for i in disagreeing_sentences(analysis, decoded, maps)]
 
 
 def _shorten(text: str, limit: int = 70) -> str:

@@ -64,7 +64,8 @@ def heads(
     Entropy, distance from the diagonal, share on the final token and on punctuation,
     agreement between heads, and alignment precision, recall and AER against a reference
     word alignment; multi-head models show every head."""
-    from nmt.commands.heads import HeadsError, heads_report
+    from nmt.analysis.heads import HeadsError
+    from nmt.commands.heads import heads_report
     from nmt.evaluation.alignment import AlignmentError
 
     try:

@@ -8,15 +8,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from nmt.analysis.heads import HeadsError, disagreeing_sentences, head_weights_of
 from nmt.analysis.heads_report import (
     analyse_models,
+    check_inputs,
     clear_old_maps,
     maps_section,
+    sentences_to_draw,
     statistics_section,
     write_json,
 )
-from nmt.ops.files import check_writable
 
 
 def heads_report(
@@ -65,13 +65,7 @@ def heads_report(
     from nmt.model.checkpoint import load_checkpoint
     from nmt.ops.device import pick_device
 
-    try:  # before decoding: an output that cannot be written loses minutes of work
-        check_writable(out_dir, "--out", folder=True)
-    except ValueError as e:
-        raise HeadsError(str(e)) from None
-    sentences = list(sentences)
-    if any(not s.strip() for s in sentences):
-        raise HeadsError("--sentence: an empty sentence has nothing to attend to")
+    check_inputs(out_dir, sentences)
     dev = pick_device(device, "--device")
     loaded = load_checkpoint(checkpoint, dev)
     test = joinable_test_set(loaded, split, src, ref, data_path, join)
@@ -96,16 +90,7 @@ def heads_report(
         batch_size=batch_size,
         log=log,
     )
-    if sentences:
-        drawn = [
-            (s, head_weights_of(loaded.model, loaded.src_vocab, loaded.tgt_vocab, [s])[0])
-            for s in sentences
-        ]
-    else:
-        drawn = [
-            (per_model[0][i].source, per_model[0][i])
-            for i in disagreeing_sentences(analyses[0], per_model[0], maps)
-        ]
+    drawn = sentences_to_draw(loaded, sentences, analyses[0], per_model[0], maps)
     align_md, align_json = alignment_section(
         [(a.name, m) for a, (_p, m) in zip(analyses, models, strict=True)],
         (sources, references),
@@ -117,17 +102,9 @@ def heads_report(
     clear_old_maps(out_dir)
     md = statistics_section(analyses, label)
     md += maps_section(drawn, [m for _p, m in models[1:]], out_dir, analyses[0].name)
+    meta: dict[str, object] = {"checkpoint": str(checkpoint), "compare": list(map(str, compare))}
+    meta |= {"test_set": label, "search": "greedy", "alignment": align_json}
+    write_json(analyses, out_dir / "heads.json", meta)
     path = out_dir / "heads.md"
     path.write_text("\n".join(md + align_md) + "\n", encoding="utf-8")
-    write_json(
-        analyses,
-        out_dir / "heads.json",
-        {
-            "checkpoint": str(checkpoint),
-            "compare": [str(p) for p in compare],
-            "test_set": label,
-            "search": "greedy",
-            "alignment": align_json,
-        },
-    )
     return path
