@@ -15,12 +15,11 @@ from nmt.data.line_chunks import read_chunks
 from nmt.inference.ensemble import LoadedEnsemble
 from nmt.inference.translate import (
     MAX_SOURCE_PIECES,
+    LineNotes,
     Translation,
-    cut_lines_warning,
-    invalid_lines_warning,
+    filter_lines,
+    one_line,
     strongest_alignment,
-    unfinished_lines_warning,
-    unknown_lines_warning,
 )
 from nmt.inference.translator import Translator
 from nmt.ops.files import check_writable, same_file
@@ -48,11 +47,6 @@ def draw(tr: Translation, path: Path) -> bool:
 
     plot_attention(tr.src_pieces, tr.tgt_pieces, tr.attention, path, tr.text[:70])
     return True
-
-
-def _one_line(text: str) -> str:
-    # a translation must never add lines: keep the one-line-in, one-line-out contract
-    return " ".join(text.split())
 
 
 def _attention_types(loaded: Any) -> list[str]:
@@ -123,12 +117,12 @@ def run_interactive(
         if decoding.n_best > 1 and tr.nbest:
             stdout.write(
                 "".join(
-                    f"{k}. {_one_line(text)}{'' if done else _CUT}  ({sc:.4f})\n"
+                    f"{k}. {one_line(text)}{'' if done else _CUT}  ({sc:.4f})\n"
                     for k, (text, sc, done) in enumerate(tr.nbest, 1)
                 )
             )
         else:
-            stdout.write(_one_line(tr.text) + ("" if tr.complete else _CUT) + "\n")
+            stdout.write(one_line(tr.text) + ("" if tr.complete else _CUT) + "\n")
         if show_attention:
             stdout.write("\n".join(_attention_lines(tr)) + "\n")
         if plot is not None:
@@ -182,14 +176,11 @@ def run_filter(
     where = str(input_path or "stdin")
     source = open_bytes(input_path) if input_path is not None else sys.stdin.buffer
     out = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout
-    cut: list[int] = []  # input lines (from 1) whose source was cut to MAX_SOURCE_PIECES
-    unknown: list[int] = []  # input lines (from 1) of which the model knows no piece
-    unfinished: list[int] = []  # input lines (from 1) with a hypothesis cut at the limit
-    invalid: list[int] = []  # input lines (from 1) with invalid UTF-8
+    notes = LineNotes()  # the input lines to warn about once done
     first = 0  # index of the chunk's first line in the whole input
     drawn = 0
     try:
-        chunks = read_chunks(source, lines_per_chunk, invalid)
+        chunks = read_chunks(source, lines_per_chunk, notes.invalid)
         chunk = next(chunks, [])
         while chunk:
             results = translator.translate(chunk)
@@ -206,18 +197,8 @@ def run_filter(
                     draw(tr, path)
                     print(f"heatmap: {path}", file=sys.stderr)
             for i, tr in enumerate(results, first):
-                if tr.truncated:
-                    cut.append(i + 1)
-                if tr.unknown:
-                    unknown.append(i + 1)
-                listed = tr.nbest or [(tr.text, tr.score or 0.0, tr.complete)]
-                if tr.text and not all(done for _t, _s, done in listed):
-                    unfinished.append(i + 1)
-                if decoding.n_best > 1:  # Moses n-best format: index ||| hypothesis ||| score
-                    for text, sc, _done in listed:
-                        out.write(f"{i} ||| {_one_line(text)} ||| {sc:.4f}\n")
-                else:
-                    out.write(_one_line(tr.text) + "\n")
+                notes.note(i + 1, tr)
+                out.writelines(filter_lines(i, tr, decoding.n_best))
                 if show_attention:  # of the best hypothesis, also with --nbest
                     print("\n".join([tr.source.strip()] + _attention_lines(tr)), file=sys.stderr)
             out.flush()
@@ -233,14 +214,8 @@ def run_filter(
             out.close()
         if input_path is not None:
             source.close()
-    for warning in (
-        invalid_lines_warning(invalid, where),
-        cut_lines_warning(cut, where),
-        unknown_lines_warning(unknown, where),
-        unfinished_lines_warning(unfinished, where, decoding.n_best > 1),
-    ):
-        if warning:
-            print(warning, file=sys.stderr)
+    for warning in notes.warnings(where, decoding.n_best > 1):
+        print(warning, file=sys.stderr)
 
 
 def _check_written(

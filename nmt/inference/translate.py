@@ -1,7 +1,8 @@
 """What translating produces and how it searches: :class:`Translation` (one line's
 hypothesis, pieces and attention weights), :class:`Decoding` (the search settings, built
-from the config's ``search`` section), and the warnings every command prints about cut,
-invalid or unknown input. :class:`nmt.inference.translator.Translator` does the work.
+from the config's ``search`` section), the warnings every command prints about cut,
+invalid or unknown input (:class:`LineNotes` collects their lines), and the filter's output
+lines (:func:`filter_lines`). :class:`nmt.inference.translator.Translator` does the work.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -51,6 +52,11 @@ class Translation:
     score: float | None = None  # the search's ranking score (nats, length-normalised in beam)
     nbest: list[tuple[str, float, bool]] | None = None
     complete: bool = True
+
+    def hypotheses(self) -> list[tuple[str, float, bool]]:
+        """(text, score, complete) of every hypothesis kept: :attr:`nbest`, or without it
+        the one hypothesis (score 0.0 when the search gave none)."""
+        return self.nbest or [(self.text, self.score or 0.0, self.complete)]
 
 
 @dataclass(frozen=True)
@@ -168,6 +174,54 @@ def strongest_alignment(tr: Translation) -> list[tuple[str, str, float]]:
         w, s = tr.attention[t].max(dim=0)
         out.append((piece, tr.src_pieces[int(s)], float(w)))
     return out
+
+
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace, line breaks included, as one space."""
+    # a translation must never add lines: keep the one-line-in, one-line-out contract
+    return " ".join(text.split())
+
+
+def filter_lines(index: int, tr: Translation, n_best: int) -> list[str]:
+    """The lines (each ending in a newline) that ``nmt translate``'s filter writes for the
+    input line ``index`` (from 0): the hypothesis, or with ``n_best`` > 1 every hypothesis
+    of :meth:`Translation.hypotheses` as ``index ||| hypothesis ||| score``."""
+    if n_best > 1:  # Moses n-best format: index ||| hypothesis ||| score
+        return [f"{index} ||| {one_line(text)} ||| {sc:.4f}\n" for text, sc, _ in tr.hypotheses()]
+    return [one_line(tr.text) + "\n"]
+
+
+@dataclass
+class LineNotes:
+    """The input lines (numbers from 1) that a line filter warns about once it is done;
+    :func:`nmt.data.line_chunks.read_chunks` fills :attr:`invalid`, :meth:`note` the rest.
+    """
+
+    invalid: list[int] = field(default_factory=list)  # with invalid UTF-8
+    cut: list[int] = field(default_factory=list)  # source cut to MAX_SOURCE_PIECES
+    unknown: list[int] = field(default_factory=list)  # the model knows no piece of them
+    unfinished: list[int] = field(default_factory=list)  # a hypothesis cut at the limit
+
+    def note(self, line: int, tr: Translation) -> None:
+        """Record ``tr``, the translation of input line ``line`` (from 1), in the lists it
+        belongs to."""
+        if tr.truncated:
+            self.cut.append(line)
+        if tr.unknown:
+            self.unknown.append(line)
+        if tr.text and not all(done for _t, _s, done in tr.hypotheses()):
+            self.unfinished.append(line)
+
+    def warnings(self, where: str, nbest: bool) -> list[str]:
+        """The warnings to print, in this order: invalid UTF-8, cut, unknown, unfinished
+        (``nbest``: as :func:`unfinished_lines_warning`); ``where`` names the input."""
+        found = (
+            invalid_lines_warning(self.invalid, where),
+            cut_lines_warning(self.cut, where),
+            unknown_lines_warning(self.unknown, where),
+            unfinished_lines_warning(self.unfinished, where, nbest),
+        )
+        return [w for w in found if w]
 
 
 def truncation_warning(
