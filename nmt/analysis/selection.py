@@ -1,6 +1,7 @@
 """What ``nmt select`` is made of: its options, the checkpoints it compares (``best.pt``
 and the average of the last kept ones), the decoding and scoring of a split with a given
-beam and alpha, the test scores of a choice, and the warning when the chosen alpha is at
+beam and alpha (the validation rows it chooses from among them), the training summary of a
+run's log, the test scores of a choice, and the warning when the chosen alpha is at
 the edge of the grid tried. The choosing itself is nmt/commands/select.py."""
 
 from __future__ import annotations
@@ -154,6 +155,57 @@ def decode_scores(
             members=not ensemble,
         )
     ]
+
+
+def validation_rows(
+    candidates: list[Path], opts: SelectOptions, log: Callable[[str], None]
+) -> list[dict[str, Any]]:
+    """The rows ``nmt select`` chooses from: each of ``candidates`` decoded on
+    ``opts.valid_split`` greedily (``beam`` 1, ``alpha`` None), then with beam ``opts.beam``
+    at each of ``opts.alphas`` (announced through ``log``), as ``{"checkpoint", "beam",
+    "alpha", "bleu", "checkpoint_sha256"}``. Raises as :func:`decode_scores`."""
+    rows = [
+        {
+            "checkpoint": str(Path(r["checkpoint"])),
+            "beam": 1,
+            "alpha": None,
+            "bleu": r["bleu"],
+            "checkpoint_sha256": r["checkpoint_sha256"],
+        }
+        for r in decode_scores(candidates, opts, opts.valid_split, 1, 0.0)
+    ]
+    for alpha in opts.alphas:
+        log(f"{opts.valid_split}: beam {opts.beam}, alpha {alpha:g}")
+        rows += [
+            {
+                "checkpoint": r["checkpoint"],
+                "beam": opts.beam,
+                "alpha": alpha,
+                "bleu": r["bleu"],
+                "checkpoint_sha256": r["checkpoint_sha256"],
+            }
+            for r in decode_scores(candidates, opts, opts.valid_split, opts.beam, alpha)
+        ]
+    return rows
+
+
+def training_summary(log_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a run's ``valid_log.jsonl`` rows (:func:`nmt.ops.validlog.read_valid_log`) tell
+    of its training, for ``nmt select``'s summary: ``epochs``, ``training_minutes`` (None
+    without a numeric ``elapsed_s``) and ``best_val_bleu_greedy_during_training`` (None
+    without rows)."""
+    last = log_rows[-1] if log_rows else {}
+    return {
+        "epochs": last.get("epochs_done", last.get("epoch")),
+        "training_minutes": (
+            round(last["elapsed_s"] / 60, 1)
+            if isinstance(last.get("elapsed_s"), (int, float))
+            else None
+        ),
+        "best_val_bleu_greedy_during_training": max(
+            (r["val_bleu"] for r in log_rows), default=None
+        ),
+    }
 
 
 def score_tests(

@@ -43,6 +43,8 @@ from nmt.analysis.selection import (
     grid_edge,
     no_best_checkpoint,
     score_tests,
+    training_summary,
+    validation_rows,
 )
 from nmt.inference.ensemble import load_ensemble
 from nmt.model.duplicate_checkpoints import also_as
@@ -71,32 +73,7 @@ def select(
     check_splits(best, [opts.valid_split, *opts.test_splits], opts.data_path)
     log_rows = read_valid_log(run / LOG)  # a damaged log fails here, before minutes of decoding
     candidates, averaged_from = candidate_checkpoints(run, opts.average, log)
-
-    def evaluate(ckpts: list[Path], split: str, beam: int, alpha: float) -> list[dict[str, Any]]:
-        return decode_scores(ckpts, opts, split, beam, alpha)
-
-    rows = [
-        {
-            "checkpoint": str(Path(r["checkpoint"])),
-            "beam": 1,
-            "alpha": None,
-            "bleu": r["bleu"],
-            "checkpoint_sha256": r["checkpoint_sha256"],
-        }
-        for r in evaluate(candidates, opts.valid_split, 1, 0.0)
-    ]
-    for alpha in opts.alphas:
-        log(f"{opts.valid_split}: beam {opts.beam}, alpha {alpha:g}")
-        rows += [
-            {
-                "checkpoint": r["checkpoint"],
-                "beam": opts.beam,
-                "alpha": alpha,
-                "bleu": r["bleu"],
-                "checkpoint_sha256": r["checkpoint_sha256"],
-            }
-            for r in evaluate(candidates, opts.valid_split, opts.beam, alpha)
-        ]
+    rows = validation_rows(candidates, opts, log)
     chosen = max((r for r in rows if r["alpha"] is not None), key=lambda r: r["bleu"])
     ckpt = Path(chosen["checkpoint"])
     log(
@@ -106,7 +83,6 @@ def select(
     if edge := grid_edge(chosen["alpha"], opts.alphas):
         log(edge)
     tests = score_tests([ckpt], opts, chosen["alpha"])
-    last = log_rows[-1] if log_rows else {}
     return {
         "run": str(run),
         "chosen_checkpoint": str(ckpt),
@@ -114,15 +90,7 @@ def select(
         "beam": opts.beam,
         "alpha": chosen["alpha"],
         "averaged_from": averaged_from,
-        "epochs": last.get("epochs_done", last.get("epoch")),
-        "training_minutes": (
-            round(last["elapsed_s"] / 60, 1)
-            if isinstance(last.get("elapsed_s"), (int, float))
-            else None
-        ),
-        "best_val_bleu_greedy_during_training": max(
-            (r["val_bleu"] for r in log_rows), default=None
-        ),
+        **training_summary(log_rows),
         "val_selection": rows,
         "test": tests,
     }
