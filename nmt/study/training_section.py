@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from nmt.config.buckets import parse_buckets
-from nmt.config.schema import StudyConfig
+from nmt.config.schema import DataConfig, StudyConfig
 from nmt.data.training_data import training_pairs
 from nmt.evaluation.metrics import bucket_label
 from nmt.evaluation.plots import plot_length_histogram
@@ -16,18 +16,11 @@ from nmt.model.checkpoint import Loaded
 from nmt.study.plan import PlannedRun
 
 
-def training_data_section(
-    study: StudyConfig, runs: list[PlannedRun], models: dict[str, Loaded | None], out: Path
-) -> list[str]:
-    """What each training-length cap trains on: pairs per k, a length histogram and the
-    tokens of one epoch (the same corpus for every model with the same cap)."""
-    edges = parse_buckets(study.buckets)
-    by_cap: dict[int | None, PlannedRun] = {}
-    for r in runs:
-        if models[r.label] is not None or r.cfg.data.max_train_words not in by_cap:
-            by_cap.setdefault(r.cfg.data.max_train_words, r)  # one with a vocabulary
-    d0 = runs[0].cfg.data
-    md = [
+def _intro(d0: DataConfig) -> list[str]:
+    """The section's heading, its paragraph on how the training and validation data of
+    ``d0`` (the first run's data config) are built, and the header of the per-cap table:
+    one ``k=`` column per joined k of ``d0.train_join_ks``, k=1 included."""
+    return [
         "## Training data\n",
         f"Split `{d0.train_split}`, plus joined pairs for k = "
         f"{', '.join(map(str, d0.train_join_ks)) or '(none)'} consecutive pairs "
@@ -48,6 +41,20 @@ def training_data_section(
         + " | source words | target words | target pieces + EOS per epoch |",
         "|---|---|---:|" + "---:|" * (len(d0.train_join_ks) + 1) + "---:|---:|---:|",
     ]
+
+
+def training_data_section(
+    study: StudyConfig, runs: list[PlannedRun], models: dict[str, Loaded | None], out: Path
+) -> list[str]:
+    """What each training-length cap trains on: pairs per k, a length histogram and the
+    tokens of one epoch (the same corpus for every model with the same cap)."""
+    edges = parse_buckets(study.buckets)
+    by_cap: dict[int | None, PlannedRun] = {}
+    for r in runs:
+        if models[r.label] is not None or r.cfg.data.max_train_words not in by_cap:
+            by_cap.setdefault(r.cfg.data.max_train_words, r)  # one with a vocabulary
+    d0 = runs[0].cfg.data
+    md = _intro(d0)
     hist: dict[str, list[int]] = {}
     for cap, run in sorted(by_cap.items(), key=lambda kv: kv[0] or 10**9):
         _raw, kept, _stats = training_pairs(run.cfg.data)
