@@ -1,7 +1,8 @@
 """The training pipeline: config -> corpus -> SentencePiece -> examples -> model -> train.
 
-``nmt train`` runs it; validation BLEU is computed by greedy translation of the
-validation split and handed to the training loop as a callable.
+``nmt train`` runs it; validation BLEU is computed by translating the validation split
+(``search.valid_beam_size``: 1, greedy, by default) and handed to the training loop as a
+callable.
 """
 
 from __future__ import annotations
