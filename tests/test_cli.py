@@ -587,3 +587,18 @@ def test_alpha_must_be_finite_before_any_checkpoint_is_read(command, alpha, tmp_
     assert r.exit_code == 2 and "--alpha" in r.output and "missing.pt" not in r.output
     r = CliRunner().invoke(app, [command, missing, "--alpha", "1.0"])  # a finite alpha passes
     assert r.exit_code == 2 and "missing.pt" in r.output
+
+
+@pytest.mark.parametrize("join", ["0", "-3"])
+def test_heads_join_below_one_is_refused_before_any_checkpoint_is_read(join, tmp_path):
+    """`nmt heads --join 0` used to load the checkpoint and the test set (minutes on a
+    loaded machine) before saying that k must be at least 1."""
+    from typer.testing import CliRunner
+
+    from nmt.cli.app import app
+
+    missing = str(tmp_path / "missing.pt")
+    r = CliRunner().invoke(app, ["heads", missing, "--join", join])
+    assert r.exit_code == 2 and "--join" in r.output and "missing.pt" not in r.output
+    r = CliRunner().invoke(app, ["heads", missing, "--join", "2"])  # k >= 1 passes
+    assert r.exit_code == 2 and "missing.pt" in r.output

@@ -41,13 +41,18 @@ def heads(
         3, min=0, help="Heatmaps of the N sentences (8-25 words) whose heads agree least."
     ),
     sentence: list[str] | None = typer.Option(
-        None, "--sentence", help="Draw the heads for this source sentence instead (repeatable)."
+        None,
+        "--sentence",
+        help="Draw the heads for this source sentence instead of the chosen test sentences "
+        "(repeatable); the statistics still cover the test set (--max-sentences N for fewer).",
     ),
     out: Path = typer.Option(
         Path("heads"), "--out", help="Directory for heads.md, heads.json and heads_N.png."
     ),
     join: int | None = typer.Option(
-        None, help="Join K consecutive test pairs into one (long input) before the analysis."
+        None,
+        min=1,
+        help="Join K consecutive test pairs into one (long input) before the analysis.",
     ),
     alignments: Path | None = typer.Option(
         Path("data/alignments"),
