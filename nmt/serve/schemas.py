@@ -1,6 +1,6 @@
 """The JSON bodies of ``nmt serve`` as pydantic models: the request's limits are types
 (shown at ``/docs``, enforced by validation and answered 413 by
-:func:`nmt.serve.app.validation_error`), and the answers are documented the same way.
+:func:`nmt.serve.errors.validation_error`), and the answers are documented the same way.
 
 Types are strict: a JSON string is not a number, ``true`` is not a beam size, and
 ``"yes"`` is not a boolean (422); an integer is accepted where a float is. Floats must
