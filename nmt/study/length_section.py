@@ -213,6 +213,11 @@ def _drops(study: StudyConfig, systems: dict[str, list[str]], ts: TestSet) -> li
 
 
 def drop_table(study: StudyConfig, drops: list[dict]) -> list[str]:
+    """Markdown lines: per model, BLEU in the shortest and the longest bucket of ``drops``
+    (0-100, with 95% bootstrap intervals and sentence counts), the hypothesis/reference
+    length ratio there, and the drop between them with the interval of the difference
+    (``study.n_samples`` resamples, seed ``study.bootstrap_seed``). ``drops`` must be
+    non-empty (IndexError otherwise); every entry names the same two buckets."""
     la, lb = drops[0]["buckets"]
     lines = [
         f"BLEU at {la} against {lb} source words, per model: the drop is "
