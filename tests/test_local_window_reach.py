@@ -1,0 +1,34 @@
+"""scripts/local_window_reach.py: which reference links a local_m window of D pieces
+around the target position can reach, on hand-made pieces where the answer is known."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "local_window_reach.py"
+
+
+def _script():  # the script is not a module of the package
+    spec = importlib.util.spec_from_file_location("local_window_reach", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_word_positions_group_the_pieces_of_each_word() -> None:
+    pos = _script().word_positions(["\u2581Ein", "\u2581Hund", "e", ".", "\u2581bellt"])
+    assert pos == [[0], [1, 2, 3], [4]]
+
+
+def test_a_link_is_out_of_reach_only_when_every_piece_pair_is_more_than_d_apart() -> None:
+    reach = _script().reach
+    src = [[0], [1, 2], [12]]  # word 2 sits at source piece 12
+    tgt = [[0], [1], [2]]
+    # (source word, target word): (2, 0) is 12 pieces away, (1, 2) 0, (2, 2) 10
+    out, offsets = reach(frozenset({(2, 0), (1, 2), (2, 2)}), src, tgt, 10)
+    assert out == 1
+    assert sorted(offsets) == [-1, 10, 12]
+    out, _ = reach(frozenset({(2, 2)}), src, tgt, 9)  # D = 9: 10 pieces is outside
+    assert out == 1
