@@ -101,6 +101,8 @@ def main() -> None:
     a = ap.parse_args()
     if a.join < 1:
         ap.error(f"--join must be at least 1, got {a.join}")
+    if a.window is not None and a.window < 0:
+        ap.error(f"--window must be at least 0 pieces, got {a.window}")
     try:
         m = load_checkpoint(a.checkpoint, "cpu")
         d = m.cfg.data
