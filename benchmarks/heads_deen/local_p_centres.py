@@ -1,9 +1,13 @@
-"""The window centres p_t that the de-en long study's local_p model predicts while it
-translates one sentence greedily (docs/attention_heads.md, "Why local_p falls behind").
+"""The window centres p_t that a local_p model predicts while it translates one sentence
+greedily (docs/attention_heads.md, "What changed with convergence").
 
-Run from the repository root after `nmt study configs/study_deen_long.yaml`:
+Run from the repository root after `nmt study configs/study_deen_long.yaml` (the 913-step
+model, the default) or with a converged one's checkpoint as the argument:
     .venv/bin/python benchmarks/heads_deen/local_p_centres.py > results/heads_deen/local_p_centres.txt
+    .venv/bin/python benchmarks/heads_deen/local_p_centres.py runs/deen_conv_local_p/best.pt
 """
+
+import sys
 
 import torch
 
@@ -13,7 +17,8 @@ from nmt.inference.search import greedy
 from nmt.model.checkpoint import load_checkpoint
 
 SENTENCE = "Eine Frau mit einem roten Hut sitzt am Ufer des Flusses und liest ein Buch."
-loaded = load_checkpoint("runs/deen_long_local_p/best.pt", torch.device("cpu"))
+CHECKPOINT = sys.argv[1] if len(sys.argv) > 1 else "runs/deen_long_local_p/best.pt"
+loaded = load_checkpoint(CHECKPOINT, torch.device("cpu"))
 model = loaded.model.eval()
 ids = loaded.src_vocab.encode(SENTENCE) + [EOS]
 batch = collate([Example(ids, [], 0)])
