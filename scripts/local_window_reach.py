@@ -127,13 +127,11 @@ def main() -> None:
         offsets += offs
         ratios.append(len(sp) / len(tp))
     o = np.abs(np.array(offsets))
-    print(
-        f"{a.split}, joined {a.join} at a time: {len(src)} lines, {total} reference links, D = {window}"
-    )
+    head = f"{a.split}, joined {a.join} at a time: {len(src)} lines"
+    print(f"{head}, {total} reference links, D = {window}")
     print(f"source/target pieces per line: mean {np.mean(ratios):.2f}")
-    print(
-        f"|offset| (pieces): mean {o.mean():.1f}, 90th percentile {np.percentile(o, 90):.0f}, max {o.max()}"
-    )
+    p90 = np.percentile(o, 90)
+    print(f"|offset| (pieces): mean {o.mean():.1f}, 90th percentile {p90:.0f}, max {o.max()}")
     print(f"links out of the window's reach: {outside} ({outside / total:.1%})")
     if a.weights:
         print("target words whose most attended source word is reference-linked, by |offset|:")
