@@ -21,6 +21,7 @@ sentence, its shares and the test set's).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -96,7 +97,7 @@ def run(a: argparse.Namespace) -> None:
         raise ValueError(f"{a.checkpoint}: a fixed-vector model (attention none) has no heads")
     data = m.cfg.data
     if a.data_path:
-        data.path = a.data_path
+        data = dataclasses.replace(data, path=a.data_path)
     pairs = read_split(data, a.split)
     src = [p.src for p in pairs]
     tgt = [p.tgt for p in pairs]

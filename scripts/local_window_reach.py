@@ -22,6 +22,7 @@ the aligned word is far from t. Any attention type works, so a global model is t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -90,13 +91,50 @@ def aligned_by_offset(m, src: list[str], tgt: list[str], ref: list) -> list[tupl
     return [(a, c) for a, c in tally]
 
 
+def read_set(a: argparse.Namespace):
+    """The checkpoint, the (joined) sources and references, their reference links, and
+    how many captions the join left over.
+
+    Raises:
+        CheckpointError, DataError, AlignmentError, OSError: what cannot be read (named);
+        ValueError: a ``_joined`` split, or ``--join`` larger than the split.
+    """
+    if a.split.endswith("_joined"):
+        raise ValueError(
+            f"--split {a.split}: give the plain split and --join K (the reference alignment "
+            "is per caption; joining it is this script's work)"
+        )
+    m = load_checkpoint(a.checkpoint, "cpu")
+    d = m.cfg.data
+    if a.data_path:
+        d = dataclasses.replace(d, path=a.data_path)
+    pairs = read_split(d, a.split)
+    src, tgt = [p.src for p in pairs], [p.tgt for p in pairs]
+    if a.join > len(src):
+        raise ValueError(f"--join {a.join}: {a.split} has only {len(src)} captions")
+    path = reference_path(a.alignments, a.split, d.src_lang, d.tgt_lang)
+    ref = load_reference(path, src, tgt, a.join if a.join > 1 else None)
+    left = len(src) % a.join
+    if a.join > 1:
+        joined = join_consecutive(src, tgt, a.join)
+        src, tgt = joined.sources, joined.references
+    return m, src, tgt, ref, left
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("checkpoint", type=Path)
-    ap.add_argument("--split", default="test_2016_flickr")
+    ap.add_argument("checkpoint", type=Path, help="a checkpoint (.pt) or an exported model folder")
+    ap.add_argument("--split", default="test_2016_flickr", help="a plain test split")
     ap.add_argument("--join", type=int, default=1, help="captions joined per line (1: none)")
     ap.add_argument("--window", type=int, help="D (default: the checkpoint's local_window)")
-    ap.add_argument("--alignments", type=Path, default=REPO / "data/alignments")
+    ap.add_argument("--data-path", help="the corpus folder (default: the checkpoint's)")
+    ap.add_argument(
+        "--alignments",
+        type=Path,
+        default=REPO / "data/alignments",
+        help="the folder of scripts/align_multi30k.py's {split}.{src}-{tgt}.gdfa files "
+        "(default: data/alignments of this repository, which is not in git)",
+    )
     ap.add_argument("--weights", action="store_true", help="also the aligned share by offset")
     a = ap.parse_args()
     if a.join < 1:
@@ -104,17 +142,9 @@ def main() -> None:
     if a.window is not None and a.window < 0:
         ap.error(f"--window must be at least 0 pieces, got {a.window}")
     try:
-        m = load_checkpoint(a.checkpoint, "cpu")
-        d = m.cfg.data
-        pairs = read_split(d, a.split)
-        src, tgt = [p.src for p in pairs], [p.tgt for p in pairs]
-        path = reference_path(a.alignments, a.split, d.src_lang, d.tgt_lang)
-        ref = load_reference(path, src, tgt, a.join if a.join > 1 else None)
-    except (CheckpointError, AlignmentError, DataError, OSError) as e:
+        m, src, tgt, ref, left = read_set(a)
+    except (CheckpointError, AlignmentError, DataError, OSError, ValueError) as e:
         sys.exit(f"local_window_reach.py: error: {e}")
-    if a.join > 1:
-        joined = join_consecutive(src, tgt, a.join)
-        src, tgt = joined.sources, joined.references
     window = a.window if a.window is not None else m.cfg.model.local_window
     total = outside = 0
     offsets: list[int] = []
@@ -128,16 +158,24 @@ def main() -> None:
         ratios.append(len(sp) / len(tp))
     o = np.abs(np.array(offsets))
     head = f"{a.split}, joined {a.join} at a time: {len(src)} lines"
+    if left:
+        head += f" (the last {left} caption(s), fewer than {a.join}, left out)"
     print(f"{head}, {total} reference links, D = {window}")
     print(f"source/target pieces per line: mean {np.mean(ratios):.2f}")
     p90 = np.percentile(o, 90)
     print(f"|offset| (pieces): mean {o.mean():.1f}, 90th percentile {p90:.0f}, max {o.max()}")
-    print(f"links out of the window's reach: {outside} ({outside / total:.1%})")
+    share = f"{outside} ({outside / total:.1%})"
+    print(f"links out of the window's reach (no piece pair within D): {share}")
     if a.weights:
-        print("target words whose most attended source word is reference-linked, by |offset|:")
-        for (lo, hi), (k, n) in zip(BUCKETS, aligned_by_offset(m, src, tgt, ref), strict=True):
+        print(
+            "target words whose most attended source word is reference-linked, by the |offset| "
+            "of their nearest reference link (first pieces):"
+        )
+        tally = aligned_by_offset(m, src, tgt, ref)
+        words = sum(n for _, n in tally)
+        for (lo, hi), (k, n) in zip(BUCKETS, tally, strict=True):
             span = f"{lo}-{hi}" if hi < 10**6 else f"{lo}+"
-            print(f"  {span:>5} pieces: {k / max(n, 1):.1%} of {n}")
+            print(f"  {span:>5} pieces: {k / max(n, 1):.1%} of {n} ({n / words:.1%} of the words)")
 
 
 if __name__ == "__main__":

@@ -44,6 +44,8 @@ def test_each_head_and_the_head_mean_against_a_hand_made_reference():
     md = "\n".join(format_alignment([m, one], "toy set", Path("ref.gdfa"), n_samples=20))
     assert "| toy | mean | 100.0% | 100.0% | 0.0% [0.0%, 0.0%] | 1 (0) |" in md
     assert "| one | +100.0% [+100.0%, +100.0%] | 1.000 | 1 |" in md
+    # p = 1 for a model that aligns worse: the line above the table says which way p reads
+    assert "not lower than toy's (one-sided: near 0 it aligns better, near 1 worse)" in md
     assert "| toy | 2 | 0.0% | 50.0% | 50.0% | 0.0% |" in md
 
 

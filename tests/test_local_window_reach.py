@@ -4,9 +4,14 @@ around the target position can reach, on hand-made pieces where the answer is kn
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "local_window_reach.py"
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "local_window_reach.py"
 
 
 def _script():  # the script is not a module of the package
@@ -32,3 +37,38 @@ def test_a_link_is_out_of_reach_only_when_every_piece_pair_is_more_than_d_apart(
     assert sorted(offsets) == [-1, 10, 12]
     out, _ = reach(frozenset({(2, 2)}), src, tgt, 9)  # D = 9: 10 pieces is outside
     assert out == 1
+
+
+def _args(**kw):
+    import argparse
+
+    base = dict(
+        checkpoint=REPO / "models" / "deen-additive",
+        split="test_2016_flickr",
+        join=1,
+        data_path=None,
+        alignments=REPO / "data" / "alignments",
+    )
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_a_joined_split_is_refused_before_anything_is_read(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="give the plain split and --join K"):
+        _script().read_set(_args(checkpoint=tmp_path / "none.pt", split="val_joined"))
+
+
+def test_a_join_larger_than_the_split_is_refused_by_name(multi30k: Path) -> None:
+    with pytest.raises(ValueError, match="--join 5000: test_2016_flickr has only 1000 captions"):
+        _script().read_set(_args(join=5000, data_path=str(multi30k)))
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [("--join=0", "--join must be at least 1"), ("--window=-1", "--window must be at least 0")],
+)
+def test_bad_options_exit_2_with_one_line(option: str, message: str) -> None:
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), "x.pt", option], capture_output=True, text=True, check=False
+    )
+    assert r.returncode == 2
+    assert message in r.stderr and "Traceback" not in r.stderr

@@ -279,7 +279,8 @@ def _paired_section(models: list[ModelAlignment], *, n_samples: int, seed: int) 
         "",
         f"AER of each model (head mean for multi-head) minus {models[0].name}'s, "
         "paired on the same resamples of the sentences both scored; p: the share of "
-        "resamples where its AER is not lower.",
+        f"resamples where its AER is not lower than {models[0].name}'s (one-sided: near 0 "
+        "it aligns better, near 1 worse).",
         "",
         "| model | ΔAER [95% CI] | p | sentences |",
         "| --- | --- | --- | --- |",
