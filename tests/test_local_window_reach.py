@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import write_split
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "local_window_reach.py"
 
@@ -72,3 +74,42 @@ def test_bad_options_exit_2_with_one_line(option: str, message: str) -> None:
     )
     assert r.returncode == 2
     assert message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_data_path_and_alignments_point_both_scripts_at_a_corpus_of_ones_own(
+    tmp_path: Path,
+) -> None:
+    """--data-path replaces the checkpoint's corpus folder (its config is frozen: the
+    scripts must copy it, not assign to it), here a three-caption test set of one's own."""
+    src = ["Ein Hund läuft .", "Zwei Männer spielen Fußball .", "Eine Frau liest ein Buch ."]
+    tgt = ["A dog runs .", "Two men play soccer .", "A woman reads a book ."]
+    data, align = tmp_path / "data", tmp_path / "align"
+    write_split(data, "test_2016_flickr", "de", src)
+    write_split(data, "test_2016_flickr", "en", tgt)
+    align.mkdir()
+    links = [
+        " ".join(f"{i}-{i}" for i in range(min(len(s.split()), len(t.split()))))
+        for s, t in zip(src, tgt, strict=True)
+    ]
+    (align / "test_2016_flickr.de-en.gdfa").write_text("\n".join(links) + "\n")
+    common = ["--data-path", str(data), "--alignments", str(align)]
+    model = str(REPO / "models" / "deen-additive")
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), model, *common],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "3 lines, 15 reference links" in r.stdout  # 4 + 5 + 6 diagonal links
+    assert "reach (no piece pair within D): 0 (0.0%)" in r.stdout
+    case = REPO / "scripts" / "head_case.py"
+    out = tmp_path / "case"
+    r = subprocess.run(
+        [sys.executable, str(case), model, *common, "--min-links", "1", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    assert (out / "case.png").is_file() and (out / "case.json").is_file()
