@@ -56,8 +56,10 @@ def word_positions(pieces: list[str]) -> list[list[int]]:
 def reach(
     links: frozenset[tuple[int, int]], src: list[list[int]], tgt: list[list[int]], window: int
 ) -> tuple[int, list[int]]:
-    """The links out of reach (no target piece of word j within ``window`` pieces of a
-    source piece of word i) and each link's offset ``src[i][0] - tgt[j][0]`` in pieces."""
+    """The links (source word i, target word j) out of reach (no target piece of word j
+    within ``window`` pieces of a source piece of word i) and each link's offset
+    ``src[i][0] - tgt[j][0]`` in pieces; ``src``/``tgt``: :func:`word_positions`. Raises
+    IndexError for a link past the words given."""
     out, offsets = 0, []
     for i, j in links:
         near = min(abs(s - t) for s in src[i] for t in tgt[j])
@@ -70,8 +72,11 @@ BUCKETS = ((0, 2), (3, 5), (6, 10), (11, 10**6))
 
 
 def aligned_by_offset(m, src: list[str], tgt: list[str], ref: list) -> list[tuple[int, int]]:
-    """(aligned, counted) target words per :data:`BUCKETS` of |offset| of the nearest
-    reference link, the model's link being its most attended source word (head mean)."""
+    """(aligned, counted) target words per :data:`BUCKETS` of |offset| (pieces) of the
+    nearest reference link, the model's link being its most attended source word (head
+    mean), read by teacher forcing the references (``m``: a loaded checkpoint; ``ref``: one
+    alignment per line of ``src``). Target words without a reference link are not counted.
+    Raises nothing beyond what the model's forward pass raises."""
     weights = forced_weights(m.model, m.src_vocab, m.tgt_vocab, src, tgt)
     tally = [[0, 0] for _ in BUCKETS]
     for n, (w, sp, tp) in weights.items():
@@ -88,7 +93,7 @@ def aligned_by_offset(m, src: list[str], tgt: list[str], ref: list) -> list[tupl
             b = next(k for k, (lo, hi) in enumerate(BUCKETS) if lo <= off <= hi)
             tally[b][0] += i in linked[j]
             tally[b][1] += 1
-    return [(a, c) for a, c in tally]
+    return [(a, c) for a, c in tally]  # tuples, not the mutable tallies
 
 
 def read_set(a: argparse.Namespace):
