@@ -17,6 +17,13 @@ also reads the checkpoint's attention by teacher forcing the reference (as ``nmt
 and gives the share of target words whose most attended source word is a reference-linked
 one, by the offset of their nearest reference link: whether a model aligns worse where
 the aligned word is far from t. Any attention type works, so a global model is the control.
+
+``--centres`` (``local_m`` and ``local_p`` checkpoints) records the window centre p_t the
+model uses at each target step while teacher forcing the reference, and compares it with
+the aligned source piece: for each target word with reference links, the signed distance
+from p_t (at the word's first piece) to the nearest piece of a linked source word, against
+the same distance from t. ``local_p`` predicts p_t (Luong et al. 2015, eq. 9); the question
+is whether its prediction is closer to the reference alignment than local_m's p_t = t.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -37,9 +45,13 @@ from nmt.analysis.heads_alignment import (  # noqa: E402
     load_reference,
     reference_path,
 )
+from nmt.data.batches import Example, collate  # noqa: E402
 from nmt.data.corpus import DataError, read_split  # noqa: E402
 from nmt.data.longsets import join_consecutive  # noqa: E402
+from nmt.data.vocab import EOS  # noqa: E402
 from nmt.evaluation.alignment import AlignmentError, piece_words  # noqa: E402
+from nmt.inference.translator import Translator  # noqa: E402
+from nmt.model.attention import LocalAttention  # noqa: E402
 from nmt.model.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 
 
@@ -96,6 +108,94 @@ def aligned_by_offset(m, src: list[str], tgt: list[str], ref: list) -> list[tupl
     return [(a, c) for a, c in tally]  # tuples, not the mutable tallies
 
 
+def recorded_centres(model, src_vocab, tgt_vocab, source: str, reference: str) -> list[float]:
+    """The window centres p_t (source pieces, one per target step t = 0..T-1, the step
+    that predicts target piece t) that ``model``'s local attention uses while teacher
+    forcing ``reference`` on ``source``; the source is encoded as ``nmt translate`` does.
+
+    Raises:
+        ValueError: the model's attention is not ``local_m`` or ``local_p``.
+    """
+    scorer = getattr(model.decoder, "scorer", None)
+    if not isinstance(scorer, LocalAttention):
+        kind = getattr(scorer, "kind", type(scorer).__name__)
+        raise ValueError(
+            f"--centres: the model's attention is {kind}; a window centre "
+            "exists only for local_m and local_p"
+        )
+    seen: list[torch.Tensor] = []
+    predict = scorer.centre
+
+    def recording(query: torch.Tensor, mask: torch.Tensor, t: int) -> torch.Tensor:
+        p = predict(query, mask, t)
+        seen.append(p)
+        return p
+
+    src_ids = Translator(model, src_vocab, tgt_vocab).encode(source).ids
+    batch = collate([Example(src_ids + [EOS], tgt_vocab.encode(reference), 0)])
+    scorer.centre = recording  # type: ignore[method-assign]
+    try:
+        with torch.no_grad():
+            model.eval().attention_weights(batch.src, batch.src_len, batch.tgt_in)
+    finally:
+        del scorer.centre  # the class's method again
+    return [float(p[0]) for p in seen]
+
+
+def centre_errors(
+    centres: list[float], src: list[list[int]], tgt: list[list[int]], links
+) -> list[tuple[int, float, float]]:
+    """For each target word j with reference links (source word i, target word j):
+    (t, e_model, e_t), with t its first target piece, e_model = p_t minus the nearest
+    piece of a linked source word and e_t the same for t itself (capped at the last
+    source position, as local_m does); positive: the centre is ahead of the alignment.
+    ``centres``: :func:`recorded_centres`; ``src``/``tgt``: :func:`word_positions` (the
+    source's end-of-sentence piece, if counted, is the position after the last word).
+    Raises IndexError for a link past the words given."""
+    linked: dict[int, list[int]] = {}
+    for i, j in links:
+        linked.setdefault(j, []).extend(src[i])
+    last = max(p for w in src for p in w) + 1  # local_m's cap: the final </s> piece
+    out = []
+    for j, pieces in sorted(linked.items()):
+        t = tgt[j][0]
+        near = [c - min(pieces, key=lambda q, c=c: abs(q - c)) for c in (centres[t], min(t, last))]
+        out.append((t, near[0], near[1]))
+    return out
+
+
+def print_centres(m, src: list[str], tgt: list[str], ref: list, window: int) -> None:
+    """The ``--centres`` report: signed and absolute centre error of the model and of t,
+    and the share of words whose nearest linked piece lies within D of the centre, by
+    target position. Raises ValueError for a model without local attention."""
+    rows = []
+    for s, t, links in zip(src, tgt, ref, strict=True):
+        sp = [m.src_vocab.id_to_piece(x) for x in m.src_vocab.encode(s)]
+        tp = [m.tgt_vocab.id_to_piece(x) for x in m.tgt_vocab.encode(t)]
+        sw, tw = word_positions(sp), word_positions(tp)
+        if len(sw) != len(s.split()) or len(tw) != len(t.split()) or not links:
+            continue
+        p = recorded_centres(m.model, m.src_vocab, m.tgt_vocab, s, t)
+        rows += centre_errors(p, sw, tw, links)
+    r = np.array(rows)
+    print(
+        f"window centre against the nearest linked source piece, {len(r)} target words "
+        "(error = centre - aligned piece; positive: ahead):"
+    )
+    print("  target pieces | words | model: mean error, mean |error|, within D | t: the same")
+    for lo, hi in ((0, 9), (10, 19), (20, 39), (40, 10**6)):
+        sel = r[(r[:, 0] >= lo) & (r[:, 0] <= hi)]
+        if not len(sel):
+            continue
+        span = f"{lo}-{hi}" if hi < 10**6 else f"{lo}+"
+        cols = [
+            f"{sel[:, k].mean():+.1f}, {np.abs(sel[:, k]).mean():.1f}, "
+            f"{(np.abs(sel[:, k]) <= window).mean():.1%}"
+            for k in (1, 2)
+        ]
+        print(f"  {span:>13} | {len(sel):>5} | {cols[0]} | {cols[1]}")
+
+
 def read_set(a: argparse.Namespace):
     """The checkpoint, the (joined) sources and references, their reference links, and
     how many captions the join left over.
@@ -141,6 +241,9 @@ def main() -> None:
         "(default: data/alignments of this repository, which is not in git)",
     )
     ap.add_argument("--weights", action="store_true", help="also the aligned share by offset")
+    ap.add_argument(
+        "--centres", action="store_true", help="also the window centre against the alignment"
+    )
     a = ap.parse_args()
     if a.join < 1:
         ap.error(f"--join must be at least 1, got {a.join}")
@@ -181,6 +284,11 @@ def main() -> None:
         for (lo, hi), (k, n) in zip(BUCKETS, tally, strict=True):
             span = f"{lo}-{hi}" if hi < 10**6 else f"{lo}+"
             print(f"  {span:>5} pieces: {k / max(n, 1):.1%} of {n} ({n / words:.1%} of the words)")
+    if a.centres:
+        try:
+            print_centres(m, src, tgt, ref, window)
+        except ValueError as e:
+            sys.exit(f"local_window_reach.py: error: {e}")
 
 
 if __name__ == "__main__":

@@ -113,3 +113,40 @@ def test_data_path_and_alignments_point_both_scripts_at_a_corpus_of_ones_own(
     )
     assert r.returncode == 0, r.stderr
     assert (out / "case.png").is_file() and (out / "case.json").is_file()
+
+
+def test_centre_errors_measure_the_centre_against_the_nearest_linked_piece() -> None:
+    centre_errors = _script().centre_errors
+    src = [[0], [1, 2], [3], [4]]  # four source words, the second in two pieces
+    tgt = [[0], [1], [2]]
+    # target word 0 -> source word 0; word 1 -> words 1 and 3 (pieces 1, 2, 4); word 2: none
+    links = frozenset({(0, 0), (1, 1), (3, 1)})
+    rows = centre_errors([2.5, 3.5, 9.0, 0.0], src, tgt, links)
+    # word 0 (t = 0): centre 2.5 is 2.5 ahead of piece 0, t itself on it
+    # word 1 (t = 1): centre 3.5 is nearest to piece 4 (-0.5), t = 1 sits on piece 1
+    assert rows == [(0, 2.5, 0.0), (1, -0.5, 0.0)]
+    # a target position past the source end is capped at the final piece, as local_m does
+    far = centre_errors([0.0] * 12, [[0], [1]], [[0]] * 1 + [[10]], frozenset({(1, 1)}))
+    assert far == [(10, -1.0, 1.0)]
+
+
+@pytest.mark.parametrize("attention", ["local_m", "local_p", "additive"])
+def test_recorded_centres_are_the_windows_the_model_used(toy_vocabs, attention: str) -> None:
+    from conftest import tiny_model
+
+    src_vocab, tgt_vocab = toy_vocabs
+    model = tiny_model(src_vocab, tgt_vocab, attention=attention, local_window=2)
+    source, reference = "zwei hunde spielen im schnee .", "two dogs play in the snow ."
+    record = _script().recorded_centres
+    if attention == "additive":
+        with pytest.raises(ValueError, match="--centres: the model's attention is"):
+            record(model, src_vocab, tgt_vocab, source, reference)
+        return
+    centres = record(model, src_vocab, tgt_vocab, source, reference)
+    S = len(src_vocab.encode(source)) + 1  # with </s>
+    assert len(centres) == len(tgt_vocab.encode(reference)) + 1  # one per step, BOS first
+    if attention == "local_m":
+        assert centres == [float(min(t, S - 1)) for t in range(len(centres))]
+    else:
+        assert all(0.0 <= p <= S for p in centres) and len(set(centres)) > 1
+    assert "centre" not in vars(model.decoder.scorer)  # the recording is removed again
