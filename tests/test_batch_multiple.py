@@ -160,3 +160,16 @@ def test_bench_passes_the_option_through(tiny_corpus, monkeypatch):  # noqa: F81
         torch.set_num_threads(threads)
     assert result["train"]["batch_multiple"] == 8
     assert len(seen) == 3 and all(b % 8 == 0 and s % 8 == 0 for b, s in seen), seen
+
+
+def test_the_precision_calibration_cache_tells_the_option_apart():
+    """A bf16/fp32 answer measured with padded batches is not reused without them; answers
+    cached before the option existed still count when it is off."""
+    from nmt.training.calibrate import calibration_key
+
+    model = {"attention": "additive"}
+    assert calibration_key(model, 64) == calibration_key(model, 64, None)
+    assert calibration_key(model, 64, 8) not in (
+        calibration_key(model, 64),
+        calibration_key(model, 64, 16),
+    )

@@ -1,6 +1,7 @@
 """Markdown table of a bench_ab.sh sitting (benchmarks/speed/amx_sitting.sh): per variant, the
-target tokens/s of each round (fixed steps; window), their means against fp32's, and peak RSS
-(/usr/bin/time -v of the whole process, MiB) against fp32's. Reads only the sitting's files.
+target tokens/s of each round over the fixed steps and over the window, and the peak RSS
+(/usr/bin/time -v of the whole process, MiB), each with its mean over fp32's mean. Reads
+only the sitting's files.
 
     python benchmarks/speed/ab/variants_table.py results/speed/DATE-amx-bucket > .../table.md
 """
@@ -35,17 +36,13 @@ def vs(value, base, fmt="{:.2f}x"):
 
 base = [mean(col) for col in zip(*runs.get("fp32", [(None, None, None)]), strict=True)]
 print(
-    "| variant | fixed steps, tok/s | window, tok/s | window vs fp32 | peak RSS, MiB | RSS vs fp32 |"
+    "| variant | fixed steps, tok/s | vs fp32 | window, tok/s | vs fp32 | peak RSS, MiB | vs fp32 |"
 )
-print("| --- | --- | --- | --- | --- | --- |")
-for variant, rows in runs.items():
-    fixed, window, rss = zip(*rows, strict=True)
-    means = [mean(fixed), mean(window), mean(rss)]
-    shown = [
-        " / ".join(f"{v:,.0f}" if v is not None else "-" for v in col)
-        for col in (fixed, window, rss)
-    ]
-    print(
-        f"| {variant} | {shown[0]} | {shown[1]} | {vs(means[1], base[1])} | {shown[2]} "
-        f"| {vs(means[2], base[2])} |"
-    )
+print("| --- | --- | --- | --- | --- | --- | --- |")
+for variant in sorted(runs, key=lambda v: (v != "fp32", v != "bf16", v)):
+    cols = list(zip(*runs[variant], strict=True))  # fixed, window, rss: one value a round
+    cells = []
+    for col, b in zip(cols, base, strict=True):
+        shown = " / ".join("-" if v is None else f"{v:,.0f}" for v in col)
+        cells += [shown, vs(mean(col), b)]
+    print(f"| {variant} | {' | '.join(cells)} |")
