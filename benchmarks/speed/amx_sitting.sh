@@ -49,9 +49,9 @@ for v in bf16 "bf16_bm$BM"; do
     --train-seconds 0 \
     --skip-decode --precision bf16 --data-path "$DATA" > "$OUT/verbose_$v.tmp" 2>&1
   # onednn_verbose,...,primitive,create:cache_miss,cpu,KIND,IMPL,...,SHAPES,MS
-  grep -c 'create:cache_miss' "$OUT/verbose_$v.tmp" > "$OUT/shapes_$v.txt" || true
-  grep 'create:cache_miss' "$OUT/verbose_$v.tmp" | awk -F, '{ms += $NF} END {print ms " ms"}' \
-    >> "$OUT/shapes_$v.txt"
+  { grep 'create:cache_miss' "$OUT/verbose_$v.tmp" || true; } \
+    | awk -F, '{n++; ms += $NF} END {printf "%d primitives built, %.0f ms\n", n, ms}' \
+    > "$OUT/shapes_$v.txt"
   rm "$OUT/verbose_$v.tmp"
 done
 .venv/bin/python benchmarks/speed/ab/variants_table.py "$OUT" | tee "$OUT/table.md"
