@@ -311,6 +311,7 @@ def measure_training(
         "batches_available": len(batches),
         "batch_size": t.batch_size,
         "max_tokens": t.max_tokens,
+        "batch_multiple": t.batch_multiple,  # CPU autocast only; not in padding_fraction
         "fixed_steps": fixed,
         "window_seconds_asked": opts.train_seconds,
         "window": window,

@@ -48,6 +48,7 @@ def _check_positive(cfg: Config) -> None:
         "subwords.sample_size": s.sample_size,
         "train.batch_size": t.batch_size,
         "train.max_tokens": t.max_tokens,
+        "train.batch_multiple": t.batch_multiple,
         "train.max_epochs": t.max_epochs,
         "train.max_steps": t.max_steps,
         "train.patience": t.patience,

@@ -176,6 +176,10 @@ class TrainConfig:
     seed: int = 1
     batch_size: int = 64  # sentences per batch
     max_tokens: int | None = None  # if set, batches hold at most this many target tokens
+    # CPU under bf16/fp16 autocast only (oneDNN builds a kernel per matrix shape): pad each
+    # training batch with dummy pairs (zero loss, zero gradient) to a multiple of this many
+    # sentences, and its source width to a multiple of 8 (nmt/ops/shapes.py); None = off
+    batch_multiple: int | None = None
     lr: float = 1e-3
     clip_norm: float = 1.0
     label_smoothing: float = 0.0

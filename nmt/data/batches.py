@@ -17,9 +17,11 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from nmt.data.corpus import Pair
 from nmt.data.vocab import BOS, EOS, PAD, Vocab
+from nmt.ops.shapes import SOURCE_MULTIPLE, rounded_rows
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,39 @@ class Batch:
             self.tgt_in.to(device),
             self.tgt_out.to(device),
             self.index,
+        )
+
+    def padded(self, multiple: int) -> Batch:
+        """This batch with B rounded up to a multiple of ``multiple`` and S to one of
+        :data:`nmt.ops.shapes.SOURCE_MULTIPLE`, for few oneDNN shapes (``train.batch_multiple``).
+
+        The added pairs have source ``EOS`` (length 1; their encoder and decoder rows
+        depend on nothing else), ``tgt_in`` and ``tgt_out`` all PAD and index -1; the added
+        source columns are PAD, outside every ``src_len``. So the loss sums, ``n_tokens``
+        and every gradient are those of the batch as it was, up to summation order; only
+        dropout draws differ (their masks have the padded shape).
+
+        Returns:
+            src (B', S'), src_len (B',), tgt_in and tgt_out (B', T), index (B'), with
+            B' = B rounded up and S' = S rounded up; ``self`` when both are already
+            multiples.
+
+        Raises:
+            ValueError: ``multiple`` below 1.
+        """
+        (b, s), t = self.src.shape, self.tgt_in.size(1)
+        rows, width = rounded_rows(b, multiple), rounded_rows(s, SOURCE_MULTIPLE)
+        if (rows, width) == (b, s):
+            return self
+        src = F.pad(self.src, (0, width - s, 0, rows - b), value=PAD)
+        src[b:, 0] = EOS
+        extra = rows - b
+        return Batch(
+            src,
+            torch.cat([self.src_len, self.src_len.new_ones(extra)]),
+            torch.cat([self.tgt_in, self.tgt_in.new_full((extra, t), PAD)]),
+            torch.cat([self.tgt_out, self.tgt_out.new_full((extra, t), PAD)]),
+            torch.cat([self.index, self.index.new_full((extra,), -1)]),
         )
 
     @property

@@ -10,6 +10,12 @@ of the kind: results/speed/2026-12-06-amx/README.md. Rounding those row counts u
 multiple of :data:`ROW_MULTIPLE` with rows that contribute zero leaves a few dozen shapes,
 built once in the first batches, for at most ``ROW_MULTIPLE - 1`` extra rows per product
 (about 3% of a 2,000-token batch).
+
+With ``train.batch_multiple`` set, the training batch itself is padded as well
+(:meth:`nmt.data.batches.Batch.padded`): its B sentences (the row count of every decoder
+step's products) up to that multiple with dummy pairs, and its source width S (the width
+of the attention products) up to a multiple of :data:`SOURCE_MULTIPLE`. nn.GRU's packed
+input projection (one row per real source token) keeps its varying row count.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 ROW_MULTIPLE = 64
+SOURCE_MULTIPLE = 8  # source width S of a padded training batch (train.batch_multiple)
 
 
 def stable_rows_wanted(device: torch.device) -> bool:

@@ -30,6 +30,7 @@ from nmt.config.schema import TrainConfig
 from nmt.data.batches import Batch, TrainingSet
 from nmt.ops.files import write_atomic
 from nmt.ops.precision import autocast, cpu_model_and_flags
+from nmt.ops.shapes import stable_rows_wanted
 
 MARGIN = 0.95  # bf16 must take at most 95% of fp32's step time: noise never picks it
 ROUNDS = 6  # timed batches, each once in each precision, after one warm-up batch
@@ -74,9 +75,12 @@ def cache_path() -> Path:
     return Path(root) / "precision.json"
 
 
-def calibration_key(model_config: dict[str, Any], batch_size: int) -> str:
+def calibration_key(
+    model_config: dict[str, Any], batch_size: int, batch_multiple: int | None = None
+) -> str:
     """A SHA-256 over what decides the answer: CPU model and flags, torch version, thread
-    count, the model config and the batch size."""
+    count, the model config, the batch size and ``train.batch_multiple`` (only when set,
+    so that answers cached without it still count)."""
     cpu, flags = cpu_model_and_flags()
     what = {
         "cpu": cpu,
@@ -86,6 +90,8 @@ def calibration_key(model_config: dict[str, Any], batch_size: int) -> str:
         "model": model_config,
         "batch_size": batch_size,
     }
+    if batch_multiple is not None:
+        what["batch_multiple"] = batch_multiple
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -98,14 +104,16 @@ def calibration_batches(
     return [train_set.collate(c) for c in chunks[:n]]
 
 
-def training_step(model: torch.nn.Module, batch: Batch) -> Step:
+def training_step(model: torch.nn.Module, batch: Batch, multiple: int | None = None) -> Step:
     """A :data:`Step` for ``model`` on ``batch`` (a :class:`nmt.data.batches.Batch` on the
-    model's device): teacher-forced loss per target token, backward, gradients dropped."""
+    model's device): teacher-forced loss per target token, backward, gradients dropped;
+    the batch padded as training pads it (``multiple``: ``train.batch_multiple``)."""
     device = next(model.parameters()).device
 
     def step(dtype: torch.dtype | None) -> None:
         with autocast(device, dtype):
-            loss = model(batch.src, batch.src_len, batch.tgt_in, batch.tgt_out)
+            b = batch.padded(multiple) if multiple and stable_rows_wanted(device) else batch
+            loss = model(b.src, b.src_len, b.tgt_in, b.tgt_out)
         (loss / batch.n_tokens).backward()
         model.zero_grad(set_to_none=True)
 

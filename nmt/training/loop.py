@@ -31,6 +31,7 @@ from nmt.model.rundir import BEST, LAST, LOG, STEP_GLOB, step_name
 from nmt.model.seq2seq import Seq2Seq
 from nmt.ops.files import append_line
 from nmt.ops.precision import autocast
+from nmt.ops.shapes import stable_rows_wanted
 from nmt.training.ddp import check_ranks_agree, from_rank0, setup_device, teardown, wrapped
 from nmt.training.precision_choice import training_precision
 from nmt.training.progress import EpochProgress
@@ -165,8 +166,8 @@ class Trainer:
 
     def train_step(self, chunk: Any) -> int:
         """One teacher-forced step on one batch, an item of the training set's ``batches``
-        (forward, label-smoothed cross-entropy per target token, backward, gradient
-        clipping, Adam, LR schedule); returns the batch's number of target tokens.
+        (``train.batch_multiple`` pads it under CPU autocast; forward, label-smoothed loss
+        per target token, backward, clipping, Adam, LR schedule); returns its ``n_tokens``.
 
         Raises:
             TrainingError: the loss is NaN or infinite and ``train.on_nonfinite_loss`` is stop.
@@ -182,6 +183,8 @@ class Trainer:
             )
         batch = batch.to(self.device)
         with autocast(self.device, self.amp_dtype):
+            if t.batch_multiple and stable_rows_wanted(self.device):  # oneDNN: few shapes
+                batch = batch.padded(t.batch_multiple)  # zero loss; n_tokens unchanged
             loss_sum = self.net(
                 batch.src,
                 batch.src_len,

@@ -42,8 +42,8 @@ def training_precision(
     batches = calibration_batches(train_set, t) if auto_cpu and dtype is not None else []
     if len(batches) > 1:
         cal = choose(
-            [training_step(model, b.to(device)) for b in batches],
-            calibration_key(dataclasses.asdict(cfg.model), t.batch_size),
+            [training_step(model, b.to(device), t.batch_multiple) for b in batches],
+            calibration_key(dataclasses.asdict(cfg.model), t.batch_size, t.batch_multiple),
             log,
         )
         dtype = torch.bfloat16 if shared(float(cal.choice == "bf16")) else None

@@ -2,11 +2,12 @@
 # `nmt bench` training runs of the reference architecture, one process per variant, in the
 # order given (run it again for the next round, so that variants alternate):
 #
-#   [OUT=DIR] [OLD_TREE=DIR] [DATA=DIR] bash benchmarks/speed/ab/bench_ab.sh ROUND VARIANT...
+#   [OUT=DIR] [OLD_TREE=DIR] [DATA=DIR] [WARMUP=10 STEPS=60 WINDOW=60] bash benchmarks/speed/ab/bench_ab.sh ROUND VARIANT...
 #
 # VARIANT: fp32 | bf16 (this tree) | fp32_old | bf16_old (the tree at OLD_TREE, e.g.
 # `git worktree add /tmp/nmt_old COMMIT`) | bf16_capN (this tree, bf16, with
-# ONEDNN_PRIMITIVE_CACHE_CAPACITY=N). Each run: 2 threads, 10 warm-up steps, 60 timed steps,
+# ONEDNN_PRIMITIVE_CACHE_CAPACITY=N) | bf16_bmM (this tree, bf16, train.batch_multiple=M) |
+# bf16_bmM_capN (both). Each run: 2 threads, 10 warm-up steps, 60 timed steps,
 # then a 60 s window, training only; writes OUT/VARIANT_roundROUND.{json,log,uptime}, the
 # log with /usr/bin/time -v's peak RSS. Where other work shares the machine, stop it for the
 # sitting (kill -STOP / -CONT); the uptime file records the load before each run.
@@ -21,16 +22,19 @@ DATA=$(realpath "${DATA:-../shared/data/multi30k}")
 mkdir -p "$OUT"
 OUT=$(realpath "$OUT")
 for v in "$@"; do
-  tree=$HERE cap=${ONEDNN_PRIMITIVE_CACHE_CAPACITY:-1024}
+  tree=$HERE cap=${ONEDNN_PRIMITIVE_CACHE_CAPACITY:-1024} opt=()
   case $v in
     fp32|bf16) p=$v ;;
     fp32_old|bf16_old) tree=$OLD_TREE p=${v%_old} ;;
     bf16_cap*) p=bf16 cap=${v#bf16_cap} ;;
+    bf16_bm*_cap*) p=bf16 bm=${v#bf16_bm} cap=${v#*_cap} opt=("train.batch_multiple=${bm%_cap*}") ;;
+    bf16_bm*) p=bf16 opt=("train.batch_multiple=${v#bf16_bm}") ;;
     *) echo "bench_ab.sh: unknown variant '$v'" >&2; exit 2 ;;
   esac
   uptime > "$OUT/${v}_round$ROUND.uptime"
   (cd "$tree" && ONEDNN_PRIMITIVE_CACHE_CAPACITY=$cap PYTHONPATH=$tree /usr/bin/time -v \
-     "$HERE/.venv/bin/python" -m nmt bench configs/bench_reference.yaml --threads 2 \
-     --warmup 10 --train-steps 60 --train-seconds 60 --skip-decode --precision "$p" \
+     "$HERE/.venv/bin/python" -m nmt bench configs/bench_reference.yaml ${opt[@]+"${opt[@]}"} \
+     --threads 2 --warmup "${WARMUP:-10}" --train-steps "${STEPS:-60}" \
+     --train-seconds "${WINDOW:-60}" --skip-decode --precision "$p" \
      --data-path "$DATA" --json "$OUT/${v}_round$ROUND.json") > "$OUT/${v}_round$ROUND.log" 2>&1
 done

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Issue 48's next AMX sitting, in one go: does train.batch_multiple (nmt/ops/shapes.py) make
+# bf16 training faster, and does it let a small oneDNN primitive cache bring bf16's peak RSS
+# within 1.3x of fp32's at no cost in speed?
+#
+#   [PAUSE_PIDS="PID..."] [ROUNDS=3] [BM=8] [DATA=DIR] bash benchmarks/speed/amx_sitting.sh
+#
+# Refuses (exit 2) a CPU without amx_bf16. PAUSE_PIDS: the other work on the machine, stopped
+# (kill -STOP) for the sitting and resumed (kill -CONT) at its end, on an error or Ctrl-C.
+# Each round runs fp32, bf16, bf16_bmBM, bf16_bmBM_cap64 and bf16_bmBM_cap16
+# (benchmarks/speed/ab/bench_ab.sh: 2 threads, 10 warm-up + 60 timed steps, a 60 s window;
+# about 2.5 min a run, 35-40 min for 3 rounds), in reverse order every other round; then one
+# 70-step run each of bf16 and bf16_bmBM with ONEDNN_VERBOSE=profile_create counts the
+# primitives oneDNN built (shapes_*.txt). Writes results/speed/DATE-amx-bucket/ (OUT=DIR to
+# change; WARMUP, STEPS, WINDOW as bench_ab.sh's): machine.txt, VARIANT_roundN.{json,log,uptime}, shapes_*.txt and table.md
+# (benchmarks/speed/ab/variants_table.py).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+if ! grep -qw amx_bf16 /proc/cpuinfo; then
+  echo "amx_sitting.sh: this CPU has no amx_bf16 in /proc/cpuinfo; run it on an AMX Xeon" >&2
+  exit 2
+fi
+for p in ${PAUSE_PIDS:-}; do
+  kill -0 "$p" || { echo "amx_sitting.sh: PAUSE_PIDS: no process $p" >&2; exit 2; }
+done
+resume() { for p in ${PAUSE_PIDS:-}; do kill -CONT "$p" 2>/dev/null || true; done; }
+trap resume EXIT
+trap 'exit 130' INT TERM
+for p in ${PAUSE_PIDS:-}; do kill -STOP "$p"; done
+OUT=${OUT:-results/speed/$(date +%F)-amx-bucket}
+BM=${BM:-8}
+DATA=$(realpath "${DATA:-../shared/data/multi30k}")
+mkdir -p "$OUT"
+{ git rev-parse HEAD; grep -m1 'model name' /proc/cpuinfo; nproc
+  .venv/bin/python -c 'import torch; print("torch", torch.__version__)'; } > "$OUT/machine.txt"
+variants=(fp32 bf16 "bf16_bm$BM" "bf16_bm${BM}_cap64" "bf16_bm${BM}_cap16")
+for r in $(seq 1 "${ROUNDS:-3}"); do
+  order=("${variants[@]}")
+  if (( r % 2 == 0 )); then
+    order=(); for ((i = ${#variants[@]} - 1; i >= 0; i--)); do order+=("${variants[i]}"); done
+  fi
+  echo "round $r: ${order[*]}"
+  OUT=$OUT DATA=$DATA bash benchmarks/speed/ab/bench_ab.sh "$r" "${order[@]}"
+done
+for v in bf16 "bf16_bm$BM"; do
+  opt=(); [ "$v" = bf16 ] || opt=("train.batch_multiple=$BM")
+  ONEDNN_VERBOSE=profile_create .venv/bin/python -m nmt bench configs/bench_reference.yaml \
+    ${opt[@]+"${opt[@]}"} --threads 2 --warmup "${WARMUP:-10}" --train-steps "${STEPS:-60}" \
+    --train-seconds 0 \
+    --skip-decode --precision bf16 --data-path "$DATA" > "$OUT/verbose_$v.tmp" 2>&1
+  # onednn_verbose,...,primitive,create:cache_miss,cpu,KIND,IMPL,...,SHAPES,MS
+  { grep 'create:cache_miss' "$OUT/verbose_$v.tmp" || true; } \
+    | awk -F, '{n++; ms += $NF} END {printf "%d primitives built, %.0f ms\n", n, ms}' \
+    > "$OUT/shapes_$v.txt"
+  rm "$OUT/verbose_$v.tmp"
+done
+.venv/bin/python benchmarks/speed/ab/variants_table.py "$OUT" | tee "$OUT/table.md"
