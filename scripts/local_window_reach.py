@@ -253,6 +253,11 @@ def main() -> None:
         m, src, tgt, ref, left = read_set(a)
     except (CheckpointError, AlignmentError, DataError, OSError, ValueError) as e:
         sys.exit(f"local_window_reach.py: error: {e}")
+    if a.centres and m.cfg.model.attention not in ("local_m", "local_p"):
+        sys.exit(
+            f"local_window_reach.py: error: --centres: {a.checkpoint} has attention "
+            f"{m.cfg.model.attention}; a window centre exists only for local_m and local_p"
+        )
     window = a.window if a.window is not None else m.cfg.model.local_window
     total = outside = 0
     offsets: list[int] = []
@@ -285,10 +290,7 @@ def main() -> None:
             span = f"{lo}-{hi}" if hi < 10**6 else f"{lo}+"
             print(f"  {span:>5} pieces: {k / max(n, 1):.1%} of {n} ({n / words:.1%} of the words)")
     if a.centres:
-        try:
-            print_centres(m, src, tgt, ref, window)
-        except ValueError as e:
-            sys.exit(f"local_window_reach.py: error: {e}")
+        print_centres(m, src, tgt, ref, window)
 
 
 if __name__ == "__main__":

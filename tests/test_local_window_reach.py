@@ -150,3 +150,16 @@ def test_recorded_centres_are_the_windows_the_model_used(toy_vocabs, attention: 
     else:
         assert all(0.0 <= p <= S for p in centres) and len(set(centres)) > 1
     assert "centre" not in vars(model.decoder.scorer)  # the recording is removed again
+
+
+def test_centres_of_a_global_model_are_refused_before_any_work(multi30k: Path) -> None:
+    model = REPO / "models" / "deen-additive"
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), str(model), "--centres", "--data-path", str(multi30k)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "has attention additive; a window centre exists only for local_m" in r.stderr
+    assert r.stdout == ""  # refused before the reach was counted
