@@ -274,7 +274,7 @@ def main() -> None:
     if left:
         head += f" (the last {left} caption(s), fewer than {a.join}, left out)"
     print(f"{head}, {total} reference links, D = {window}")
-    print(f"source/target pieces per line: mean {np.mean(ratios):.2f}")
+    print(f"source pieces per target piece (a ratio), mean over lines: {np.mean(ratios):.2f}")
     p90 = np.percentile(o, 90)
     print(f"|offset| (pieces): mean {o.mean():.1f}, 90th percentile {p90:.0f}, max {o.max()}")
     share = f"{outside} ({outside / total:.1%})"
