@@ -105,6 +105,7 @@ def _seen_shapes(monkeypatch) -> list[tuple[int, int]]:
     return seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wanted", [False, True])
 def test_training_step_pads_only_where_stable_rows_are_wanted(
     tmp_path, toy_vocabs, monkeypatch, wanted
