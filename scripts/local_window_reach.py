@@ -202,7 +202,8 @@ def read_set(a: argparse.Namespace):
 
     Raises:
         CheckpointError, DataError, AlignmentError, OSError: what cannot be read (named);
-        ValueError: a ``_joined`` split, or ``--join`` larger than the split.
+        ValueError: a ``_joined`` split, ``--join`` larger than the split, or ``--centres``
+            for a checkpoint without local attention.
     """
     if a.split.endswith("_joined"):
         raise ValueError(
@@ -210,6 +211,11 @@ def read_set(a: argparse.Namespace):
             "is per caption; joining it is this script's work)"
         )
     m = load_checkpoint(a.checkpoint, "cpu")
+    if getattr(a, "centres", False) and m.cfg.model.attention not in ("local_m", "local_p"):
+        raise ValueError(
+            f"--centres: {a.checkpoint} has attention {m.cfg.model.attention}; a window "
+            "centre exists only for local_m and local_p"
+        )
     d = m.cfg.data
     if a.data_path:
         d = dataclasses.replace(d, path=a.data_path)
@@ -253,11 +259,6 @@ def main() -> None:
         m, src, tgt, ref, left = read_set(a)
     except (CheckpointError, AlignmentError, DataError, OSError, ValueError) as e:
         sys.exit(f"local_window_reach.py: error: {e}")
-    if a.centres and m.cfg.model.attention not in ("local_m", "local_p"):
-        sys.exit(
-            f"local_window_reach.py: error: --centres: {a.checkpoint} has attention "
-            f"{m.cfg.model.attention}; a window centre exists only for local_m and local_p"
-        )
     window = a.window if a.window is not None else m.cfg.model.local_window
     total = outside = 0
     offsets: list[int] = []
