@@ -45,6 +45,7 @@ from nmt.analysis.heads_alignment import (  # noqa: E402
     load_reference,
     reference_path,
 )
+from nmt.config.schema import LOCAL_KINDS  # noqa: E402
 from nmt.data.batches import Example, collate  # noqa: E402
 from nmt.data.corpus import DataError, read_split  # noqa: E402
 from nmt.data.longsets import join_consecutive  # noqa: E402
@@ -211,7 +212,7 @@ def read_set(a: argparse.Namespace):
             "is per caption; joining it is this script's work)"
         )
     m = load_checkpoint(a.checkpoint, "cpu")
-    if getattr(a, "centres", False) and m.cfg.model.attention not in ("local_m", "local_p"):
+    if getattr(a, "centres", False) and m.cfg.model.attention not in LOCAL_KINDS:
         raise ValueError(
             f"--centres: {a.checkpoint} has attention {m.cfg.model.attention}; a window "
             "centre exists only for local_m and local_p"
