@@ -8,7 +8,7 @@ import pytest
 import torch
 from test_bench import REFERENCE, TINY, tiny_corpus  # noqa: F401 (a fixture)
 
-import nmt.training.loop as loop
+import nmt.data.batches as batches
 from nmt.analysis.bench import BenchOptions
 from nmt.commands.bench import run_bench
 from nmt.config.load import load_config
@@ -113,7 +113,7 @@ def test_training_step_pads_only_where_stable_rows_are_wanted(
     """The step's B and S are multiples where stable_rows_wanted holds (forced here in
     fp32); elsewhere (fp32 as it is) the batch goes in as it was. n_tokens, the summed loss
     and the updated weights are those of the unpadded step either way."""
-    monkeypatch.setattr(loop, "stable_rows_wanted", lambda _device: wanted)
+    monkeypatch.setattr(batches, "stable_rows_wanted", lambda _device: wanted)
     seen = _seen_shapes(monkeypatch)
     examples = encode_pairs([Pair(s, t, "toy") for s, t in TOY_PAIRS[:5]], *toy_vocabs)
     runs = []

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from nmt.data.corpus import Pair
 from nmt.data.vocab import BOS, EOS, PAD, Vocab
-from nmt.ops.shapes import SOURCE_MULTIPLE, rounded_rows
+from nmt.ops.shapes import SOURCE_MULTIPLE, rounded_rows, stable_rows_wanted
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,13 @@ class Batch:
             torch.cat([self.tgt_out, self.tgt_out.new_full((extra, t), PAD)]),
             torch.cat([self.index, self.index.new_full((extra,), -1)]),
         )
+
+    def for_stable_shapes(self, multiple: int | None) -> Batch:
+        """:meth:`padded` (``train.batch_multiple``) where stable_rows_wanted (a CPU under
+        autocast: call it inside autocast), else ``self``; for training and calibration."""
+        if multiple and stable_rows_wanted(self.src.device):
+            return self.padded(multiple)
+        return self
 
     @property
     def n_tokens(self) -> int:

@@ -30,7 +30,6 @@ from nmt.config.schema import TrainConfig
 from nmt.data.batches import Batch, TrainingSet
 from nmt.ops.files import write_atomic
 from nmt.ops.precision import autocast, cpu_model_and_flags
-from nmt.ops.shapes import stable_rows_wanted
 
 MARGIN = 0.95  # bf16 must take at most 95% of fp32's step time: noise never picks it
 ROUNDS = 6  # timed batches, each once in each precision, after one warm-up batch
@@ -112,7 +111,7 @@ def training_step(model: torch.nn.Module, batch: Batch, multiple: int | None = N
 
     def step(dtype: torch.dtype | None) -> None:
         with autocast(device, dtype):
-            b = batch.padded(multiple) if multiple and stable_rows_wanted(device) else batch
+            b = batch.for_stable_shapes(multiple)
             loss = model(b.src, b.src_len, b.tgt_in, b.tgt_out)
         (loss / batch.n_tokens).backward()
         model.zero_grad(set_to_none=True)

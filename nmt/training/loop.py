@@ -31,7 +31,6 @@ from nmt.model.rundir import BEST, LAST, LOG, STEP_GLOB, step_name
 from nmt.model.seq2seq import Seq2Seq
 from nmt.ops.files import append_line
 from nmt.ops.precision import autocast
-from nmt.ops.shapes import stable_rows_wanted
 from nmt.training.ddp import check_ranks_agree, from_rank0, setup_device, teardown, wrapped
 from nmt.training.precision_choice import training_precision
 from nmt.training.progress import EpochProgress
@@ -183,8 +182,7 @@ class Trainer:
             )
         batch = batch.to(self.device)
         with autocast(self.device, self.amp_dtype):
-            if t.batch_multiple and stable_rows_wanted(self.device):  # oneDNN: few shapes
-                batch = batch.padded(t.batch_multiple)  # zero loss; n_tokens unchanged
+            batch = batch.for_stable_shapes(t.batch_multiple)  # oneDNN: few shapes
             loss_sum = self.net(
                 batch.src,
                 batch.src_len,
