@@ -1,7 +1,9 @@
-"""Markdown table of a bench_ab.sh sitting (benchmarks/speed/amx_sitting.sh): per variant, the
-target tokens/s of each round over the fixed steps and over the window, and the peak RSS
-(/usr/bin/time -v of the whole process, MiB), each with its mean over fp32's mean. Reads
-only the sitting's files.
+"""Markdown tables of a bench_ab.sh sitting (benchmarks/speed/amx_sitting.sh,
+noamx_sitting.sh): per training variant, the target tokens/s of each round over the fixed
+steps and over the window, and the peak RSS (/usr/bin/time -v of the whole process, MiB),
+each with its mean over fp32's mean; then, where the sitting decoded too (``search_*.json``),
+sentences/s and BLEU of greedy and beam-5 search per variant and round. Reads only the
+sitting's files.
 
     python benchmarks/speed/ab/variants_table.py results/speed/DATE-amx-bucket > .../table.md
 """
@@ -14,9 +16,14 @@ from pathlib import Path
 
 out = Path(sys.argv[1])
 runs: dict[str, list[tuple[float, float | None, float | None]]] = {}
+searches: dict[str, list[dict]] = {}
 for path in sorted(out.glob("*_round*.json"), key=lambda p: p.name):
     variant = path.name.rsplit("_round", 1)[0]
-    train = json.loads(path.read_text())["train"]
+    record = json.loads(path.read_text())
+    if record.get("train") is None:  # a search run: decoding only
+        searches.setdefault(variant, []).append(record["decode"])
+        continue
+    train = record["train"]
     log = path.with_suffix(".log").read_text() if path.with_suffix(".log").exists() else ""
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", log)
     window = train["window"]["target_tokens_per_s"] if train["window"] else None
@@ -46,3 +53,16 @@ for variant in sorted(runs, key=lambda v: (v != "fp32", v != "bf16", v)):
         shown = " / ".join("-" if v is None else f"{v:,.0f}" for v in col)
         cells += [shown, vs(mean(col), b)]
     print(f"| {variant} | {' | '.join(cells)} |")
+
+if searches:
+    print()
+    print("| search variant | precision | greedy, sentences/s | BLEU | beam 5, sentences/s | BLEU |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for variant, decodes in sorted(searches.items()):
+        precision = " / ".join(sorted({d["greedy"]["precision"] for d in decodes}))
+        cells = []
+        for search in ("greedy", "beam5"):
+            rates = " / ".join(f"{d[search]['sentences_per_s']:,.1f}" for d in decodes)
+            bleus = " / ".join(f"{d[search]['bleu']:.2f}" for d in decodes)
+            cells += [rates, bleus]
+        print(f"| {variant} | {precision} | {' | '.join(cells)} |")

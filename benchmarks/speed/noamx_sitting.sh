@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Issue 48's check on a CPU without AMX (AVX2, or AVX-512 with or without avx512_bf16): is
+# anything slower than before the issue's changes? One sitting, the two trees alternating:
+#
+#   OLD_TREE=DIR [PAUSE_PIDS="PID..."] [ROUNDS=2] [BM=8] [DATA=DIR] bash benchmarks/speed/noamx_sitting.sh
+#
+# OLD_TREE: a worktree of the commit before the issue's changes (`git worktree add /tmp/nmt_old
+# e6d2505`), run with this tree's .venv. Refuses (exit 2) a CPU with amx_bf16 (that CPU's
+# sitting is amx_sitting.sh) and a missing OLD_TREE. PAUSE_PIDS: the other work on the
+# machine, stopped (kill -STOP) for the sitting and resumed (kill -CONT) at its end.
+# Training (benchmarks/speed/ab/bench_ab.sh, 2 threads, 10 warm-up + 60 timed steps, a 60 s
+# window, about 2.5 min a run): fp32 and fp32_old, and where the CPU has avx512_bf16 also bf16,
+# bf16_old and bf16_bmBM, in reverse order every other round. Search: `nmt bench` of the
+# shipped models/deen-additive (saved as a .pt checkpoint that both trees read), 1,000
+# test_2016 sentences, greedy and beam 5, --decode-precision auto on both trees (what a user
+# gets), and bf16 on this tree where the CPU has it. Writes results/speed/DATE-noamx/ (OUT=DIR
+# to change): machine.txt, VARIANT_roundN.{json,log,uptime}, search_*.json and table.md.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+HERE=$PWD
+if grep -qw amx_bf16 /proc/cpuinfo; then
+  echo "noamx_sitting.sh: this CPU has amx_bf16; its sitting is benchmarks/speed/amx_sitting.sh" >&2
+  exit 2
+fi
+OLD_TREE=${OLD_TREE:?OLD_TREE: a worktree of the commit before issue 48 (git worktree add /tmp/nmt_old e6d2505)}
+[ -d "$OLD_TREE/nmt" ] || { echo "noamx_sitting.sh: OLD_TREE=$OLD_TREE has no nmt/ package" >&2; exit 2; }
+for p in ${PAUSE_PIDS:-}; do
+  kill -0 "$p" || { echo "noamx_sitting.sh: PAUSE_PIDS: no process $p" >&2; exit 2; }
+done
+resume() { for p in ${PAUSE_PIDS:-}; do kill -CONT "$p" 2>/dev/null || true; done; }
+trap resume EXIT
+trap 'exit 130' INT TERM
+for p in ${PAUSE_PIDS:-}; do kill -STOP "$p"; done
+OUT=${OUT:-results/speed/$(date +%F)-noamx}
+BM=${BM:-8}
+DATA=$(realpath "${DATA:-../shared/data/multi30k}")
+OLD_TREE=$(realpath "$OLD_TREE")
+mkdir -p "$OUT"
+OUT=$(realpath "$OUT")
+{ echo "new $(git rev-parse HEAD)"; echo "old $(git -C "$OLD_TREE" rev-parse HEAD)"
+  grep -m1 'model name' /proc/cpuinfo; nproc
+  grep -m1 -o -w -E 'avx512_bf16|avx512f|avx2' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
+  .venv/bin/python -c 'import torch; print("torch", torch.__version__)'; } > "$OUT/machine.txt"
+variants=(fp32 fp32_old)
+if grep -qw avx512_bf16 /proc/cpuinfo; then variants+=(bf16 bf16_old "bf16_bm$BM"); fi
+for r in $(seq 1 "${ROUNDS:-2}"); do
+  order=("${variants[@]}")
+  if (( r % 2 == 0 )); then
+    order=(); for ((i = ${#variants[@]} - 1; i >= 0; i--)); do order+=("${variants[i]}"); done
+  fi
+  echo "round $r: ${order[*]}"
+  OUT=$OUT DATA=$DATA OLD_TREE=$OLD_TREE bash benchmarks/speed/ab/bench_ab.sh "$r" "${order[@]}"
+done
+# the shipped model as one checkpoint file: the old tree reads no model folders
+ckpt=$OUT/deen-additive.pt
+.venv/bin/python - "$ckpt" <<'EOF'
+import sys
+
+import torch
+
+from nmt.model.checkpoint import read_payload
+
+torch.save(read_payload("models/deen-additive"), sys.argv[1])
+EOF
+search() {  # search NAME TREE PRECISION
+  (cd "$2" && PYTHONPATH=$2 "$HERE/.venv/bin/python" -m nmt bench "$ckpt" --skip-train --threads 2 \
+     --sentences 1000 --beam 5 --decode-precision "$3" --data-path "$DATA" \
+     --json "$OUT/$1.json") > "$OUT/$1.log" 2>&1
+}
+for r in $(seq 1 "${ROUNDS:-2}"); do
+  echo "search round $r"
+  uptime > "$OUT/search_round$r.uptime"
+  if (( r % 2 == 1 )); then search "search_new_round$r" "$HERE" auto; search "search_old_round$r" "$OLD_TREE" auto
+  else search "search_old_round$r" "$OLD_TREE" auto; search "search_new_round$r" "$HERE" auto; fi
+  if grep -qw avx512_bf16 /proc/cpuinfo; then search "search_bf16_round$r" "$HERE" bf16; fi
+done
+rm -f "$ckpt"
+.venv/bin/python benchmarks/speed/ab/variants_table.py "$OUT" | tee "$OUT/table.md"
