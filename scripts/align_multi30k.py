@@ -3,7 +3,10 @@
 Usage (from the repository root, after ``bash scripts/setup.sh``):
 
     .venv/bin/python scripts/align_multi30k.py [--data ../shared/data/multi30k]
-        [--src de --tgt en] [--out data/alignments] [--record results/alignments]
+        [--src de --tgt en] [--out data/alignments] [--record DIR]
+
+Maintainers refreshing the committed record add ``--record results/alignments``; without
+it the record goes beside the alignments (``--out``), so a user's run changes nothing in git.
 
 The aligner (eflomal, Östling & Tiedemann 2016, model 3: IBM1 + HMM + fertility, Gibbs
 sampling) is trained on train + val + test_2016_flickr + test_2017_flickr together, so the
@@ -20,9 +23,10 @@ Output, outside git: ``{out}/{split}.{src}-{tgt}.gdfa`` per split (Pharaoh ``i-j
 word i, target word j, 0-based, one line per caption pair), plus the two directional
 files ``.fwd``/``.rev`` in word indices. The joined long-sentence test sets are not
 aligned again: nmt/evaluation/alignment.py (long_alignments) concatenates the captions'
-alignments with word offsets. The record ``{record}/{src}-{tgt}.json`` (committed) holds
-the aligner's version, settings, the command, the run time, the machine and the SHA-256
-of every output file.
+alignments with word offsets. The record ``{record}/{src}-{tgt}.json`` (default
+``{out}/{src}-{tgt}.json``; results/alignments/de-en.json is the committed one) holds the
+aligner's version, settings, the command, the run time, the machine and the SHA-256 of
+every output file.
 """
 
 from __future__ import annotations
@@ -83,13 +87,20 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options (``argv``: sys.argv[1:] when None); ``record`` is ``out`` unless
+    ``--record`` is given, so that a user's run leaves the committed record alone."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, default=Path("../shared/data/multi30k"))
     ap.add_argument("--src", default="de")
     ap.add_argument("--tgt", default="en")
     ap.add_argument("--out", type=Path, default=Path("data/alignments"))
-    ap.add_argument("--record", type=Path, default=Path("results/alignments"))
+    ap.add_argument(
+        "--record",
+        type=Path,
+        help="folder of the run's record {src}-{tgt}.json (default: --out, outside git; "
+        "the committed record is written only with --record results/alignments)",
+    )
     ap.add_argument(
         "--model",
         type=int,
@@ -97,7 +108,14 @@ def main() -> None:
         choices=(1, 2, 3),
         help="eflomal model: 1 IBM1, 2 +HMM, 3 +fertility (default)",
     )
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if args.record is None:
+        args.record = args.out
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     try:
         import eflomal
     except ImportError:

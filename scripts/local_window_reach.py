@@ -12,11 +12,14 @@ target piece), on single captions and joined ones:
     python scripts/local_window_reach.py runs/deen_conv_local_m/best.pt [--join 4]
 
 The count reads no weights: it depends only on the pieces, the links and D (the
-checkpoint's ``model.local_window`` unless ``--window`` is given). With ``--weights`` it
+checkpoint's ``model.local_window`` unless ``--window`` is given; a model without local
+attention never used its ``local_window``, and the output says that D is the config's
+default then). With ``--weights`` it
 also reads the checkpoint's attention by teacher forcing the reference (as ``nmt heads``)
 and gives the share of target words whose most attended source word is a reference-linked
 one, by the offset of their nearest reference link: whether a model aligns worse where
-the aligned word is far from t. Any attention type works, so a global model is the control.
+the aligned word is far from t. Any attention type works, so a global model is the control;
+the fixed-vector model (attention ``none``) has no weights and is refused.
 
 ``--centres`` (``local_m`` and ``local_p`` checkpoints) records the window centre p_t the
 model uses at each target step while teacher forcing the reference, and compares it with
@@ -197,14 +200,29 @@ def print_centres(m, src: list[str], tgt: list[str], ref: list, window: int) -> 
         print(f"  {span:>13} | {len(sel):>5} | {cols[0]} | {cols[1]}")
 
 
+def window_of(attention: str, local_window: int, given: int | None) -> tuple[int, str]:
+    """D in pieces, and a line for the output when D is not the model's own window: a
+    model without local attention has none, so D is then the config's
+    ``model.local_window`` default, which the model never used. ``given``: ``--window``."""
+    if given is not None:
+        return given, ""
+    if attention in LOCAL_KINDS:
+        return local_window, ""
+    return local_window, (
+        f"(attention {attention} has no window of its own: D = {local_window} is the config's "
+        "model.local_window default, unused by this model; --window D sets it)"
+    )
+
+
 def read_set(a: argparse.Namespace):
     """The checkpoint, the (joined) sources and references, their reference links, and
     how many captions the join left over.
 
     Raises:
         CheckpointError, DataError, AlignmentError, OSError: what cannot be read (named);
-        ValueError: a ``_joined`` split, ``--join`` larger than the split, or ``--centres``
-            for a checkpoint without local attention.
+        ValueError: a ``_joined`` split, ``--join`` larger than the split, ``--weights``
+            for a checkpoint without attention, or ``--centres`` for a checkpoint without
+            local attention.
     """
     if a.split.endswith("_joined"):
         raise ValueError(
@@ -212,6 +230,11 @@ def read_set(a: argparse.Namespace):
             "is per caption; joining it is this script's work)"
         )
     m = load_checkpoint(a.checkpoint, "cpu")
+    if getattr(a, "weights", False) and m.cfg.model.attention == "none":
+        raise ValueError(
+            f"--weights: {a.checkpoint} has attention none; attention weights exist only "
+            "for a model with attention (the fixed-vector model reads one vector c)"
+        )
     if getattr(a, "centres", False) and m.cfg.model.attention not in LOCAL_KINDS:
         raise ValueError(
             f"--centres: {a.checkpoint} has attention {m.cfg.model.attention}; a window "
@@ -258,9 +281,11 @@ def main() -> None:
         ap.error(f"--window must be at least 0 pieces, got {a.window}")
     try:
         m, src, tgt, ref, left = read_set(a)
-    except (CheckpointError, AlignmentError, DataError, OSError, ValueError) as e:
+    except ValueError as e:  # an option that does not fit the checkpoint or the split
+        ap.exit(2, f"local_window_reach.py: error: {e}\n")  # as argparse's, without usage
+    except (CheckpointError, AlignmentError, DataError, OSError) as e:
         sys.exit(f"local_window_reach.py: error: {e}")
-    window = a.window if a.window is not None else m.cfg.model.local_window
+    window, whence = window_of(m.cfg.model.attention, m.cfg.model.local_window, a.window)
     total = outside = 0
     offsets: list[int] = []
     ratios = []
@@ -276,6 +301,8 @@ def main() -> None:
     if left:
         head += f" (the last {left} caption(s), fewer than {a.join}, left out)"
     print(f"{head}, {total} reference links, D = {window}")
+    if whence:
+        print(whence)
     print(f"source pieces per target piece (a ratio), mean over lines: {np.mean(ratios):.2f}")
     p90 = np.percentile(o, 90)
     print(f"|offset| (pieces): mean {o.mean():.1f}, 90th percentile {p90:.0f}, max {o.max()}")

@@ -131,3 +131,20 @@ def test_token_links_map_to_words_without_split_off_punctuation():
     links = frozenset({(0, 0), (1, 1), (2, 2)})
     words = tokens_to_words(links, [0, 0, 1], [0, 0, 1], [False, True, False], [False, True, False])
     assert words == {(0, 0), (1, 1)}
+
+
+def test_align_multi30k_writes_its_record_beside_the_alignments_unless_told():
+    """A user following results/alignments/README.md used to overwrite the committed
+    results/alignments/de-en.json (and dirty git); only ``--record`` writes there now."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "align_multi30k.py"
+    spec = importlib.util.spec_from_file_location("align_multi30k", path)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.parse_args([]).record == Path("data/alignments")
+    assert script.parse_args(["--out", "mine"]).record == Path("mine")
+    given = script.parse_args(["--out", "mine", "--record", "results/alignments"])
+    assert (given.out, given.record) == (Path("mine"), Path("results/alignments"))

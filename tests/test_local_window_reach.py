@@ -103,6 +103,7 @@ def test_data_path_and_alignments_point_both_scripts_at_a_corpus_of_ones_own(
     assert r.returncode == 0, r.stderr
     assert "3 lines, 15 reference links" in r.stdout  # 4 + 5 + 6 diagonal links
     assert "reach (no piece pair within D): 0 (0.0%)" in r.stdout
+    assert "attention additive has no window of its own: D = 10" in r.stdout
     case = REPO / "scripts" / "head_case.py"
     out = tmp_path / "case"
     r = subprocess.run(
@@ -160,6 +161,38 @@ def test_centres_of_a_global_model_are_refused_before_any_work(multi30k: Path) -
         text=True,
         check=False,
     )
-    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "Traceback" not in r.stderr  # as the other option errors
     assert "has attention additive; a window centre exists only for local_m" in r.stderr
     assert r.stdout == ""  # refused before the reach was counted
+
+
+def test_weights_of_a_fixed_vector_model_are_refused_in_one_line_before_any_work(
+    tmp_path: Path,
+) -> None:
+    """``--weights`` on attention ``none`` used to count the reach, then fail in
+    forced_weights with a traceback; the corpus given does not exist, so any work past the
+    checkpoint would fail differently."""
+    model = REPO / "models" / "deen-none"
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), str(model), "--weights", "--data-path", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"local_window_reach.py: error: --weights: {model} has attention none; attention "
+        "weights exist only for a model with attention (the fixed-vector model reads one "
+        "vector c)"
+    ]
+    assert r.stdout == ""
+
+
+def test_d_of_a_model_without_a_window_of_its_own_is_said_to_be_the_default() -> None:
+    window_of = _script().window_of
+    assert window_of("local_m", 10, None) == (10, "")  # the model's own window
+    assert window_of("local_p", 10, 4) == (4, "") and window_of("additive", 10, 4) == (4, "")
+    d, line = window_of("additive", 10, None)
+    assert d == 10
+    assert "attention additive has no window of its own: D = 10 is the config's" in line
+    assert "--window D sets it" in line

@@ -16,9 +16,11 @@ import torch
 pytest.importorskip("fastapi", reason="nmt serve needs the serve extra: pip install -e '.[serve]'")
 
 from nmt.config.schema import DataConfig
+from nmt.data import stored
+from nmt.data.stored import alignment_dir
 from nmt.evaluation.alignment import parse_pharaoh
 from nmt.serve import reference, testsets
-from nmt.serve.reference import ReferenceAlignments, alignment_dir, answer, model_view
+from nmt.serve.reference import ReferenceAlignments, answer, model_view
 
 SRC = ["Ein Hund läuft .", "Zwei  Katzen schlafen"]  # the double space is no word
 REF = ["A dog runs .", "Two cats sleep"]
@@ -83,7 +85,8 @@ def test_no_usable_file_answers_null_and_says_why(
     assert len(problems) == 1 and why in problems[0] and "t.de-en.gdfa" in problems[0]
     body = answer(SimpleNamespace(models={}), refs, SRC[0], None, [])  # type: ignore[arg-type]
     assert body["alignment"] is None
-    assert body["note"].startswith("t line 1: ") and why in body["note"]
+    # line 1 of the page's list is the API's line (the examples' id) 0: the note says both
+    assert body["note"].startswith("t line 1 (id 0): ") and why in body["note"]
     none = answer(SimpleNamespace(models={}), refs, "not a test line", None, [])  # type: ignore[arg-type]
     assert none == {"alignment": None, "note": None}
 
@@ -94,7 +97,7 @@ def test_alignment_dir_is_found_from_the_project_root(
     monkeypatch.chdir(tmp_path)
     (tmp_path / "here").mkdir()
     assert alignment_dir(Path("here")) == Path("here")
-    monkeypatch.setattr(reference, "PROJECT_ROOT", tmp_path / "root")
+    monkeypatch.setattr(stored, "PROJECT_ROOT", tmp_path / "root")
     (tmp_path / "root" / "there").mkdir(parents=True)
     assert alignment_dir(Path("there")) == tmp_path / "root" / "there"
     assert alignment_dir(Path("nowhere")) == Path("nowhere") and alignment_dir(None) is None

@@ -215,6 +215,25 @@ def model_alignment(
     return ModelAlignment(name, len(kept), len(reference) - len(kept), rows, kept, stats)
 
 
+def agreement_table(models: list[ModelAlignment]) -> list[str]:
+    """Markdown rows: every model's heads' precision, recall and AER [95% CI]."""
+    return markdown_table(
+        ["model", "head", "precision", "recall", "AER [95% CI]", "sentences (skipped)"],
+        (
+            [
+                m.name,
+                r.head,
+                f"{r.precision:.1%}",
+                f"{r.recall:.1%}",
+                f"{r.aer:.1%} [{r.aer_low:.1%}, {r.aer_high:.1%}]",
+                f"{m.sentences} ({m.skipped})",
+            ]
+            for m in models
+            for r in m.rows
+        ),
+    )
+
+
 def format_alignment(
     models: list[ModelAlignment],
     label: str,
@@ -237,21 +256,7 @@ def format_alignment(
         f"over sentences ({n_samples} resamples). {label}.",
         "",
     ]
-    md += markdown_table(
-        ["model", "head", "precision", "recall", "AER [95% CI]", "sentences (skipped)"],
-        (
-            [
-                m.name,
-                r.head,
-                f"{r.precision:.1%}",
-                f"{r.recall:.1%}",
-                f"{r.aer:.1%} [{r.aer_low:.1%}, {r.aer_high:.1%}]",
-                f"{m.sentences} ({m.skipped})",
-            ]
-            for m in models
-            for r in m.rows
-        ),
-    )
+    md += agreement_table(models)
     md += [
         "",
         "Where each head's links fall against the reference links of the same target word, "
@@ -314,25 +319,40 @@ def find_reference(
     ks: Sequence[int] | None,
     n_lines: int,
     *,
+    given: bool = True,
     log=lambda message: None,
 ) -> tuple[Path, list[Alignment]] | None:
     """The reference alignment of the test set analysed, read and checked before any
     decoding (a file that does not fit fails in seconds, not after minutes): ``pair``
     (source, target language), ``captions`` the split's lines before joining, ``ks`` the
-    joins that made the test set (None: none), ``n_lines`` its lines used. None, and one
-    line to ``log``, when there is no split, directory or file.
+    joins that made the test set (None: none), ``n_lines`` its lines used; ``given``:
+    whether the user named ``directory`` (``--alignments``) or it is the default. None,
+    and one line to ``log``, when there is no directory, no file of the split, or (the
+    default folder) no split or no folder.
 
     Raises:
-        AlignmentError: ``directory`` is a file; a malformed reference file or one that
-            does not fit the test set.
+        AlignmentError: ``directory`` is a file; a given ``directory`` that does not
+            exist, or given with no split (--src/--ref files); a malformed reference file
+            or one that does not fit the test set.
     """
-    if directory is None or split is None:
+    if directory is None:
         return None
+    why = "AER needs --split (a reference alignment is of a split's lines, not --src/--ref files)"
+    if split is None and given:
+        raise AlignmentError(f"--alignments {directory}: {why}")
     if directory.exists() and not directory.is_dir():
         raise AlignmentError(
             f"--alignments {directory}: not a directory (give the folder of "
             "scripts/align_multi30k.py's {split}.{src}-{tgt}.gdfa files)"
         )
+    if given and not directory.exists():
+        raise AlignmentError(
+            f"--alignments {directory}: no such directory (scripts/align_multi30k.py "
+            "--out DIR writes one)"
+        )
+    if split is None:
+        log(f"alignment precision, recall and AER left out: {why}")
+        return None
     path = reference_path(directory, split, *pair)
     if not path.exists():
         log(
@@ -344,7 +364,7 @@ def find_reference(
 
 
 def alignment_section(
-    models: list[tuple[str, object]],
+    models: list[tuple[str, Any]],
     test: tuple[list[str], list[str]],
     reference: tuple[Path, list[Alignment]] | None,
     label: str,
@@ -352,28 +372,24 @@ def alignment_section(
     log=lambda message: None,
     batch_size: int = 64,
     n_samples: int = 1000,
-) -> tuple[list[str], list[dict]]:
-    """The Markdown section and JSON records of every model's agreement with the reference
-    alignment (:func:`find_reference`: its path and links; None: nothing). ``models``:
-    (name, loaded checkpoint); ``test``: the (perhaps joined and cut) sources and
-    references analysed. Raises nothing of its own.
+) -> tuple[list[str], list[dict], list[str]]:
+    """The Markdown section, the JSON records and the terminal's table (precision, recall
+    and AER per model and head, then each compare model's paired AER difference) of every
+    model's agreement with the reference alignment (:func:`find_reference`: its path and
+    links; None: nothing). ``models``: (name, loaded checkpoint); ``test``: the (perhaps
+    joined and cut) sources and references analysed. Raises nothing of its own.
     """
     if reference is None:
-        return [], []
+        return [], [], []
     path, links = reference
     scored = []
     for name, m in models:
         log(f"{name}: attention on the references of {label}, against {path}")
-        loaded: Any = m
-        weights = forced_weights(
-            loaded.model,
-            loaded.src_vocab,
-            loaded.tgt_vocab,
-            *test,
-            batch_size=batch_size,
-        )
-        scored.append(model_alignment(name, weights, links, n_samples=n_samples))
-    return (
-        format_alignment(scored, label, path, n_samples=n_samples),
-        [s.to_json() for s in scored],
-    )
+        w = forced_weights(m.model, m.src_vocab, m.tgt_vocab, *test, batch_size=batch_size)
+        scored.append(model_alignment(name, w, links, n_samples=n_samples))
+    md = format_alignment(scored, label, path, n_samples=n_samples)
+    table = [f"Agreement with the reference alignment {path}, {label}:", *agreement_table(scored)]
+    paired = [k for k, line in enumerate(md) if line.startswith("| model | ΔAER")]
+    if paired:  # the compare models' paired AER differences: the section's last table
+        table += ["", *md[paired[0] :]]
+    return md, [s.to_json() for s in scored], table

@@ -48,6 +48,37 @@ def check_inputs(out_dir: Path, sentences: Sequence[str]) -> None:
         raise HeadsError("--sentence: an empty sentence has nothing to attend to")
 
 
+def load_models(
+    checkpoint: Path, loaded: Loaded, compare: Sequence[Path], device
+) -> list[tuple[Path, Loaded]]:
+    """(path, loaded checkpoint) of the model analysed and of every ``compare`` model, each
+    loaded and checked before any decoding (a bad compare model used to fail only after
+    the main model had decoded the whole test set): it must have attention and translate
+    the main model's language pair.
+
+    Raises:
+        CheckpointError: a compare checkpoint that cannot be read (named).
+        HeadsError: a model without attention or of another language pair (named).
+    """
+    from nmt.model.checkpoint import load_checkpoint
+
+    models = [(checkpoint, loaded)] + [(p, load_checkpoint(p, device)) for p in compare]
+    pair = (loaded.cfg.data.src_lang, loaded.cfg.data.tgt_lang)
+    for n, (path, m) in enumerate(models):
+        named = f"--compare {path}" if n else str(path)
+        if m.model.decoder.scorer is None:
+            raise HeadsError(
+                f"{named}: the fixed-vector model (attention: none) has no attention weights "
+                "to analyse or show beside the heads"
+            )
+        if (m.cfg.data.src_lang, m.cfg.data.tgt_lang) != pair:
+            raise HeadsError(
+                f"{named}: translates {m.cfg.data.src_lang}->{m.cfg.data.tgt_lang}, but "
+                f"{checkpoint} translates {pair[0]}->{pair[1]}"
+            )
+    return models
+
+
 def analyse_models(
     models: Sequence[tuple[Path, Loaded]],
     sources: list[str],
@@ -73,19 +104,10 @@ def analyse_models(
         (one :class:`HeadAnalysis` per model, each model's per-sentence weights).
 
     Raises:
-        HeadsError: a compare model of another language pair (before any decoding), or a
-            model that cannot be analysed (fixed-vector, no sentence); the message names
-            the checkpoint and the test set.
+        HeadsError: a model that cannot be analysed (fixed-vector, no sentence); the
+            message names the checkpoint and the test set. :func:`load_models` refuses
+            the fixed-vector model and another language pair before any decoding.
     """
-    first_path, first = models[0]
-    pair = (first.cfg.data.src_lang, first.cfg.data.tgt_lang)
-    for path, m in models[1:]:
-        if (m.cfg.data.src_lang, m.cfg.data.tgt_lang) != pair:
-            raise HeadsError(
-                f"--compare {path}: translates {m.cfg.data.src_lang}->"
-                f"{m.cfg.data.tgt_lang}, but {first_path} translates "
-                f"{pair[0]}->{pair[1]}"
-            )
     analyses, per_model = [], []
     n = len(sources)
     for path, m in models:

@@ -55,20 +55,21 @@ def heads(
         help="Join K consecutive test pairs into one (long input) before the analysis.",
     ),
     alignments: Path | None = typer.Option(
-        Path("data/alignments"),
+        None,
         "--alignments",
-        help="Directory of reference word alignments "
-        "(scripts/align_multi30k.py); each head's "
-        "precision, recall and AER when the split's "
-        "file is there.",
+        help="Directory of reference word alignments (scripts/align_multi30k.py); with "
+        "--split, each head's precision, recall and AER when the split's file is there "
+        "(printed, and in heads.md). Default: data/alignments, from the current directory, "
+        "else from the project root; left out with a note when missing. A directory given "
+        "must exist.",
+        show_default=False,
     ),
     device: str = DEVICE_OPTION,
 ) -> None:
-    """Per-head attention statistics and heatmaps on a test set.
-
-    Entropy, distance from the diagonal, share on the final token and on punctuation,
-    agreement between heads, and alignment precision, recall and AER against a reference
-    word alignment; multi-head models show every head."""
+    """Per-head attention statistics and heatmaps on a test set: entropy, distance from
+    the diagonal, share on the final token and on punctuation, agreement between heads,
+    and with reference word alignments each head's precision, recall and AER (printed,
+    and written to heads.md with the rest); multi-head models show every head."""
     from nmt.analysis.heads import HeadsError
     from nmt.commands.heads import heads_report
     from nmt.evaluation.alignment import AlignmentError
@@ -89,6 +90,7 @@ def heads(
             join=join,
             alignments=alignments,
             log=lambda message: typer.echo(message, err=True),
+            show=typer.echo,
         )
     except (*USER_ERRORS, HeadsError, AlignmentError) as e:
         fail(e)
@@ -133,9 +135,8 @@ def bench(
     workers: int | None = WORKERS_OPTION,
     device: str = DEVICE_OPTION,
 ) -> None:
-    """Training and decoding speed, FLOPs, padding, peak memory and BLEU, in one table.
-
-    Training tokens/s over fixed steps and a wall-clock window, the analytic FLOPs per
+    """Training and decoding speed, FLOPs, padding, peak memory and BLEU, in one table:
+    training tokens/s over fixed steps and a wall-clock window, the analytic FLOPs per
     target token against the machine's measured matmul peak, and greedy and beam
     sentences/s with the BLEU of that output."""
     from nmt.analysis.bench import BenchOptions

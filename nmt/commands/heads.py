@@ -12,6 +12,7 @@ from nmt.analysis.heads_report import (
     analyse_models,
     check_inputs,
     clear_old_maps,
+    load_models,
     maps_section,
     sentences_to_draw,
     statistics_section,
@@ -36,6 +37,7 @@ def heads_report(
     join: int | None = None,
     alignments: Path | None = None,
     log: Callable[[str], None] = lambda message: None,
+    show: Callable[[str], None] = lambda line: None,
 ) -> Path:
     """Analyse ``checkpoint`` (and each ``compare`` checkpoint) on a test set and write
     ``heads.md``, ``heads.json`` and per-head heatmaps ``heads_N.png`` to ``out_dir``.
@@ -45,43 +47,48 @@ def heads_report(
     drawn beside the heads for the same source. With ``join`` = k the test set is first
     joined k consecutive pairs at a time (long input, nmt/data/longsets.py). ``log`` hears
     one line per model before its decoding, which takes minutes on a full test set on CPU.
-    With ``alignments`` (a directory of scripts/align_multi30k.py's files) and a named
-    split (a ``_joined`` one or ``join`` too: the captions' alignments are joined alike),
-    each head's precision, recall and AER against the reference alignment are added
-    (nmt/analysis/heads_alignment.py). Returns the Markdown path.
+    With the reference word alignments (``alignments``, a directory of
+    scripts/align_multi30k.py's files; None: data/alignments, found as
+    :func:`nmt.data.stored.alignment_dir` finds it, left out with a ``log`` note when
+    missing) and a named split (a ``_joined`` one or ``join`` too: the captions'
+    alignments are joined alike), each head's precision, recall and AER against the
+    reference alignment are added (nmt/analysis/heads_alignment.py), and their table goes
+    to ``show`` line by line. Returns the Markdown path.
 
-    ``out_dir`` and the reference file are checked before any decoding, and nothing is
-    written into ``out_dir`` until every number is computed, so a bad input costs seconds
-    and leaves an earlier report there whole.
+    ``out_dir``, every checkpoint and the reference file are checked before any decoding,
+    and nothing is written into ``out_dir`` until every number is computed, so a bad input
+    costs seconds and leaves an earlier report there whole.
 
     Raises:
-        CheckpointError, DataError, DeviceError, HeadsError (fixed-vector model, no
-            sentence, an empty ``--sentence``, a compare model of another language pair,
-            an ``out_dir`` that cannot be written, ``join`` with a ``_joined`` split),
-            AlignmentError (a reference file that does not fit the test set).
+        CheckpointError, DataError, DeviceError, HeadsError (a fixed-vector model, main or
+            compared, no sentence, an empty ``--sentence``, a compare model of another
+            language pair, an ``out_dir`` that cannot be written, ``join`` with a
+            ``_joined`` split), AlignmentError (a given ``alignments`` that does not exist
+            or comes without a split, a reference file that does not fit the test set).
     """
     from nmt.analysis.heads_alignment import alignment_section, find_reference
-    from nmt.data.stored import joinable_test_set
+    from nmt.data.stored import ALIGNMENTS, alignment_dir, joinable_test_set
     from nmt.model.checkpoint import load_checkpoint
     from nmt.ops.device import pick_device
 
     check_inputs(out_dir, sentences)
     dev = pick_device(device, "--device")
     loaded = load_checkpoint(checkpoint, dev)
+    models = load_models(checkpoint, loaded, compare, dev)
     test = joinable_test_set(loaded, split, src, ref, data_path, join)
     label = test.label
     sources = test.sources[:max_sentences] if max_sentences else test.sources
     references = test.references[: len(sources)]
     reference = find_reference(
-        alignments,
+        alignment_dir(ALIGNMENTS if alignments is None else alignments),
         test.split,
         (loaded.cfg.data.src_lang, loaded.cfg.data.tgt_lang),
         test.captions,
         test.ks,
         len(sources),
+        given=alignments is not None,
         log=log,
     )
-    models = [(checkpoint, loaded)] + [(p, load_checkpoint(p, dev)) for p in compare]
     analyses, per_model = analyse_models(
         models,
         sources,
@@ -91,7 +98,7 @@ def heads_report(
         log=log,
     )
     drawn = sentences_to_draw(loaded, sentences, analyses[0], per_model[0], maps)
-    align_md, align_json = alignment_section(
+    align_md, align_json, table = alignment_section(
         [(a.name, m) for a, (_p, m) in zip(analyses, models, strict=True)],
         (sources, references),
         reference,
@@ -107,4 +114,6 @@ def heads_report(
     write_json(analyses, out_dir / "heads.json", meta)
     path = out_dir / "heads.md"
     path.write_text("\n".join(md + align_md) + "\n", encoding="utf-8")
+    for line in table:
+        show(line)
     return path

@@ -22,6 +22,19 @@ from nmt.data.longsets import JOINED_KS, joined_base, long_sentence_set
 # data/README.md). The shipped models in models/ were trained there too. Read at call time,
 # so tests can point it elsewhere.
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+# where scripts/align_multi30k.py writes the reference word alignments (git-ignored)
+ALIGNMENTS = Path("data/alignments")
+
+
+def alignment_dir(path: Path | None) -> Path | None:
+    """Where to read the reference word alignments (``--alignments`` of ``nmt heads`` and
+    ``nmt serve``): ``path`` as given when it is absolute or exists from the current
+    directory, else from :data:`PROJECT_ROOT` (as the corpus is found), else as given (it
+    is then missing, and the caller says so)."""
+    if path is None or path.is_absolute() or path.exists():
+        return path
+    root = PROJECT_ROOT / path
+    return root if root.exists() else path
 
 
 def stored_corpus(

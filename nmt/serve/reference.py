@@ -37,7 +37,6 @@ from starlette.concurrency import run_in_threadpool
 
 from nmt.analysis.heads_alignment import forced_weights, head_links, load_reference, reference_path
 from nmt.data.corpus import DataError
-from nmt.data.stored import PROJECT_ROOT
 from nmt.evaluation.alignment import Alignment, AlignmentError, long_alignments, piece_words, score
 from nmt.inference.threads import fixed_torch_threads
 from nmt.serve.decode import rounded
@@ -47,16 +46,6 @@ from nmt.serve.schemas import Line, Name, errors
 from nmt.serve.testsets import TestSet, TestSets
 
 ALIGNER = "eflomal, grow-diag-final-and (scripts/align_multi30k.py)"
-
-
-def alignment_dir(path: Path | None) -> Path | None:
-    """Where to read the alignments: ``path`` as given when it is absolute or exists from
-    the current directory, else from the project root (as the corpus is found), else as
-    given (it is then missing, and the answers say so)."""
-    if path is None or path.is_absolute() or path.exists():
-        return path
-    root = PROJECT_ROOT / path
-    return root if root.exists() else path
 
 
 def _key(text: str) -> str:
@@ -221,7 +210,9 @@ def answer(
     line = None if refs is None else refs.find(source, reference)
     if refs is None or line is None:  # no test line: nothing to say (the page stays as it was)
         return {"alignment": None, "note": None}
-    where = f"{line.set} line {line.line + 1}"
+    # the page's example list numbers lines from 1; the API's line (the examples' id) is
+    # from 0: the note gives both, so neither reads as the other
+    where = f"{line.set} line {line.line + 1} (id {line.line})"
     if line.links is None:
         return {"alignment": None, "note": f"{where}: {line.why}"}
     return {

@@ -157,8 +157,9 @@ def build(
         ValueError, nmt.model.checkpoint.CheckpointError, nmt.serve.studies.StudyError:
             a bad option, checkpoint or study report (named).
     """
+    from nmt.data.stored import alignment_dir
     from nmt.serve.app import create_app
-    from nmt.serve.reference import ReferenceAlignments, add_route, alignment_dir
+    from nmt.serve.reference import ReferenceAlignments, add_route
 
     if studies is None:
         studies = check_options(opts)

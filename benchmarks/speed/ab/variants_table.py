@@ -56,7 +56,9 @@ for variant in sorted(runs, key=lambda v: (v != "fp32", v != "bf16", v)):
 
 if searches:
     print()
-    print("| search variant | precision | greedy, sentences/s | BLEU | beam 5, sentences/s | BLEU |")
+    print(
+        "| search variant | precision | greedy, sentences/s | BLEU | beam 5, sentences/s | BLEU |"
+    )
     print("| --- | --- | --- | --- | --- | --- |")
     for variant, decodes in sorted(searches.items()):
         precision = " / ".join(sorted({d["greedy"]["precision"] for d in decodes}))
