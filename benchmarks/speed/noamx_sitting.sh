@@ -2,7 +2,8 @@
 # Issue 48's check on a CPU without AMX (AVX2, or AVX-512 with or without avx512_bf16): is
 # anything slower than before the issue's changes? One sitting, the two trees alternating:
 #
-#   OLD_TREE=DIR [PAUSE_PIDS="PID..."] [ROUNDS=2] [BM=8] [DATA=DIR] bash benchmarks/speed/noamx_sitting.sh
+#   OLD_TREE=DIR [PAUSE_PIDS="PID..."] [ROUNDS=2] [BM=8] [VARIANTS="fp32 bf16 ..."] [DATA=DIR] \
+#     bash benchmarks/speed/noamx_sitting.sh
 #
 # OLD_TREE: a worktree of the commit before the issue's changes (`git worktree add /tmp/nmt_old
 # e6d2505`), run with this tree's .venv. Refuses (exit 2) a CPU with amx_bf16 (that CPU's
@@ -10,9 +11,9 @@
 # machine, stopped (kill -STOP) for the sitting and resumed (kill -CONT) at its end.
 # Training (benchmarks/speed/ab/bench_ab.sh, 2 threads, 10 warm-up + 60 timed steps, a 60 s
 # window, about 2.5 min a run): fp32 and fp32_old, and where the CPU has avx512_bf16 also bf16,
-# bf16_old and bf16_bmBM, in reverse order every other round. Search: `nmt bench` of the
-# shipped models/deen-additive (saved as a .pt checkpoint that both trees read), 1,000
-# test_2016 sentences, greedy and beam 5, --decode-precision auto on both trees (what a user
+# bf16_old and bf16_bmBM (VARIANTS: another list of bench_ab.sh variants), in reverse order
+# every other round. Search: `nmt bench` of the shipped models/deen-additive (saved as a .pt
+# checkpoint that both trees read), 1,000 test_2016 sentences, greedy and beam 5, --decode-precision auto on both trees (what a user
 # gets), and bf16 on this tree where the CPU has it. Writes results/speed/DATE-noamx/ (OUT=DIR
 # to change): machine.txt, VARIANT_roundN.{json,log,uptime}, search_*.json and table.md.
 set -euo pipefail
@@ -43,6 +44,7 @@ OUT=$(realpath "$OUT")
   .venv/bin/python -c 'import torch; print("torch", torch.__version__)'; } > "$OUT/machine.txt"
 variants=(fp32 fp32_old)
 if grep -qw avx512_bf16 /proc/cpuinfo; then variants+=(bf16 bf16_old "bf16_bm$BM"); fi
+if [ -n "${VARIANTS:-}" ]; then read -r -a variants <<< "$VARIANTS"; fi
 for r in $(seq 1 "${ROUNDS:-2}"); do
   order=("${variants[@]}")
   if (( r % 2 == 0 )); then
