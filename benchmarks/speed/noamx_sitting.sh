@@ -13,8 +13,9 @@
 # window, about 2.5 min a run): fp32 and fp32_old, and where the CPU has avx512_bf16 also bf16,
 # bf16_old and bf16_bmBM (VARIANTS: another list of bench_ab.sh variants), in reverse order
 # every other round. Search: `nmt bench` of the shipped models/deen-additive (saved as a .pt
-# checkpoint that both trees read), 1,000 test_2016 sentences, greedy and beam 5, --decode-precision auto on both trees (what a user
-# gets), and bf16 on this tree where the CPU has it. Writes results/speed/DATE-noamx/ (OUT=DIR
+# checkpoint that both trees read), 1,000 test_2016 sentences, greedy and beam 5,
+# --decode-precision auto on both trees (what a user gets), and bf16 on this tree where the
+# CPU has it. Writes results/speed/DATE-noamx/ (OUT=DIR
 # to change): machine.txt, VARIANT_roundN.{json,log,uptime}, search_*.json and table.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
