@@ -5,6 +5,8 @@
 #   OLD_TREE=DIR [PAUSE_PIDS="PID..."] [ROUNDS=2] [BM=8] [VARIANTS="fp32 bf16 ..."] [DATA=DIR] \
 #     bash benchmarks/speed/noamx_sitting.sh
 #
+# ROUNDS sets both parts' rounds; TRAIN_ROUNDS or SEARCH_ROUNDS one part's (0 leaves it out).
+#
 # OLD_TREE: a worktree of the commit before the issue's changes (`git worktree add /tmp/nmt_old
 # e6d2505`), run with this tree's .venv. Refuses (exit 2) a CPU with amx_bf16 (that CPU's
 # sitting is amx_sitting.sh) and a missing OLD_TREE. PAUSE_PIDS: the other work on the
@@ -46,7 +48,7 @@ OUT=$(realpath "$OUT")
 variants=(fp32 fp32_old)
 if grep -qw avx512_bf16 /proc/cpuinfo; then variants+=(bf16 bf16_old "bf16_bm$BM"); fi
 if [ -n "${VARIANTS:-}" ]; then read -r -a variants <<< "$VARIANTS"; fi
-for r in $(seq 1 "${ROUNDS:-2}"); do
+for r in $(seq 1 "${TRAIN_ROUNDS:-${ROUNDS:-2}}"); do
   order=("${variants[@]}")
   if (( r % 2 == 0 )); then
     order=(); for ((i = ${#variants[@]} - 1; i >= 0; i--)); do order+=("${variants[i]}"); done
@@ -70,7 +72,7 @@ search() {  # search NAME TREE PRECISION
      --sentences 1000 --beam 5 --decode-precision "$3" --data-path "$DATA" \
      --json "$OUT/$1.json") > "$OUT/$1.log" 2>&1
 }
-for r in $(seq 1 "${ROUNDS:-2}"); do
+for r in $(seq 1 "${SEARCH_ROUNDS:-${ROUNDS:-2}}"); do
   echo "search round $r"
   uptime > "$OUT/search_round$r.uptime"
   if (( r % 2 == 1 )); then search "search_new_round$r" "$HERE" auto; search "search_old_round$r" "$OLD_TREE" auto
