@@ -20,13 +20,8 @@ if ! grep -qw amx_bf16 /proc/cpuinfo; then
   echo "amx_sitting.sh: this CPU has no amx_bf16 in /proc/cpuinfo; run it on an AMX Xeon" >&2
   exit 2
 fi
-for p in ${PAUSE_PIDS:-}; do
-  kill -0 "$p" || { echo "amx_sitting.sh: PAUSE_PIDS: no process $p" >&2; exit 2; }
-done
-resume() { for p in ${PAUSE_PIDS:-}; do kill -CONT "$p" 2>/dev/null || true; done; }
-trap resume EXIT
-trap 'exit 130' INT TERM
-for p in ${PAUSE_PIDS:-}; do kill -STOP "$p"; done
+. benchmarks/speed/pause_pids.sh
+pause_pids amx_sitting.sh
 OUT=${OUT:-results/speed/$(date +%F)-amx-bucket}
 BM=${BM:-8}
 DATA=$(realpath "${DATA:-../shared/data/multi30k}")

@@ -28,13 +28,8 @@ if grep -qw amx_bf16 /proc/cpuinfo; then
 fi
 OLD_TREE=${OLD_TREE:?OLD_TREE: a worktree of the commit before issue 48 (git worktree add /tmp/nmt_old e6d2505)}
 [ -d "$OLD_TREE/nmt" ] || { echo "noamx_sitting.sh: OLD_TREE=$OLD_TREE has no nmt/ package" >&2; exit 2; }
-for p in ${PAUSE_PIDS:-}; do
-  kill -0 "$p" || { echo "noamx_sitting.sh: PAUSE_PIDS: no process $p" >&2; exit 2; }
-done
-resume() { for p in ${PAUSE_PIDS:-}; do kill -CONT "$p" 2>/dev/null || true; done; }
-trap resume EXIT
-trap 'exit 130' INT TERM
-for p in ${PAUSE_PIDS:-}; do kill -STOP "$p"; done
+. benchmarks/speed/pause_pids.sh
+pause_pids noamx_sitting.sh
 OUT=${OUT:-results/speed/$(date +%F)-noamx}
 BM=${BM:-8}
 DATA=$(realpath "${DATA:-../shared/data/multi30k}")
