@@ -56,3 +56,52 @@ def test_bf16_search_scores_are_fp32_scores_of_its_texts(toy_vocabs):
         for h in a:
             if tuple(h.tokens) in by_text:
                 assert h.log_prob == pytest.approx(by_text[tuple(h.tokens)].log_prob, abs=1e-5)
+
+
+def _count_fp32_passes(monkeypatch) -> list[int]:
+    """Record each call of the fp32 forced pass that rescoring runs."""
+    import nmt.inference.search as search
+
+    calls: list[int] = []
+    real = search.fp32_log_probs
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(search, "fp32_log_probs", counted)
+    return calls
+
+
+@pytest.mark.parametrize("K", [1, 3])
+def test_rescore_false_keeps_the_texts_and_skips_the_fp32_pass(toy_vocabs, monkeypatch, K):
+    """Without rescoring a bf16 search returns the same one-best texts, and runs no fp32
+    forced pass (the pass that cost bf16 search half its speed, issue 48)."""
+    model = _trained(toy_vocabs, "additive", "bahdanau")
+    batch = _batch(*toy_vocabs)
+    calls = _count_fp32_passes(monkeypatch)
+    with autocast(torch.device("cpu"), torch.bfloat16):
+        if K == 1:
+            fast = greedy(model, batch.src, batch.src_len, rescore=False)
+            exact = greedy(model, batch.src, batch.src_len)
+        else:
+            fast = [h[0] for h in beam_search(model, batch.src, batch.src_len, K, rescore=False)]
+            exact = [h[0] for h in beam_search(model, batch.src, batch.src_len, K)]
+    assert len(calls) == 1  # the default (rescore=True) call only
+    assert [h.tokens for h in fast] == [h.tokens for h in exact]
+    assert [h.log_prob for h in fast] != [h.log_prob for h in exact]  # bf16's own totals
+
+
+@pytest.mark.parametrize("n_best", [1, 2])
+def test_translator_rescores_only_an_n_best_list(toy_vocabs, monkeypatch, n_best):
+    """A bf16 Translator pays the fp32 pass only where scores are shown and can reorder the
+    list (n_best > 1); a one-best's text does not depend on it."""
+    from nmt.inference.translate import Decoding
+    from nmt.inference.translator import Translator
+
+    model = _trained(toy_vocabs, "additive", "bahdanau")
+    calls = _count_fp32_passes(monkeypatch)
+    src_vocab, tgt_vocab = toy_vocabs
+    dec = Decoding(beam_size=2, n_best=n_best, precision="bf16")
+    Translator(model, src_vocab, tgt_vocab, dec).translate(["a b c", "d e"])
+    assert len(calls) == (n_best > 1)

@@ -17,7 +17,8 @@
 # every other round. Search: `nmt bench` of the shipped models/deen-additive (saved as a .pt
 # checkpoint that both trees read), 1,000 test_2016 sentences, greedy and beam 5,
 # --decode-precision auto on both trees (what a user gets), and bf16 on this tree where the
-# CPU has it. Writes results/speed/DATE-noamx/ (OUT=DIR
+# CPU has it (SEARCH_PRECISIONS="int8 ...": more precisions on this tree), every other round
+# in reverse order. Writes results/speed/DATE-noamx/ (OUT=DIR
 # to change): machine.txt, VARIANT_roundN.{json,log,uptime}, search_*.json and table.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -67,12 +68,23 @@ search() {  # search NAME TREE PRECISION
      --sentences 1000 --beam 5 --decode-precision "$3" --data-path "$DATA" \
      --json "$OUT/$1.json") > "$OUT/$1.log" 2>&1
 }
+# search runs: "TREE:PRECISION" (new or old tree), in reverse order every other round
+runs=("new:auto" "old:auto")
+if grep -qw avx512_bf16 /proc/cpuinfo; then runs+=("new:bf16"); fi
+for p in ${SEARCH_PRECISIONS:-}; do runs+=("new:$p"); done
 for r in $(seq 1 "${SEARCH_ROUNDS:-${ROUNDS:-2}}"); do
-  echo "search round $r"
+  order=("${runs[@]}")
+  if (( r % 2 == 0 )); then
+    order=(); for ((i = ${#runs[@]} - 1; i >= 0; i--)); do order+=("${runs[i]}"); done
+  fi
+  echo "search round $r: ${order[*]}"
   uptime > "$OUT/search_round$r.uptime"
-  if (( r % 2 == 1 )); then search "search_new_round$r" "$HERE" auto; search "search_old_round$r" "$OLD_TREE" auto
-  else search "search_old_round$r" "$OLD_TREE" auto; search "search_new_round$r" "$HERE" auto; fi
-  if grep -qw avx512_bf16 /proc/cpuinfo; then search "search_bf16_round$r" "$HERE" bf16; fi
+  for run in "${order[@]}"; do
+    tree=${run%%:*} prec=${run#*:}
+    dir=$HERE; [ "$tree" = old ] && dir=$OLD_TREE
+    name=search_$tree; [ "$prec" != auto ] && name=search_$prec
+    search "${name}_round$r" "$dir" "$prec"
+  done
 done
 rm -f "$ckpt"
 .venv/bin/python benchmarks/speed/ab/variants_table.py "$OUT" | tee "$OUT/table.md"

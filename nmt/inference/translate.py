@@ -49,7 +49,9 @@ class Translation:
     attention: torch.Tensor | None
     truncated: bool = False
     unknown: bool = False
-    score: float | None = None  # the search's ranking score (nats, length-normalised in beam)
+    # the search's ranking score (nats, length-normalised in beam); recomputed in fp32 after a
+    # bf16/fp16 search only with n_best > 1 (nmt.inference.translator._search)
+    score: float | None = None
     nbest: list[tuple[str, float, bool]] | None = None
     complete: bool = True
 
