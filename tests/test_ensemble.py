@@ -269,9 +269,8 @@ def test_translate_parses_several_checkpoints_as_one_ensemble(checkpoints, tmp_p
     )
     assert r.exit_code == 0, r.output
     ens = load_ensemble([a, b])
-    expected = Translator(ens.model, ens.src_vocab, ens.tgt_vocab, Decoding(beam_size=2)).translate(
-        SOURCES
-    )
+    # as the command builds it: search.precision=auto measured on this CPU (search_choice.py)
+    expected = Translator.from_loaded(ens, beam_size=2).translate(SOURCES)
     assert out.read_text(encoding="utf-8").splitlines() == [
         " ".join(t.text.split()) for t in expected
     ]

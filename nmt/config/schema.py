@@ -163,9 +163,10 @@ class SearchConfig:
     length_penalty: LengthPenalty = "gnmt"
     alpha: float = 0.6  # GNMT length penalty strength
     valid_beam_size: int = 1  # validation BLEU during training (greedy is fastest)
-    # matrix products of search steps: auto (bf16 where the device computes it natively),
-    # fp32, bf16, fp16 (CUDA), or int8 (CPU: fbgemm's dynamically quantized products,
-    # nmt/ops/int8.py); the search's scores stay fp32 (nmt.model.seq2seq.Seq2Seq.step)
+    # matrix products of search steps: auto (CUDA: bf16 where native; CPU: the fastest of
+    # fp32, bf16 and int8 by a cached measurement, nmt/inference/search_choice.py), fp32,
+    # bf16, fp16 (CUDA), or int8 (CPU: fbgemm's int8 products, nmt/ops/int8.py); the
+    # search's scores stay fp32 (nmt.model.seq2seq.Seq2Seq.step)
     precision: SearchPrecision = "auto"
 
 

@@ -9,6 +9,7 @@ validation during training all translate through it, so sources are encoded one 
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +22,7 @@ import torch
 from nmt.data.batches import Example, collate, make_batches
 from nmt.data.vocab import EOS, UNK, Vocab
 from nmt.inference.search import beam_search, greedy
+from nmt.inference.search_choice import choose_search_precision
 from nmt.inference.threads import fixed_torch_threads
 from nmt.inference.translate import MAX_SOURCE_PIECES, Decoding, Translation, search_precision
 
@@ -161,7 +163,8 @@ class Translator:
         :class:`nmt.model.checkpoint.Loaded` or :class:`nmt.inference.ensemble.LoadedEnsemble`)
         with the search settings of its config (:meth:`Decoding.from_config`), the given
         ``beam_size`` .. ``precision`` taking precedence, ``auto`` precision resolved for the
-        model's device (:meth:`Decoding.on`); or exactly ``decoding`` when given. ``kwargs``
+        model's device (:meth:`Decoding.on`; on a CPU by measurement, :meth:`measured_auto`);
+        or exactly ``decoding`` when given. ``kwargs``
         go to the constructor (``batch_size``, ``workers``, ``threads``, ``warn``, ...).
         The Translator keeps ``loaded`` (its config names the language pair).
 
@@ -170,16 +173,19 @@ class Translator:
                 names ``precision_option``).
             ValueError: ``n_best`` above the beam size.
         """
+        measure_auto = False
         if decoding is None:
             device = next(loaded.model.parameters()).device
-            decoding = Decoding.from_config(
+            requested = Decoding.from_config(
                 loaded.cfg,
                 beam_size=beam_size,
                 alpha=alpha,
                 length_penalty=length_penalty,
                 n_best=n_best,
                 precision=precision,
-            ).on(device, precision_option)
+            )
+            measure_auto = requested.precision == "auto" and device.type == "cpu"
+            decoding = requested.on(device, precision_option)
             # checked before the constructor cuts a beam wider than the vocabulary
             if decoding.n_best > decoding.beam_size:
                 raise ValueError(
@@ -188,7 +194,26 @@ class Translator:
                 )
         translator = cls(loaded.model, loaded.src_vocab, loaded.tgt_vocab, decoding, **kwargs)
         translator.loaded = loaded
+        if measure_auto:
+            translator.decoding = translator.measured_auto(translator.decoding)
         return translator
+
+    def measured_auto(self, decoding: Decoding) -> Decoding:
+        """``decoding`` in the precision that ``search.precision=auto`` measures fastest for
+        this model and beam on this CPU, at a search worker's share of the threads
+        (:func:`nmt.inference.search_choice.choose_search_precision`; cached). A new
+        measurement's one line goes to ``warn``. Raises nothing of its own."""
+        self.model.eval()
+        workers = self.workers or self.threads  # translate's default: one batch per thread
+        with fixed_torch_threads(threads_per_worker(workers, self.threads)):
+            cal = choose_search_precision(
+                self.model,
+                len(self.src_vocab),
+                batch_size=self.batch_size,
+                beam=decoding.beam_size,
+                log=self.warn,
+            )
+        return dataclasses.replace(decoding, precision=cal.choice)
 
     @classmethod
     def from_paths(

@@ -87,13 +87,12 @@ def search_dtype(
 ) -> torch.dtype | None:
     """The autocast dtype for search (``search.precision``); None means plain fp32.
 
-    As :func:`autocast_dtype`, except that ``auto`` is fp32 on a CPU: a search step's
-    products have few rows (the sentences or beams still open), where oneDNN's bf16 path
-    costs more per call than MKL's fp32 and builds a primitive for each new row count. On
-    a 2-core AMX Xeon the shipped 3.9M-parameter model searched 3x slower greedy and about
-    20% slower with beam 5 in bf16 (results/speed/2026-12-06-amx/README.md); bf16 paid only
-    for the 12M reference model on an AVX-512 EPYC (results/speed/2026-12-01-e/). ``bf16``
-    stays available where a user measures it faster (``nmt bench --decode-precision``).
+    As :func:`autocast_dtype`, except that ``auto`` is fp32 on a CPU: which precision
+    searches fastest there depends on the CPU, the model and the beam (a search step's
+    products have few rows, where oneDNN's bf16 path can cost more per call than fp32), so
+    the commands measure it before they get here
+    (:func:`nmt.inference.search_choice.choose_search_precision`); what reaches this
+    function as ``auto`` on a CPU (validation during training, a bare Translator) is fp32.
 
     ``int8`` (CPU only) gives ``torch.qint8``: not an autocast dtype but the marker that
     :func:`autocast` turns into :func:`nmt.ops.int8.int8_products`.

@@ -145,7 +145,9 @@ def measure(steps: Sequence[Step], clock: Callable[[], float] | None = None) -> 
     return statistics.median(times[None]), statistics.median(times[torch.bfloat16])
 
 
-def _read(path: Path, log: Callable[[str], None]) -> dict[str, Any]:
+def read_cache(path: Path, log: Callable[[str], None]) -> dict[str, Any]:
+    """The cached answers in ``path`` (empty when there is none, or, with a warning through
+    ``log``, when it cannot be read). Raises nothing."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -154,6 +156,18 @@ def _read(path: Path, log: Callable[[str], None]) -> dict[str, Any]:
         log(f"warning: {path}: unreadable precision cache ({type(e).__name__}); measuring again")
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def write_cache(path: Path, cache: dict[str, Any], log: Callable[[str], None]) -> Path | None:
+    """Write ``cache`` to ``path`` atomically; ``path``, or None (with a warning through
+    ``log``) when it cannot be written. Raises nothing."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(cache, indent=1, sort_keys=True) + "\n")
+    except OSError as e:
+        log(f"warning: could not cache the precision choice in {path} ({e.strerror or e})")
+        return None
+    return path
 
 
 def choose(
@@ -165,7 +179,7 @@ def choose(
     written leaves the answer uncached (with a warning). Raises nothing of its own.
     """
     path = path or cache_path()
-    cache = _read(path, log)
+    cache = read_cache(path, log)
     hit = cache.get(key)
     if isinstance(hit, dict) and {"fp32_s", "bf16_s"} <= hit.keys():
         fp32_s, bf16_s = float(hit["fp32_s"]), float(hit["bf16_s"])
@@ -180,11 +194,6 @@ def choose(
             "torch": torch.__version__,
             "threads": torch.get_num_threads(),
         }
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, json.dumps(cache, indent=1, sort_keys=True) + "\n")
-        except OSError as e:
-            log(f"warning: could not cache the precision choice in {path} ({e.strerror or e})")
-            path = None
+        path = write_cache(path, cache, log)
     choice: Literal["fp32", "bf16"] = "bf16" if bf16_s <= MARGIN * fp32_s else "fp32"
     return Calibration(choice, fp32_s, bf16_s, cached, path)

@@ -50,8 +50,13 @@ def training_precision(
         why = cal.describe()
     log(f"training precision: {precision_name(dtype)} ({why})")
     search = search_dtype(cfg.search.precision, device)
+    later = (
+        "; evaluate and translate measure auto on a CPU"
+        if cfg.search.precision == "auto" and device.type == "cpu"
+        else ", evaluate, translate"
+    )
     log(
-        f"search precision (validation, evaluate, translate): {precision_name(search)} "
+        f"search precision (validation{later}): {precision_name(search)} "
         f"(search.precision={cfg.search.precision})"
     )
     if dtype == torch.bfloat16 and not native_bf16(device):
