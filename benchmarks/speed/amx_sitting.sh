@@ -3,7 +3,8 @@
 # bf16 training faster, and does it let a small oneDNN primitive cache bring bf16's peak RSS
 # within 1.3x of fp32's at no cost in speed?
 #
-#   [PAUSE_PIDS="PID..."] [ROUNDS=3] [BM=8] [DATA=DIR] bash benchmarks/speed/amx_sitting.sh
+#   [PAUSE_PIDS="PID..."] [ROUNDS=3] [SEARCH_ROUNDS=3] [OLD_TREE=DIR] [BM=8] [DATA=DIR] \
+#     bash benchmarks/speed/amx_sitting.sh
 #
 # Refuses (exit 2) a CPU without amx_bf16. PAUSE_PIDS: the other work on the machine, stopped
 # (kill -STOP) for the sitting and resumed (kill -CONT) at its end, on an error or Ctrl-C.
@@ -13,19 +14,30 @@
 # 70-step run each of bf16 and bf16_bmBM with ONEDNN_VERBOSE=profile_create counts the
 # primitives oneDNN built (shapes_*.txt). Writes results/speed/DATE-amx-bucket/ (OUT=DIR to
 # change; WARMUP, STEPS, WINDOW as bench_ab.sh's): machine.txt, VARIANT_roundN.{json,log,uptime}, shapes_*.txt and table.md
-# (benchmarks/speed/ab/variants_table.py).
+# (benchmarks/speed/ab/variants_table.py). Then search (benchmarks/speed/search_rounds.sh,
+# SEARCH_ROUNDS rounds, 0 leaves it out, about 1 min a round): `nmt bench` of models/deen-additive
+# with --decode-precision auto (measured on a CPU), fp32, bf16 and int8, and OLD_TREE's auto
+# where OLD_TREE names a worktree of the commit before issue 48 (e6d2505). ROUNDS=0 leaves the
+# training rounds out.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if ! grep -qw amx_bf16 /proc/cpuinfo; then
   echo "amx_sitting.sh: this CPU has no amx_bf16 in /proc/cpuinfo; run it on an AMX Xeon" >&2
   exit 2
 fi
+runs=("new:auto" "new:fp32" "new:bf16" "new:int8")  # the search runs
+if [ -n "${OLD_TREE:-}" ]; then
+  [ -d "$OLD_TREE/nmt" ] || { echo "amx_sitting.sh: OLD_TREE=$OLD_TREE has no nmt/ package" >&2; exit 2; }
+  OLD_TREE=$(realpath "$OLD_TREE"); runs+=("old:auto")
+fi
 . benchmarks/speed/pause_pids.sh
 pause_pids amx_sitting.sh
+HERE=$PWD
 OUT=${OUT:-results/speed/$(date +%F)-amx-bucket}
 BM=${BM:-8}
 DATA=$(realpath "${DATA:-../shared/data/multi30k}")
 mkdir -p "$OUT"
+OUT=$(realpath "$OUT")
 { git rev-parse HEAD; grep -m1 'model name' /proc/cpuinfo; nproc
   .venv/bin/python -c 'import torch; print("torch", torch.__version__)'; } > "$OUT/machine.txt"
 variants=(fp32 bf16 "bf16_bm$BM" "bf16_bm${BM}_cap64" "bf16_bm${BM}_cap16")
@@ -38,6 +50,7 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
   OUT=$OUT DATA=$DATA bash benchmarks/speed/ab/bench_ab.sh "$r" "${order[@]}"
 done
 for v in bf16 "bf16_bm$BM"; do
+  (( ${ROUNDS:-3} > 0 )) || break  # no training rounds: no primitive counts either
   opt=(); [ "$v" = bf16 ] || opt=("train.batch_multiple=$BM")
   ONEDNN_VERBOSE=profile_create .venv/bin/python -m nmt bench configs/bench_reference.yaml \
     ${opt[@]+"${opt[@]}"} --threads 2 --warmup "${WARMUP:-10}" --train-steps "${STEPS:-60}" \
@@ -49,4 +62,6 @@ for v in bf16 "bf16_bm$BM"; do
     > "$OUT/shapes_$v.txt"
   rm "$OUT/verbose_$v.tmp"
 done
+. benchmarks/speed/search_rounds.sh
+OUT=$OUT DATA=$DATA HERE=$HERE OLD_TREE=${OLD_TREE:-} search_rounds "${SEARCH_ROUNDS:-3}" "${runs[@]}"
 .venv/bin/python benchmarks/speed/ab/variants_table.py "$OUT" | tee "$OUT/table.md"

@@ -52,39 +52,10 @@ for r in $(seq 1 "${TRAIN_ROUNDS:-${ROUNDS:-2}}"); do
   echo "round $r: ${order[*]}"
   OUT=$OUT DATA=$DATA OLD_TREE=$OLD_TREE bash benchmarks/speed/ab/bench_ab.sh "$r" "${order[@]}"
 done
-# the shipped model as one checkpoint file: the old tree reads no model folders
-ckpt=$OUT/deen-additive.pt
-.venv/bin/python - "$ckpt" <<'EOF'
-import sys
-
-import torch
-
-from nmt.model.checkpoint import read_payload
-
-torch.save(read_payload("models/deen-additive"), sys.argv[1])
-EOF
-search() {  # search NAME TREE PRECISION
-  (cd "$2" && PYTHONPATH=$2 "$HERE/.venv/bin/python" -m nmt bench "$ckpt" --skip-train --threads 2 \
-     --sentences 1000 --beam 5 --decode-precision "$3" --data-path "$DATA" \
-     --json "$OUT/$1.json") > "$OUT/$1.log" 2>&1
-}
-# search runs: "TREE:PRECISION" (new or old tree), in reverse order every other round
+# search: the two trees' `auto`, and this tree's bf16 where the CPU has it, and SEARCH_PRECISIONS
+. benchmarks/speed/search_rounds.sh
 runs=("new:auto" "old:auto")
 if grep -qw avx512_bf16 /proc/cpuinfo; then runs+=("new:bf16"); fi
 for p in ${SEARCH_PRECISIONS:-}; do runs+=("new:$p"); done
-for r in $(seq 1 "${SEARCH_ROUNDS:-${ROUNDS:-2}}"); do
-  order=("${runs[@]}")
-  if (( r % 2 == 0 )); then
-    order=(); for ((i = ${#runs[@]} - 1; i >= 0; i--)); do order+=("${runs[i]}"); done
-  fi
-  echo "search round $r: ${order[*]}"
-  uptime > "$OUT/search_round$r.uptime"
-  for run in "${order[@]}"; do
-    tree=${run%%:*} prec=${run#*:}
-    dir=$HERE; [ "$tree" = old ] && dir=$OLD_TREE
-    name=search_$tree; [ "$prec" != auto ] && name=search_$prec
-    search "${name}_round$r" "$dir" "$prec"
-  done
-done
-rm -f "$ckpt"
+OUT=$OUT DATA=$DATA HERE=$HERE OLD_TREE=$OLD_TREE search_rounds "${SEARCH_ROUNDS:-${ROUNDS:-2}}" "${runs[@]}"
 .venv/bin/python benchmarks/speed/ab/variants_table.py "$OUT" | tee "$OUT/table.md"
