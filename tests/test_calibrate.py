@@ -161,3 +161,38 @@ def test_explicit_precisions_are_never_measured(tmp_path, toy_vocabs, monkeypatc
             log=messages.append,
         )
         assert f"training precision: {p} (train.precision={p})" in messages
+
+
+def test_store_keeps_what_another_process_wrote_meanwhile(tmp_path):
+    """Two processes measuring at once with one cache: the later write keeps the earlier
+    one's entry (fresh-user finding: the file ended with one entry of two)."""
+    from nmt.training.calibrate import store
+
+    path = tmp_path / "precision.json"
+    store(path, "a", {"fp32_s": 1.0}, print)
+    path.write_text(json.dumps({"a": {"fp32_s": 1.0}, "b": {"fp32_s": 2.0}}), encoding="utf-8")
+    assert store(path, "c", {"fp32_s": 3.0}, print) == path
+    assert sorted(json.loads(path.read_text())) == ["a", "b", "c"]
+
+
+def test_a_cache_that_is_not_an_object_or_holds_nulls_is_measured_over(tmp_path):
+    from nmt.training.calibrate import cached_seconds, read_cache
+
+    path = tmp_path / "precision.json"
+    path.write_text("[1, 2]", encoding="utf-8")
+    lines: list[str] = []
+    assert read_cache(path, lines.append) == {} and "not a JSON object" in lines[0]
+    cache = {"k": {"fp32_s": None, "bf16_s": 1.0}}
+    assert cached_seconds(cache, "k", ("fp32_s", "bf16_s"), path, lines.append) is None
+    assert "malformed" in lines[1]
+    assert cached_seconds(cache, "other", ("fp32_s",), path, lines.append) is None
+    assert len(lines) == 2  # a missing entry is no news
+
+
+def test_a_quoted_tilde_in_the_cache_dir_means_home(monkeypatch):
+    from pathlib import Path
+
+    from nmt.training.calibrate import cache_path
+
+    monkeypatch.setenv("NMT_CACHE_DIR", "~/nmt-cache-x")
+    assert cache_path() == Path.home() / "nmt-cache-x" / "precision.json"

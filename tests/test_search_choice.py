@@ -120,3 +120,45 @@ def test_a_command_measures_auto_and_keeps_a_given_precision(toy_vocabs, monkeyp
         assert tr.decoding.precision == "fp32" and seen == []
     direct = Translator(model, src_vocab, tgt_vocab, Decoding(precision="auto"))
     assert direct.decoding.precision == "auto" and len(seen) == (precision == "auto")
+
+
+@pytest.mark.parametrize("bad", [None, "fast", {"x": 1}, -1.0, float("nan")])
+def test_a_malformed_cache_entry_is_measured_over_with_a_warning(
+    toy_vocabs, tmp_path, monkeypatch, bad
+):
+    """A hand-edited or damaged entry (fresh-user finding: null crashed with a traceback)."""
+    model = _trained(toy_vocabs, "additive", "bahdanau")
+    monkeypatch.setattr(sc, "candidates", lambda device: ["fp32", "int8"])
+    monkeypatch.setattr(sc, "measure", lambda timing, precisions: {"fp32": 1.0, "int8": 0.5})
+    path = tmp_path / "precision.json"
+    lines: list[str] = []
+    sc.choose_search_precision(model, 10, batch_size=2, beam=1, log=lines.append, path=path)
+    cache = json.loads(path.read_text())
+    (key,) = cache
+    cache[key]["int8"] = bad
+    path.write_text(json.dumps(cache), encoding="utf-8")
+    lines.clear()
+    cal = sc.choose_search_precision(model, 10, batch_size=2, beam=1, log=lines.append, path=path)
+    assert (cal.choice, cal.cached) == ("int8", False)
+    assert "malformed precision cache entry" in lines[0] and str(path) in lines[0]
+    assert json.loads(path.read_text())[key]["int8"] == 0.5  # repaired
+
+
+def test_the_line_names_the_search_the_cache_and_how_to_measure_again(tmp_path):
+    shape = sc.SearchShape(5, 64, 1)
+    cal = sc.SearchCalibration(
+        "int8", {"fp32": 0.4, "int8": 0.3}, False, tmp_path / "p.json", shape
+    )
+    line = cal.describe()
+    assert "beam 5, 64 sentences a batch, 1 thread)" in line and "400.0 ms fp32" in line
+    assert f"cached in {tmp_path / 'p.json'} (delete it to measure again)" in line
+    assert "greedy search" in str(sc.SearchShape(1, 8, 2)) and "2 threads" in str(
+        sc.SearchShape(1, 8, 2)
+    )
+
+
+def test_fp16_on_a_cpu_search_names_every_precision_it_could_use():
+    from nmt.ops.precision import PrecisionError, search_dtype
+
+    with pytest.raises(PrecisionError, match=r"--precision: fp16 needs a CUDA.*fp32, bf16, int8"):
+        search_dtype("fp16", torch.device("cpu"), "--precision")

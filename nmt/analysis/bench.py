@@ -184,6 +184,8 @@ def measure_decoding(
         runs["greedy" if beam == 1 else f"beam{beam}"] = {
             "search": decoding.describe(),
             "precision": decoding.precision,
+            # --decode-precision auto on a CPU: what was measured and chosen, else absent
+            **({"precision_auto": translator.auto_note} if translator.auto_note else {}),
             "seconds": round(seconds, 3),
             "sentences_per_s": round(len(sources) / seconds, 2),
             "output_pieces_per_sentence": round(

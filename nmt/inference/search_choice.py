@@ -35,10 +35,25 @@ from nmt.config.schema import SearchPrecision
 from nmt.data.batches import Example, collate
 from nmt.data.vocab import EOS
 from nmt.ops.precision import autocast, cpu_model_and_flags, native_bf16, search_dtype
-from nmt.training.calibrate import MARGIN, cache_path, read_cache, write_cache
+from nmt.training.calibrate import MARGIN, cache_path, cached_seconds, read_cache, store
 
 ROUNDS = 3  # timed rounds, each precision once per round, the order alternating
 SOURCE_PIECES = (6, 30)  # shortest and longest made-up source, pieces (most of Multi30k's)
+
+
+@dataclass(frozen=True)
+class SearchShape:
+    """What a measurement searched: ``beam`` (1: greedy), ``batch_size`` sentences a batch,
+    on ``threads`` torch threads."""
+
+    beam: int
+    batch_size: int
+    threads: int
+
+    def __str__(self) -> str:
+        search = "greedy search" if self.beam == 1 else f"beam {self.beam}"
+        s = "s" if self.threads != 1 else ""
+        return f"{search}, {self.batch_size} sentences a batch, {self.threads} thread{s}"
 
 
 @dataclass(frozen=True)
@@ -51,21 +66,30 @@ class SearchCalibration:
             :func:`search_timing`) for each precision measured.
         cached: whether the numbers came from the cache rather than measured now.
         path: the cache file (None when it could not be written).
+        shape: what was searched (None when nothing was measured: fp32 is all there is).
     """
 
     choice: SearchPrecision
     seconds: dict[str, float]
     cached: bool
     path: Path | None
+    shape: SearchShape | None = None
 
     def describe(self) -> str:
-        """One line for the log, e.g. ``search.precision=auto: 41.0 ms fp32, 33.2 ms bf16 ...``."""
-        how = f"cached in {self.path}" if self.cached else "measured now"
+        """One line for the log, e.g. ``search.precision=auto (beam 5, 64 sentences a batch,
+        1 thread): 427.5 ms fp32, 346.3 ms bf16, 327.5 ms int8 a batch, measured now; int8
+        taken ...``, with where the answer is cached and how to measure again."""
+        if not self.seconds:
+            return "search.precision=auto: fp32, the only precision measured on this CPU"
         times = ", ".join(f"{s * 1e3:.1f} ms {p}" for p, s in self.seconds.items())
+        how = "read from the cache" if self.cached else "measured now"
+        where = (
+            f"; cached in {self.path} (delete it to measure again)" if self.path else ", not cached"
+        )
         return (
-            f"search.precision=auto: {times} per search of a batch on this CPU ({how}); "
-            f"{self.choice} taken (another precision only when at least "
-            f"{(1 - MARGIN) * 100:.0f}% faster than fp32)"
+            f"search.precision=auto ({self.shape}): {times} a batch, {how}; {self.choice} "
+            f"taken (another precision only when at least {(1 - MARGIN) * 100:.0f}% faster "
+            f"than fp32){where}"
         )
 
 
@@ -193,21 +217,19 @@ def choose_search_precision(
     if precisions == ["fp32"]:
         return SearchCalibration("fp32", {}, False, None)
     key = search_key(model, precisions, batch_size, beam)
-    cache = read_cache(path, log)
-    hit = cache.get(key)
-    if isinstance(hit, dict) and isinstance(hit.get("seconds"), dict):
-        seconds = {str(p): float(s) for p, s in hit["seconds"].items()}
-        if set(seconds) == set(precisions):
-            return SearchCalibration(pick(seconds), seconds, True, path)
+    shape = SearchShape(beam, batch_size, torch.get_num_threads())
+    seconds = cached_seconds(read_cache(path, log), key, precisions, path, log)
+    if seconds is not None:
+        return SearchCalibration(pick(seconds), seconds, True, path, shape)
     seconds = measure(search_timing(model, src_vocab, batch_size, beam), precisions)
-    cache[key] = {
-        "seconds": seconds,
+    entry = {
+        **seconds,
         "cpu": cpu_model_and_flags()[0],
         "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
+        "threads": shape.threads,
         "beam": beam,
         "batch_size": batch_size,
     }
-    cal = SearchCalibration(pick(seconds), seconds, False, write_cache(path, cache, log))
+    cal = SearchCalibration(pick(seconds), seconds, False, store(path, key, entry, log), shape)
     log(cal.describe())
     return cal

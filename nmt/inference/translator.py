@@ -144,6 +144,8 @@ class Translator:
         self.device = next(model.parameters()).device
         # the checkpoint(s) it was loaded from (:meth:`from_loaded`); None for a bare model
         self.loaded: Any = None
+        # how search.precision=auto was measured (:meth:`measured_auto`); None when it was not
+        self.auto_note: str | None = None
 
     @classmethod
     def from_loaded(
@@ -213,6 +215,7 @@ class Translator:
                 beam=decoding.beam_size,
                 log=self.warn,
             )
+        self.auto_note = cal.describe()
         return dataclasses.replace(decoding, precision=cal.choice)
 
     @classmethod

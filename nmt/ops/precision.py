@@ -109,6 +109,11 @@ def search_dtype(
     if precision == "int8":
         check_int8_device(device, option)
         return torch.qint8
+    if precision == "fp16" and device.type != "cuda":
+        raise PrecisionError(
+            f"{option}: fp16 needs a CUDA device (this run uses {device}); "
+            "use fp32, bf16, int8 or auto"
+        )
     if precision == "auto" and device.type != "cuda":
         return None
     return autocast_dtype(precision, device, option)

@@ -287,8 +287,10 @@ def load_entry(
     translator = Translator.from_loaded(
         loaded,
         precision=precision,
-        precision_option="search.precision",
+        # the option the value came from: nmt serve --precision, or the checkpoint's config
+        precision_option="search.precision" if precision is None else "--precision",
         threads=threads,
+        workers=1,  # a served batch is searched on all the threads: auto measures that
         max_src_pieces=MAX_PIECES,
     )
     decoding = translator.decoding  # a beam over the vocabulary is capped to it

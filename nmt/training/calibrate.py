@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import statistics
 import time
@@ -69,9 +70,9 @@ def cache_path() -> Path:
     """``$NMT_CACHE_DIR/precision.json``, else ``$XDG_CACHE_HOME/nmt/...``, else
     ``~/.cache/nmt/precision.json``."""
     root = os.environ.get(CACHE_ENV) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "nmt"
+        os.environ.get("XDG_CACHE_HOME") or "~/.cache", "nmt"
     )
-    return Path(root) / "precision.json"
+    return Path(root).expanduser() / "precision.json"  # a quoted "~/x" means home too
 
 
 def calibration_key(
@@ -147,7 +148,7 @@ def measure(steps: Sequence[Step], clock: Callable[[], float] | None = None) -> 
 
 def read_cache(path: Path, log: Callable[[str], None]) -> dict[str, Any]:
     """The cached answers in ``path`` (empty when there is none, or, with a warning through
-    ``log``, when it cannot be read). Raises nothing."""
+    ``log``, when it cannot be read or is not a JSON object). Raises nothing."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -155,12 +156,37 @@ def read_cache(path: Path, log: Callable[[str], None]) -> dict[str, Any]:
     except (OSError, ValueError) as e:
         log(f"warning: {path}: unreadable precision cache ({type(e).__name__}); measuring again")
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        log(f"warning: {path}: the precision cache is not a JSON object; measuring again")
+        return {}
+    return data
 
 
-def write_cache(path: Path, cache: dict[str, Any], log: Callable[[str], None]) -> Path | None:
-    """Write ``cache`` to ``path`` atomically; ``path``, or None (with a warning through
-    ``log``) when it cannot be written. Raises nothing."""
+def cached_seconds(
+    cache: dict[str, Any], key: str, names: Sequence[str], path: Path, log: Callable[[str], None]
+) -> dict[str, float] | None:
+    """The cached timings ``names`` of entry ``key``: each a finite positive number of
+    seconds, else None (with a warning through ``log`` when the entry exists but holds
+    something else: a hand-edited or damaged file is measured over, not trusted)."""
+    hit = cache.get(key)
+    if hit is None:
+        return None
+    try:
+        got = {n: float(hit[n]) for n in names}
+    except (TypeError, KeyError, ValueError):
+        got = {}
+    if len(got) == len(names) and all(math.isfinite(v) and v > 0 for v in got.values()):
+        return got
+    log(f"warning: {path}: a malformed precision cache entry; measuring again")
+    return None
+
+
+def store(path: Path, key: str, entry: dict[str, Any], log: Callable[[str], None]) -> Path | None:
+    """Add ``entry`` under ``key`` to the cache in ``path``, read again just before the
+    atomic write so that another process's answer written meanwhile is kept; ``path``, or
+    None (with a warning through ``log``) when it cannot be written. Raises nothing."""
+    cache = read_cache(path, lambda _: None)
+    cache[key] = entry
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps(cache, indent=1, sort_keys=True) + "\n")
@@ -179,21 +205,20 @@ def choose(
     written leaves the answer uncached (with a warning). Raises nothing of its own.
     """
     path = path or cache_path()
-    cache = read_cache(path, log)
-    hit = cache.get(key)
-    if isinstance(hit, dict) and {"fp32_s", "bf16_s"} <= hit.keys():
-        fp32_s, bf16_s = float(hit["fp32_s"]), float(hit["bf16_s"])
+    hit = cached_seconds(read_cache(path, log), key, ("fp32_s", "bf16_s"), path, log)
+    if hit is not None:
+        fp32_s, bf16_s = hit["fp32_s"], hit["bf16_s"]
         cached = True
     else:
         fp32_s, bf16_s = measure(steps)
         cached = False
-        cache[key] = {
+        entry = {
             "fp32_s": fp32_s,
             "bf16_s": bf16_s,
             "cpu": cpu_model_and_flags()[0],
             "torch": torch.__version__,
             "threads": torch.get_num_threads(),
         }
-        path = write_cache(path, cache, log)
+        path = store(path, key, entry, log)
     choice: Literal["fp32", "bf16"] = "bf16" if bf16_s <= MARGIN * fp32_s else "fp32"
     return Calibration(choice, fp32_s, bf16_s, cached, path)
