@@ -193,7 +193,6 @@ def score_checkpoints(
             "attention": ", ".join(m.cfg.model.attention for m in parts),
             "search": decoding.describe(),
             "search_precision": decoding.precision,
-            # how search.precision=auto chose it on a CPU (timings, cache), else absent
             **({"search_precision_auto": translator.auto_note} if translator.auto_note else {}),
             **({"ensemble": [str(p) for p in checkpoints]} if is_ensemble else {}),
             **s.to_json(),
