@@ -196,3 +196,20 @@ def test_a_quoted_tilde_in_the_cache_dir_means_home(monkeypatch):
 
     monkeypatch.setenv("NMT_CACHE_DIR", "~/nmt-cache-x")
     assert cache_path() == Path.home() / "nmt-cache-x" / "precision.json"
+
+
+def test_a_boolean_timing_and_a_file_for_a_cache_folder_are_named(tmp_path):
+    """Fresh-user findings: ``true`` read as 1.0 s without a word; a cache folder that is
+    a file was reported as "File exists"."""
+    from nmt.training.calibrate import cached_seconds, read_cache, store
+
+    lines: list[str] = []
+    path = tmp_path / "precision.json"
+    assert cached_seconds({"k": {"fp32_s": True}}, "k", ("fp32_s",), path, lines.append) is None
+    assert "malformed" in lines[-1]
+    folder = tmp_path / "not_a_folder"
+    folder.write_text("", encoding="utf-8")
+    lines.clear()
+    assert read_cache(folder / "precision.json", lines.append) == {}
+    assert store(folder / "precision.json", "k", {"fp32_s": 1.0}, lines.append) is None
+    assert lines == [f"warning: could not cache the precision choice: {folder} is not a directory"]

@@ -177,6 +177,7 @@ def search_key(model: Any, precisions: list[str], batch_size: int, beam: int) ->
     cpu, flags = cpu_model_and_flags()
     what = {
         "what": "search",
+        "entry": 2,  # the entry's layout: timings at its top level (not under "seconds")
         "cpu": cpu,
         "flags": sorted(flags),
         "torch": torch.__version__,

@@ -153,6 +153,8 @@ def read_cache(path: Path, log: Callable[[str], None]) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
+    except NotADirectoryError:  # the write that follows says so
+        return {}
     except (OSError, ValueError) as e:
         log(f"warning: {path}: unreadable precision cache ({type(e).__name__}); measuring again")
         return {}
@@ -171,8 +173,8 @@ def cached_seconds(
     hit = cache.get(key)
     if hit is None:
         return None
-    try:
-        got = {n: float(hit[n]) for n in names}
+    try:  # a JSON true would read as 1.0 s
+        got = {n: float(hit[n]) for n in names if not isinstance(hit[n], bool)}
     except (TypeError, KeyError, ValueError):
         got = {}
     if len(got) == len(names) and all(math.isfinite(v) and v > 0 for v in got.values()):
@@ -190,6 +192,9 @@ def store(path: Path, key: str, entry: dict[str, Any], log: Callable[[str], None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps(cache, indent=1, sort_keys=True) + "\n")
+    except FileExistsError:  # mkdir met a file where the folder should be
+        log(f"warning: could not cache the precision choice: {path.parent} is not a directory")
+        return None
     except OSError as e:
         log(f"warning: could not cache the precision choice in {path} ({e.strerror or e})")
         return None
