@@ -59,12 +59,16 @@ def native_bf16(device: torch.device) -> bool:
 
 
 def autocast_dtype(
-    precision: str, device: torch.device, option: str = "train.precision"
+    precision: str,
+    device: torch.device,
+    option: str = "train.precision",
+    instead: str = "bf16, fp32 or auto",
 ) -> torch.dtype | None:
     """The autocast dtype for ``precision`` on ``device``; None means plain fp32.
 
     ``auto`` is bf16 where :func:`native_bf16`, else fp32. ``bf16`` is honoured everywhere
-    (emulated, and slow, without native support). ``fp16`` is CUDA only.
+    (emulated, and slow, without native support). ``fp16`` is CUDA only: the message
+    offers ``instead``, the values ``option`` could take on this device.
 
     Raises:
         PrecisionError: an unknown precision, or fp16 on a CPU; the message names ``option``.
@@ -77,7 +81,7 @@ def autocast_dtype(
         return torch.bfloat16 if native_bf16(device) else None
     if precision == "fp16" and device.type != "cuda":
         raise PrecisionError(
-            f"{option}: fp16 needs a CUDA device (this run uses {device}); use bf16, fp32 or auto"
+            f"{option}: fp16 needs a CUDA device (this run uses {device}); use {instead}"
         )
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
@@ -109,14 +113,9 @@ def search_dtype(
     if precision == "int8":
         check_int8_device(device, option)
         return torch.qint8
-    if precision == "fp16" and device.type != "cuda":
-        raise PrecisionError(
-            f"{option}: fp16 needs a CUDA device (this run uses {device}); "
-            "use fp32, bf16, int8 or auto"
-        )
     if precision == "auto" and device.type != "cuda":
         return None
-    return autocast_dtype(precision, device, option)
+    return autocast_dtype(precision, device, option, "fp32, bf16, int8 or auto")
 
 
 def precision_name(dtype: torch.dtype | None) -> SearchPrecision:
