@@ -169,7 +169,8 @@ def cached_seconds(
 ) -> dict[str, float] | None:
     """The cached timings ``names`` of entry ``key``: each a finite positive number of
     seconds, else None (with a warning through ``log`` when the entry exists but holds
-    something else: a hand-edited or damaged file is measured over, not trusted)."""
+    something else: a hand-edited or damaged file is measured over, not trusted). Raises
+    nothing."""
     hit = cache.get(key)
     if hit is None:
         return None
