@@ -16,7 +16,7 @@ from nmt.inference.translator import translate_lines
 from nmt.ops.int8 import Int8Weight, int8_enabled
 from nmt.ops.precision import PrecisionError, autocast, autocast_dtype, search_dtype
 
-from conftest import TOY_PAIRS
+from conftest import TOY_PAIRS, tiny_model
 
 CPU = torch.device("cpu")
 
@@ -125,3 +125,61 @@ def _close(a, b):
     assert [(h.tokens, h.complete) for h in a] == [(h.tokens, h.complete) for h in b]
     for x, y in zip(a, b, strict=True):
         assert abs(x.score - y.score) <= 2e-3 and abs(x.log_prob - y.log_prob) <= 2e-3
+
+
+@pytest.mark.parametrize("dtype", [torch.qint8, torch.bfloat16])
+def test_search_step_says_where_each_rows_largest_are_and_beam_agrees_without_it(
+    toy_vocabs, dtype, monkeypatch
+):
+    """A reduced-precision ``search_step`` returns ``step``'s log-probabilities and the
+    columns of each row's largest (KnownTop): the leading ``lead`` of them are the row's
+    top values; fp32 says nothing. Beam search reading them finds the same hypotheses,
+    scores and attention as one that searches every row itself."""
+    model = _trained(toy_vocabs, "additive", "bahdanau")
+    batch = _batch(*toy_vocabs)
+    prev = torch.full((batch.src.size(0),), 2)
+    with torch.inference_mode():
+        mem, state = model.encode(batch.src, batch.src_len)
+        assert model.search_step(prev, state, mem)[3] is None  # fp32
+        with autocast(CPU, dtype):
+            mem, state = model.encode(batch.src, batch.src_len)
+            logp, _, _ = model.step(prev, state, mem)
+            logp2, _, _, known = model.search_step(prev, state, mem)
+    assert torch.equal(logp, logp2)
+    assert known is not None and bool((known.lead >= 1).all())
+    for row, cols, lead in zip(logp, known.cols, known.lead.tolist(), strict=True):
+        assert torch.equal(row[cols[:lead]], row.topk(lead).values)
+    with autocast(CPU, dtype):
+        told = beam_search(model, batch.src, batch.src_len, beam_size=4, n_best=2, rescore=False)
+        monkeypatch.delattr(type(model), "search_step")
+        searched = beam_search(
+            model, batch.src, batch.src_len, beam_size=4, n_best=2, rescore=False
+        )
+    for a, b in zip(told, searched, strict=True):
+        assert [(h.tokens, h.score, h.log_prob) for h in a] == [
+            (h.tokens, h.score, h.log_prob) for h in b
+        ]
+        for x, y in zip(a, b, strict=True):
+            assert x.attention is not None and y.attention is not None
+            assert torch.equal(x.attention, y.attention)
+
+
+def test_a_recomputed_logit_that_falls_below_one_left_outside_is_not_in_the_lead(toy_vocabs):
+    """A piece that only the rounding put among the EXACT_TOP (its fp32 logit is the row's
+    lowest) is recomputed, falls behind a rounded logit left outside, and so ends the
+    lead: the leading columns stay the row's largest log-probabilities."""
+    from nmt.model.seq2seq import EXACT_TOP
+
+    model = tiny_model(*toy_vocabs).eval()
+    torch.manual_seed(1)
+    pre = torch.tanh(torch.randn(2, model.generator.in_features))
+    with torch.inference_mode():
+        exact = model.generator(pre)
+        j = int(exact[0].argmin())
+        rounded = exact.clone()
+        rounded[0, j] = exact[0].max() + 5  # looks best, is worst
+        logp, known = model._exact_top(rounded, pre)
+    assert known.lead.tolist() == [EXACT_TOP - 1, EXACT_TOP]
+    assert int(known.cols[0, EXACT_TOP - 1]) == j
+    for row, cols, lead in zip(logp, known.cols, known.lead.tolist(), strict=True):
+        assert torch.equal(row[cols[:lead]], row.topk(lead).values)

@@ -518,14 +518,17 @@ def test_scores_of_complete_and_cut_hypotheses_agree_with_forced_decoding(
 
 
 def _rows_per_step(model, monkeypatch) -> list[int]:
-    """Record how many rows each ``model.step`` call computes."""
-    rows, step = [], model.step
+    """Record how many rows each ``model.step`` or ``model.search_step`` (beam search's)
+    call computes."""
+    rows: list[int] = []
+    for name in ("step", "search_step"):
+        step = getattr(model, name)
 
-    def counting(prev, state, mem):
-        rows.append(prev.size(0))
-        return step(prev, state, mem)
+        def counting(prev, state, mem, step=step):
+            rows.append(prev.size(0))
+            return step(prev, state, mem)
 
-    monkeypatch.setattr(model, "step", counting)
+        monkeypatch.setattr(model, name, counting)
     return rows
 
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from nmt.ops.topk import BLOCK, top_k
+from nmt.ops.topk import BLOCK, KnownTop, top_k
 
 
 @pytest.mark.parametrize("V", [8000, 8003, BLOCK * 12, 100, 7])
@@ -35,3 +35,29 @@ def test_top_k_works_on_bf16():
     x = torch.randn(8, 8000).to(torch.bfloat16)
     values, idx = top_k(x, 16)
     assert torch.equal(values, x.topk(16, dim=-1).values)
+
+
+def test_top_k_takes_known_columns_only_where_every_row_leads_with_k_of_them():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(6, 8000, generator=g)
+    ref = x.topk(16, dim=-1)
+    # the true top 16, and a lead of 16 in every row: read, not searched again
+    known = KnownTop(ref.indices, torch.full((6,), 16))
+    values, idx = top_k(x, 11, known)
+    assert torch.equal(idx, ref.indices[:, :11]) and torch.equal(values, ref.values[:, :11])
+    # wrong columns that claim a lead are believed: the proof that nothing is searched
+    wrong = KnownTop(ref.indices.flip(1), torch.full((6,), 16))
+    assert torch.equal(top_k(x, 3, wrong)[1], ref.indices[:, -3:].flip(1))
+    # one row whose lead is short of k: every row is searched, and the wrong columns lost
+    short = KnownTop(wrong.cols, torch.tensor([16, 16, 2, 16, 16, 16]))
+    values, idx = top_k(x, 3, short)
+    assert torch.equal(values, ref.values[:, :3]) and torch.equal(x.gather(1, idx), values)
+    # k beyond the known columns: searched
+    assert torch.equal(top_k(x, 17, known)[0], x.topk(17, dim=-1).values)
+
+
+def test_known_top_rows_selects_rows_of_both_tensors():
+    known = KnownTop(torch.arange(12).view(4, 3), torch.tensor([3, 2, 1, 0]))
+    picked = known.rows(torch.tensor([2, 2, 0]))
+    assert picked.cols.tolist() == [[6, 7, 8], [6, 7, 8], [0, 1, 2]]
+    assert picked.lead.tolist() == [1, 1, 3]

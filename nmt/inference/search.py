@@ -3,7 +3,10 @@
 Both searches know nothing about what the model state holds: they only call
 ``model.encode(src, src_len) -> (mem, state)``, ``model.step(prev, state, mem) ->
 (log_probs (B, V), state, attention (B, S) or None)`` and ``index_select(idx)`` on the
-memory and state. Beam size 1 gives exactly the greedy tokens. What they return
+memory and state; beam search calls ``model.search_step`` instead where a model has it
+(the same, and where a reduced-precision step found each row's largest log-probabilities:
+:class:`nmt.ops.topk.KnownTop`, so that the beam's top k does not search the row again).
+Beam size 1 gives exactly the greedy tokens. What they return
 (:class:`~nmt.inference.hypothesis.Hypothesis`), the length penalties and the n-best order
 are nmt/inference/hypothesis.py's.
 """
@@ -19,7 +22,7 @@ from nmt.inference.open_hypotheses import OpenHypotheses
 from nmt.inference.rescore import autocast_on, fp32_log_probs
 from nmt.inference.search_limit import ended_by_choice, only_eos
 from nmt.ops.precision import at_least_fp32
-from nmt.ops.topk import top_k
+from nmt.ops.topk import KnownTop, top_k
 
 # defaults of the config, so that a direct call decodes as `nmt translate` does
 _SEARCH, _MAX_RATIO = SearchConfig(), TrainConfig().max_output_ratio
@@ -126,12 +129,14 @@ def _check_beam_options(beam_size: int, n_best: int, length_penalty: str, alpha:
 
 
 def _candidates(
-    logp: torch.Tensor, open_lp: torch.Tensor, K: int
+    logp: torch.Tensor, open_lp: torch.Tensor, K: int, known: KnownTop | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The 2K best one-piece extensions of each sentence's K beams, best first.
 
     Args:
         logp: (B*K, V) step log-probabilities. open_lp: (B*K,) totals so far.
+        known: where the step found each row's largest log-probabilities, or None
+            (:func:`nmt.ops.topk.top_k`).
 
     Returns:
         totals (B, 2K), parent rows in 0..B*K-1 (B, 2K), pieces (B, 2K). Every beam's 2K
@@ -146,7 +151,7 @@ def _candidates(
     # no set order, and where a tie straddles its cut it may keep any of them: such rows
     # (rare) take the n1 best from a stable sort of the whole row instead.
     m = min(n1 + 1, V)
-    lp_m, tok_m = top_k(at_least_fp32(logp), m)  # (B*K, m)
+    lp_m, tok_m = top_k(at_least_fp32(logp), m, known)  # (B*K, m)
     lp1, tok1 = lp_m[:, :n1], tok_m[:, :n1]
     if m > n1:
         straddle = (lp_m[:, n1 - 1] == lp_m[:, n1]).nonzero().squeeze(1)
@@ -212,6 +217,16 @@ def _is_done(hyps: list[Hypothesis], K: int, n_best: int, bound: float) -> bool:
     if len(hyps) < n_best:
         return False
     return sorted((h.score for h in hyps), reverse=True)[n_best - 1] >= bound
+
+
+def _step(model, prev: torch.Tensor, state, mem) -> tuple:
+    """``model.search_step`` where the model has one (it may also say where each row's
+    largest log-probabilities are: :class:`nmt.ops.topk.KnownTop`), else ``model.step``
+    with None for that."""
+    search_step = getattr(model, "search_step", None)
+    if search_step is not None:
+        return search_step(prev, state, mem)
+    return (*model.step(prev, state, mem), None)
 
 
 @torch.inference_mode()
@@ -295,13 +310,14 @@ def beam_search(
     prev = torch.full((B,), BOS, dtype=torch.long, device=dev)
     for t in range(int(limits.max())):
         n = len(sent)
-        logp, state, attn = model.step(prev, state, mem)  # (n*K, V), (n*K, S) or None
+        logp, state, attn, known = _step(model, prev, state, mem)  # (n*K, V), (n*K, S)
         if t == 0:  # the K starts are one: step once per sentence, then copy to K rows
             expand = torch.arange(n, device=dev).repeat_interleave(K)  # (n*K,)
             mem, state, logp = mem.index_select(expand), state.index_select(expand), logp[expand]
             attn = None if attn is None else attn[expand]
+            known = None if known is None else known.rows(expand)
         at_limit = t + 1 >= limits  # (n,) on the CPU
-        cand_lp, rows, toks = _candidates(logp, beams.log_prob, K)  # (n, 2K) each
+        cand_lp, rows, toks = _candidates(logp, beams.log_prob, K, known)  # (n, 2K) each
         chose_eos = None
         if bool(at_limit.any()):  # only EOS is left at the limit: every open beam ends
             chose_eos = ended_by_choice(rows, toks, at_limit.to(dev), K)

@@ -24,7 +24,7 @@ from nmt.ops.int8 import int8_enabled
 from nmt.ops.precision import HALF_DTYPES
 from nmt.ops.shapes import pad_rows, rounded_rows, stable_rows_wanted
 from nmt.ops.step_matmul import StepWeights, step_addmm
-from nmt.ops.topk import top_k
+from nmt.ops.topk import KnownTop, top_k
 
 # reduced-precision search steps recompute this many log-probabilities per row in fp32;
 # beam search ranks the 2K + 1 best pieces of each beam (11 for beam 5)
@@ -101,20 +101,36 @@ class Seq2Seq(nn.Module):
         run in int8 and the same recomputation applies.
         """
         out = self.decoder.step(prev, state, mem)
-        w = mem.weights
-        if w.int8 is not None:  # int8 logits find the candidates; fp32 ranks them
-            logits = w.addmm("generator", self.generator.bias, out.pre_output)
-            logp = self.exact_top_log_probs(logits, out.pre_output)
-        else:
-            # Seq2Seq.start passes the generator's weight for search steps
-            logits = self.step_logits(out.pre_output, cast(torch.Tensor, w.generator))
-            if logits.dtype not in HALF_DTYPES:  # fp32, or fp64 for a float64 model
-                logp = F.log_softmax(logits, dim=-1)
-            else:
-                logp = self.exact_top_log_probs(logits, out.pre_output)
+        logp = self._log_probs(out.pre_output, mem.weights)[0]
         if with_heads:
             return logp, out.state, out.attention, out.heads
         return logp, out.state, out.attention
+
+    def search_step(
+        self, prev: torch.Tensor, state: DecoderState, mem: Memory
+    ) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None, KnownTop | None]:
+        """:meth:`step` for beam search: the same log-probabilities (B, V), state and
+        attention weights (B, S) or None, and, from a reduced-precision step, where each
+        row's largest log-probabilities are (:class:`nmt.ops.topk.KnownTop`, from
+        :meth:`exact_top_log_probs`' own search of the row), so that the beam's top k need
+        not search the row again; None from an fp32 step."""
+        out = self.decoder.step(prev, state, mem)
+        logp, known = self._log_probs(out.pre_output, mem.weights)
+        return logp, out.state, out.attention, known
+
+    def _log_probs(
+        self, pre_output: torch.Tensor, w: StepWeights
+    ) -> tuple[torch.Tensor, KnownTop | None]:
+        """A step's log-probabilities (B, V) from its pre-outputs (B, O), and where a
+        reduced-precision step found each row's largest (None in fp32)."""
+        if w.int8 is not None:  # int8 logits find the candidates; fp32 ranks them
+            logits = w.addmm("generator", self.generator.bias, pre_output)
+            return self._exact_top(logits, pre_output)
+        # Seq2Seq.start passes the generator's weight for search steps
+        logits = self.step_logits(pre_output, cast(torch.Tensor, w.generator))
+        if logits.dtype not in HALF_DTYPES:  # fp32, or fp64 for a float64 model
+            return F.log_softmax(logits, dim=-1), None
+        return self._exact_top(logits, pre_output)
 
     def step_logits(self, pre_output: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """The generator's logits (B, V) for one search step's pre-outputs (B, O), the same
@@ -136,17 +152,35 @@ class Seq2Seq(nn.Module):
         whole row. Only the log-normaliser still sees rounding, in the probability mass
         outside the top ``EXACT_TOP``. Raises nothing.
         """
+        return self._exact_top(logits, pre_output)[0]
+
+    def _exact_top(
+        self, logits: torch.Tensor, pre_output: torch.Tensor
+    ) -> tuple[torch.Tensor, KnownTop]:
+        """:meth:`exact_top_log_probs`, and the recomputed columns of each row in order of
+        their fp32 logit (:class:`KnownTop`): the leading ones whose fp32 logit exceeds
+        every rounded logit left outside are certainly the row's largest log-probabilities
+        (log_softmax keeps the order of a row)."""
         g = self.generator
+        V = logits.size(-1)
+        m = min(EXACT_TOP, V)
         with torch.autocast(logits.device.type, enabled=False):
-            top = top_k(logits, min(EXACT_TOP, logits.size(-1)))[1]  # (B, m)
-            w = g.weight.index_select(0, top.view(-1)).view(*top.shape, -1)  # (B, m, O)
+            # one more than recomputed: the largest rounded logit left outside
+            rounded, top = top_k(logits, min(m + 1, V))  # (B, m + 1)
+            top = top[:, :m]
+            w = g.weight.index_select(0, top.reshape(-1)).view(*top.shape, -1)  # (B, m, O)
             # (B, 1, O) @ (B, O, m): batched like this MKL runs it 10x faster than as
             # (B, m, O) @ (B, O, 1)
             exact = torch.matmul(pre_output.float().unsqueeze(1), w.transpose(1, 2)).squeeze(1)
             if g.bias is not None:
                 exact += g.bias[top]
             full = logits.float().scatter_(1, top, exact)
-            return F.log_softmax(full, dim=-1)
+            exact, order = exact.sort(dim=-1, descending=True)
+            if m < V:
+                lead = (exact > rounded[:, m:].float()).sum(dim=1)  # (B,)
+            else:  # every logit of the row was recomputed
+                lead = torch.full_like(top[:, 0], m)
+            return F.log_softmax(full, dim=-1), KnownTop(top.gather(1, order), lead)
 
     def logits(
         self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor

@@ -2,13 +2,40 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 BLOCK = 64  # columns per block; see top_k
 
 
-def top_k(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+@dataclass(frozen=True)
+class KnownTop:
+    """Where each row's largest entries are, found before a top k is asked for (a
+    reduced-precision search step finds them: :meth:`nmt.model.seq2seq.Seq2Seq.search_step`).
+
+    Attributes:
+        cols: (N, E) column ids, each row's in order of value, largest first.
+        lead: (N,) how many leading columns of ``cols`` are certainly the row's largest:
+            no column outside ``cols[n, :lead[n]]`` holds a larger value than
+            ``x[n, cols[n, lead[n] - 1]]``.
+    """
+
+    cols: torch.Tensor
+    lead: torch.Tensor
+
+    def rows(self, idx: torch.Tensor) -> KnownTop:
+        """The rows ``idx`` (N',) of both tensors."""
+        return KnownTop(self.cols.index_select(0, idx), self.lead.index_select(0, idx))
+
+
+def top_k(
+    x: torch.Tensor, k: int, known: KnownTop | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``x.topk(k, dim=-1)`` of a (N, V) matrix, through block maxima.
+
+    With ``known`` whose ``lead`` is at least k in every row, the k columns come from it
+    and only their values are read: a second search of the row would find the same ones.
 
     The row is cut into blocks of ``BLOCK`` columns; the k largest entries lie in the k
     blocks with the largest maxima (a block outside them has k blocks whose maxima are at
@@ -19,11 +46,16 @@ def top_k(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     for beam search's k (results/speed/2026-12-01-e/README.md).
 
     Args:
-        x: (N, V) floats. k: 1..V.
+        x: (N, V) floats. k: 1..V. known: where the row's largest entries are, when a
+            step has found them (:class:`KnownTop`); used only where ``lead`` >= k in
+            every row.
 
     Returns:
         values (N, k) and indices (N, k), int64. Raises what torch.topk raises for k > V.
     """
+    if known is not None and k <= known.cols.size(1) and bool((known.lead >= k).all()):
+        cols = known.cols[:, :k]
+        return x.gather(1, cols), cols
     N, V = x.shape
     n_blocks = V // BLOCK
     if n_blocks <= k:
