@@ -4,21 +4,24 @@
 # within 1.3x of fp32's at no cost in speed?
 #
 #   [PAUSE_PIDS="PID..."] [ROUNDS=3] [SEARCH_ROUNDS=3] [OLD_TREE=DIR] [BM=8] [DATA=DIR] \
-#     bash benchmarks/speed/amx_sitting.sh
+#     [JOEY=1] bash benchmarks/speed/amx_sitting.sh
 #
 # Refuses (exit 2) a CPU without amx_bf16. PAUSE_PIDS: the other work on the machine, stopped
 # (kill -STOP) for the sitting and resumed (kill -CONT) at its end, on an error or Ctrl-C.
 # Each round runs fp32, bf16, bf16_bmBM, bf16_bmBM_cap64 and bf16_bmBM_cap16
 # (benchmarks/speed/ab/bench_ab.sh: 2 threads, 10 warm-up + 60 timed steps, a 60 s window;
-# about 2.5 min a run, 35-40 min for 3 rounds), in reverse order every other round; then one
-# 70-step run each of bf16 and bf16_bmBM with ONEDNN_VERBOSE=profile_create counts the
-# primitives oneDNN built (shapes_*.txt). Writes results/speed/DATE-amx-bucket/ (OUT=DIR to
-# change; WARMUP, STEPS, WINDOW as bench_ab.sh's): machine.txt, VARIANT_roundN.{json,log,uptime}, shapes_*.txt and table.md
-# (benchmarks/speed/ab/variants_table.py). Then search (benchmarks/speed/search_rounds.sh,
-# SEARCH_ROUNDS rounds, 0 leaves it out, about 1 min a round): `nmt bench` of models/deen-additive
-# with --decode-precision auto (measured on a CPU), fp32, bf16 and int8, and OLD_TREE's auto
-# where OLD_TREE names a worktree of the commit before issue 48 (e6d2505). ROUNDS=0 leaves the
-# training rounds out.
+# about 2.5 min a run, 35-40 min for 3 rounds), and with JOEY=1 also Joey NMT 2.3.0
+# (bench_ab.sh's `joey`: same architecture and data from scratch, 30 s warm-up, the same 60 s
+# window, about 2 min a run; benchmarks/speed/joey/setup.sh installs it first, once), in
+# reverse order every other round; then one 70-step run each of bf16 and bf16_bmBM with
+# ONEDNN_VERBOSE=profile_create counts the primitives oneDNN built (shapes_*.txt). Writes
+# results/speed/DATE-amx-bucket/ (OUT=DIR to change; WARMUP, STEPS, WINDOW as bench_ab.sh's):
+# machine.txt, VARIANT_roundN.{json,log,uptime}, shapes_*.txt and table.md
+# (benchmarks/speed/ab/variants_table.py; with JOEY=1 each variant's window tokens/s over
+# Joey's). Then search (benchmarks/speed/search_rounds.sh, SEARCH_ROUNDS rounds, 0 leaves it
+# out, about 1 min a round): `nmt bench` of models/deen-additive with --decode-precision auto
+# (measured on a CPU), fp32, bf16 and int8, and OLD_TREE's auto where OLD_TREE names a
+# worktree of the commit before issue 48 (e6d2505). ROUNDS=0 leaves the training rounds out.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if ! grep -qw amx_bf16 /proc/cpuinfo; then
@@ -41,6 +44,10 @@ OUT=$(realpath "$OUT")
 { git rev-parse HEAD; grep -m1 'model name' /proc/cpuinfo; nproc
   .venv/bin/python -c 'import torch; print("torch", torch.__version__)'; } > "$OUT/machine.txt"
 variants=(fp32 bf16 "bf16_bm$BM" "bf16_bm${BM}_cap64" "bf16_bm${BM}_cap16")
+if [ "${JOEY:-0}" = 1 ]; then  # Joey NMT 2.3.0 in every training round; installed before them
+  bash benchmarks/speed/joey/setup.sh
+  variants+=(joey)
+fi
 for r in $(seq 1 "${ROUNDS:-3}"); do
   order=("${variants[@]}")
   if (( r % 2 == 0 )); then

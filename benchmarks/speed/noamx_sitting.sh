@@ -3,7 +3,7 @@
 # anything slower than before the issue's changes? One sitting, the two trees alternating:
 #
 #   OLD_TREE=DIR [PAUSE_PIDS="PID..."] [ROUNDS=2] [BM=8] [VARIANTS="fp32 bf16 ..."] [DATA=DIR] \
-#     bash benchmarks/speed/noamx_sitting.sh
+#     [JOEY=1] bash benchmarks/speed/noamx_sitting.sh
 #
 # ROUNDS sets both parts' rounds; TRAIN_ROUNDS or SEARCH_ROUNDS one part's (0 leaves it out).
 #
@@ -14,12 +14,16 @@
 # Training (benchmarks/speed/ab/bench_ab.sh, 2 threads, 10 warm-up + 60 timed steps, a 60 s
 # window, about 2.5 min a run): fp32 and fp32_old, and where the CPU has avx512_bf16 also bf16,
 # bf16_old and bf16_bmBM (VARIANTS: another list of bench_ab.sh variants), in reverse order
-# every other round. Search: `nmt bench` of the shipped models/deen-additive (saved as a .pt
-# checkpoint that both trees read), 1,000 test_2016 sentences, greedy and beam 5,
+# every other round; JOEY=1 adds Joey NMT 2.3.0 (bench_ab.sh's `joey`: the same architecture
+# and data from scratch, 2 threads, 30 s warm-up, then the same 60 s window; about 2 min a
+# run; benchmarks/speed/joey/setup.sh installs it first, once) to every round. Search: `nmt
+# bench` of the shipped models/deen-additive (saved as a .pt checkpoint that both trees read), 1,000 test_2016 sentences, greedy and beam 5,
 # --decode-precision auto on both trees (what a user gets), and bf16 on this tree where the
 # CPU has it (SEARCH_PRECISIONS="int8 ...": more precisions on this tree), every other round
 # in reverse order. Writes results/speed/DATE-noamx/ (OUT=DIR
-# to change): machine.txt, VARIANT_roundN.{json,log,uptime}, search_*.json and table.md.
+# to change): machine.txt, VARIANT_roundN.{json,log,uptime} (joey_roundN too with JOEY=1),
+# search_*.json and table.md (benchmarks/speed/ab/variants_table.py: with Joey, each variant's
+# window tokens/s over Joey's).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 HERE=$PWD
@@ -44,6 +48,10 @@ OUT=$(realpath "$OUT")
 variants=(fp32 fp32_old)
 if grep -qw avx512_bf16 /proc/cpuinfo; then variants+=(bf16 bf16_old "bf16_bm$BM"); fi
 if [ -n "${VARIANTS:-}" ]; then read -r -a variants <<< "$VARIANTS"; fi
+if [ "${JOEY:-0}" = 1 ]; then  # Joey NMT 2.3.0 in every training round; installed before them
+  bash benchmarks/speed/joey/setup.sh
+  [[ " ${variants[*]} " == *" joey "* ]] || variants+=(joey)
+fi
 for r in $(seq 1 "${TRAIN_ROUNDS:-${ROUNDS:-2}}"); do
   order=("${variants[@]}")
   if (( r % 2 == 0 )); then

@@ -4,12 +4,15 @@
 # exists since ce5caac; OLD_TREE=none skips it), on a CPU with
 # native bf16 (avx512_bf16 or amx_bf16) also nmt's training and, in another process, its
 # search with bf16 autocast (`nmt bench --skip-decode --precision bf16`, `nmt bench
-# --skip-train --decode-precision bf16`; the first run is fp32 throughout), and Joey NMT 2.3.0 (a local harness
-# outside this repository, JOEY_HARNESS; see results/speed/README.md for its settings). Every
-# run uses 2 threads and the reference architecture of configs/bench_reference.yaml.
+# --skip-train --decode-precision bf16`; the first run is fp32 throughout), and Joey NMT 2.3.0
+# (JOEY_HARNESS, default benchmarks/speed/joey/bench_joey.sh: training only, from scratch, a 60 s
+# window after 30 s; see results/speed/README.md for its settings; the harness of the sittings
+# up to 2026-12-01-e, which also decoded with JOEY_CHECKPOINT, lived outside this repository
+# and is lost). Every run uses 2 threads and the reference architecture of
+# configs/bench_reference.yaml.
 #
-#   [OUT=results/speed/DIR] [OLD_TREE=DIR] [OLD_CKPT=FILE] bash benchmarks/speed/side_by_side.sh \
-#       NMT_CHECKPOINT JOEY_CHECKPOINT [ROUNDS]
+#   [OUT=results/speed/DIR] [OLD_TREE=DIR] [OLD_CKPT=FILE] [JOEY_HARNESS=FILE] \
+#       bash benchmarks/speed/side_by_side.sh NMT_CHECKPOINT [JOEY_CHECKPOINT|-] [ROUNDS]
 #
 # Writes into OUT (default results/speed/DATE, from the repository root): per round
 # nmt_round*.{json,md,log}, nmt_bf16_round*, nmt_bf16dec_round*, nmt_before_round*,
@@ -24,14 +27,15 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 HERE=$PWD
 CKPT=$(realpath "${1:?an nmt checkpoint of configs/bench_reference.yaml}")
-JOEY_CKPT=${2:?a Joey NMT checkpoint of the same architecture}
+JOEY_CKPT=${2:--}  # for a harness that decodes; `-` (the default): none
+[ "$JOEY_CKPT" != - ] || JOEY_CKPT=
 ROUNDS=${3:-2}
 FIRST=${FIRST:-1}  # the first round number (to add rounds to a sitting)
 OUT=${OUT:-results/speed/$(date +%F)}
 OLD_TREE=${OLD_TREE:-/work/runtree}
 BF16=$(grep -q -m1 -E 'avx512_bf16|amx_bf16' /proc/cpuinfo && echo 1 || echo 0)
 OLD_CKPT=$(realpath "${OLD_CKPT:-$CKPT}")
-JOEY_HARNESS=${JOEY_HARNESS:-/work/joey/bench_joey.sh}
+JOEY_HARNESS=${JOEY_HARNESS:-benchmarks/speed/joey/bench_joey.sh}
 mkdir -p "$OUT"
 { grep -m1 "model name" /proc/cpuinfo; nproc; uptime; } > "$OUT/machine.txt"
 for r in $(seq "$FIRST" "$ROUNDS"); do

@@ -1,6 +1,8 @@
 """Markdown table of one side-by-side sitting (benchmarks/speed/side_by_side.sh):
 Joey NMT 2.3.0, nmt at an earlier commit and nmt now, per round and the mean. Reads only
-the sitting's JSON files (no nmt import), prints the table on stdout.
+the sitting's JSON files (no nmt import), prints the table on stdout. Joey's records from
+benchmarks/speed/joey/bench_joey.sh (since 2026-12-07) have training only: its search
+cells show "-".
 
     python benchmarks/speed/summarize.py results/speed/2026-11-30 > results/speed/2026-11-30/table.md
     python benchmarks/speed/summarize.py results/speed/2026-11-30-b 226fa03 > .../table.md
@@ -52,9 +54,15 @@ b = [
     else r["train_target_tokens_per_s"]
     for r in before
 ]
+# Joey's harness timed steps 21-200 until 2026-12-07, since then a window after a warm-up
+# (benchmarks/speed/joey/bench_joey.sh, no decoding: no "translate" in its JSON)
+joey_window = sorted({r["train"].get("window_seconds_asked") for r in joey} - {None})
+joey_timed = (
+    f"{'/'.join(f'{w:g}' for w in joey_window)} s window" if joey_window else "steps 21-200"
+)
 rows.append(
     (
-        "training, target tokens/s (Joey: steps 21-200; nmt: 40 steps / 30 s window)",
+        f"training, target tokens/s (Joey: {joey_timed}; nmt: 40 steps / 30 s window)",
         col(j),
         col(b),
         f"{col(n_fixed)}; window {col(n_win)}",
@@ -96,8 +104,8 @@ rows.append(
     )
 )
 for key, label in (("greedy", "greedy"), ("beam5", "beam 5")):
-    js = [r["translate"][key]["sentences_per_s"] for r in joey]
-    jb = [r["translate"][key]["bleu"] for r in joey]
+    js = [r["translate"][key]["sentences_per_s"] for r in joey if r.get("translate")]
+    jb = [r["translate"][key]["bleu"] for r in joey if r.get("translate")]
     ns = [r["decode"][key]["sentences_per_s"] for r in now]
     nb = [r["decode"][key]["bleu"] for r in now]
     bs = [
@@ -107,7 +115,7 @@ for key, label in (("greedy", "greedy"), ("beam5", "beam 5")):
     rows.append(
         (
             f"{label}, sentences/s (1,000 test_2016_flickr sentences, batches of 64)",
-            f"{col(js, '{:,.1f}')}, BLEU {col(jb, '{:.2f}')}",
+            f"{col(js, '{:,.1f}')}, BLEU {col(jb, '{:.2f}')}" if js else "-",
             f"{col(bs, '{:,.1f}')}" + ("" if bench_before else " (val split)"),
             f"{col(ns, '{:,.1f}')}, BLEU {col(nb, '{:.2f}')}",
             ratio(ns, js),

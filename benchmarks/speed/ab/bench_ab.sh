@@ -2,15 +2,18 @@
 # `nmt bench` training runs of the reference architecture, one process per variant, in the
 # order given (run it again for the next round, so that variants alternate):
 #
-#   [OUT=DIR] [OLD_TREE=DIR] [DATA=DIR] [WARMUP=10 STEPS=60 WINDOW=60] bash benchmarks/speed/ab/bench_ab.sh ROUND VARIANT...
+#   [OUT=DIR] [OLD_TREE=DIR] [DATA=DIR] [WARMUP=10 STEPS=60 WINDOW=60] [JOEY_WARMUP_S=30] \
+#     bash benchmarks/speed/ab/bench_ab.sh ROUND VARIANT...
 #
 # VARIANT: fp32 | bf16 (this tree) | fp32_old | bf16_old (the tree at OLD_TREE, e.g.
 # `git worktree add /tmp/nmt_old COMMIT`) | bf16_capN (this tree, bf16, with
 # ONEDNN_PRIMITIVE_CACHE_CAPACITY=N) | bf16_bmM (this tree, bf16, train.batch_multiple=M) |
-# bf16_bmM_capN (both). Each run: 2 threads, 10 warm-up steps, 60 timed steps,
-# then a 60 s window, training only; writes OUT/VARIANT_roundROUND.{json,log,uptime}, the
-# log with /usr/bin/time -v's peak RSS. Where other work shares the machine, stop it for the
-# sitting (kill -STOP / -CONT); the uptime file records the load before each run.
+# bf16_bmM_capN (both) | joey (Joey NMT 2.3.0 on the same architecture and data from scratch,
+# benchmarks/speed/joey/bench_joey.sh: 2 threads, a WINDOW-second window after JOEY_WARMUP_S
+# seconds; its own files in /tmp/joey_roundROUND). Each nmt run: 2 threads, 10 warm-up steps,
+# 60 timed steps, then a 60 s window, training only. Writes OUT/VARIANT_roundROUND.{json,log,
+# uptime}, the log with /usr/bin/time -v's peak RSS. Where other work shares the machine, stop
+# it for the sitting (kill -STOP / -CONT); the uptime file records the load before each run.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 HERE=$PWD
@@ -22,6 +25,15 @@ DATA=$(realpath "${DATA:-../shared/data/multi30k}")
 mkdir -p "$OUT"
 OUT=$(realpath "$OUT")
 for v in "$@"; do
+  if [ "$v" = joey ]; then
+    uptime > "$OUT/joey_round$ROUND.uptime"
+    JOEY_OUT=/tmp/joey_round$ROUND DATA=$DATA WARMUP_S=${JOEY_WARMUP_S:-30} \
+      WINDOW_S=${WINDOW:-60} bash benchmarks/speed/joey/bench_joey.sh 2 \
+      > "$OUT/joey_round$ROUND.log" 2>&1 \
+      || { tail -n 5 "$OUT/joey_round$ROUND.log" >&2; exit 1; }
+    cp "/tmp/joey_round$ROUND/joey_bench.json" "$OUT/joey_round$ROUND.json"
+    continue
+  fi
   tree=$HERE cap=${ONEDNN_PRIMITIVE_CACHE_CAPACITY:-1024} opt=()
   case $v in
     fp32|bf16) p=$v ;;
