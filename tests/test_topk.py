@@ -61,3 +61,14 @@ def test_known_top_rows_selects_rows_of_both_tensors():
     picked = known.rows(torch.tensor([2, 2, 0]))
     assert picked.cols.tolist() == [[6, 7, 8], [6, 7, 8], [0, 1, 2]]
     assert picked.lead.tolist() == [1, 1, 3]
+
+
+def test_top_k_reads_views_at_an_offset_and_non_contiguous_matrices():
+    """The blocks are copied from a strided view of the storage: a matrix that starts
+    inside a larger one, or a transposed one, must give torch.topk's values too."""
+    g = torch.Generator().manual_seed(5)
+    big = torch.randn(50, 8003, generator=g)
+    for x in (big[7:40], big[7:40, 3:], big.t().contiguous().t()[5:9]):
+        values, idx = top_k(x, 11)
+        assert torch.equal(values, x.topk(11, dim=-1).values)
+        assert torch.equal(x.gather(1, idx), values)
