@@ -365,3 +365,16 @@ def test_a_missing_split_lists_splits_and_joined_sets(
     with pytest.raises(DataError) as e:
         split_files(tmp_path, "test_2099", "de", "en")
     assert "test_a, val" in str(e.value) and "SPLIT_joined" in str(e.value)
+
+
+def test_id_to_pieces_reads_sentencepiece_pieces_and_names_a_bad_id(toy_vocabs):
+    import torch
+
+    v = toy_vocabs[1]
+    ids = list(range(len(v)))
+    assert v.id_to_pieces(ids) == [v.sp.id_to_piece(i) for i in ids]
+    assert v.id_to_pieces(torch.tensor([5, 0, 5])) == [v.sp.id_to_piece(i) for i in (5, 0, 5)]
+    assert v.id_to_piece(3) == v.sp.id_to_piece(3) and v.id_to_pieces([]) == []
+    for bad in (-1, len(v)):  # a table read as a list would give the last piece for -1
+        with pytest.raises(IndexError, match=f"piece id {bad} is outside 0..{len(v) - 1}"):
+            v.id_to_pieces([4, bad])

@@ -133,8 +133,8 @@ def test_search_step_says_where_each_rows_largest_are_and_beam_agrees_without_it
 ):
     """A reduced-precision ``search_step`` returns ``step``'s log-probabilities and the
     columns of each row's largest (KnownTop): the leading ``lead`` of them are the row's
-    top values; fp32 says nothing. Beam search reading them finds the same hypotheses,
-    scores and attention as one that searches every row itself."""
+    top values; fp32 says nothing. Beam and greedy search reading them find the same
+    hypotheses, scores and attention as searches that read every row themselves."""
     model = _trained(toy_vocabs, "additive", "bahdanau")
     batch = _batch(*toy_vocabs)
     prev = torch.full((batch.src.size(0),), 2)
@@ -151,10 +151,14 @@ def test_search_step_says_where_each_rows_largest_are_and_beam_agrees_without_it
         assert torch.equal(row[cols[:lead]], row.topk(lead).values)
     with autocast(CPU, dtype):
         told = beam_search(model, batch.src, batch.src_len, beam_size=4, n_best=2, rescore=False)
+        greedy_told = greedy(model, batch.src, batch.src_len, rescore=False)
         monkeypatch.delattr(type(model), "search_step")
         searched = beam_search(
             model, batch.src, batch.src_len, beam_size=4, n_best=2, rescore=False
         )
+        greedy_searched = greedy(model, batch.src, batch.src_len, rescore=False)
+    for g, h in zip(greedy_told, greedy_searched, strict=True):
+        assert (g.tokens, g.log_prob, g.token_logprobs) == (h.tokens, h.log_prob, h.token_logprobs)
     for a, b in zip(told, searched, strict=True):
         assert [(h.tokens, h.score, h.log_prob) for h in a] == [
             (h.tokens, h.score, h.log_prob) for h in b

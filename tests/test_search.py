@@ -585,3 +585,23 @@ def test_beam_one_equals_greedy_on_exact_ties():
     b = beam_search(TableModel(dist), src, src_len, beam_size=1)
     assert [h.tokens for h in g] == [[A, A, A]] * 2
     assert [nb[0].tokens for nb in b] == [h.tokens for h in g]
+
+
+def test_most_probable_reads_known_columns_only_when_they_name_a_single_maximum():
+    from nmt.inference.search import _most_probable
+    from nmt.ops.topk import KnownTop
+
+    logp = torch.tensor([[-3.0, -1.0, -2.0, -1.0], [-0.5, -4.0, -2.0, -3.0]])
+    ref = logp.max(dim=-1)
+    # row 0 ties at ids 1 and 3: max's rule (the lowest id) whatever order they are known in
+    tied = KnownTop(torch.tensor([[3, 1], [0, 2]]), torch.tensor([2, 2]))
+    for known in (None, tied, KnownTop(torch.tensor([[1, 2], [0, 2]]), torch.tensor([1, 2]))):
+        lp, best = _most_probable(logp, known)
+        assert best.tolist() == ref.indices.tolist() == [1, 0]
+        assert torch.equal(lp, ref.values)
+    # a single maximum in every row, led by two: read from the columns, not the rows
+    logp2 = logp.clone()
+    logp2[0, 3] = -1.5
+    claimed = KnownTop(torch.tensor([[2, 0], [3, 1]]), torch.tensor([2, 2]))  # wrong on purpose
+    lp, best = _most_probable(logp2, claimed)
+    assert best.tolist() == [2, 3] and lp.tolist() == [-2.0, -3.0]

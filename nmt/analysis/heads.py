@@ -154,8 +154,8 @@ def head_weights_of(
                 e.index,
                 sources[e.index],
                 tgt_vocab.decode(h.tokens),
-                [src_vocab.id_to_piece(x) for x in e.src[:-1]] + ["</s>"],
-                [tgt_vocab.id_to_piece(x) for x in h.tokens] + ["</s>"],
+                src_vocab.id_to_pieces(e.src[:-1]) + ["</s>"],
+                tgt_vocab.id_to_pieces(h.tokens) + ["</s>"],
                 per_head[b, :, :T, :S].float().cpu(),
             )
     return [out[i] for i in sorted(out)]

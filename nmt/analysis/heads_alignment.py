@@ -125,8 +125,8 @@ def forced_weights(
     examples, pieces = [], {}
     for i, (s, r) in enumerate(zip(sources, references, strict=True)):
         src_ids, tgt_ids = translator.encode(s).ids, tgt_vocab.encode(r)
-        sp = [src_vocab.id_to_piece(x) for x in src_ids]
-        tp = [tgt_vocab.id_to_piece(x) for x in tgt_ids]
+        sp = src_vocab.id_to_pieces(src_ids)
+        tp = tgt_vocab.id_to_pieces(tgt_ids)
         if (
             not src_ids
             or not tgt_ids

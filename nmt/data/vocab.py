@@ -24,6 +24,7 @@ class Vocab:
     def __init__(self, model_bytes: bytes):
         self.model_bytes = bytes(model_bytes)
         self.sp = spm.SentencePieceProcessor(model_proto=self.model_bytes)
+        self._pieces: dict[int, str] | None = None  # id -> piece, built by id_to_pieces
 
     def __len__(self) -> int:
         return self.sp.get_piece_size()
@@ -76,8 +77,28 @@ class Vocab:
         return self.sp.decode([i for i in ids if i == UNK or i > EOS])
 
     def id_to_piece(self, i: int) -> str:
-        """The piece string of id ``i`` (for alignments and heatmaps)."""
-        return self.sp.id_to_piece(int(i))
+        """The piece string of id ``i`` (for alignments and heatmaps).
+
+        Raises:
+            IndexError: ``i`` outside 0..len-1.
+        """
+        return self.id_to_pieces([i])[0]
+
+    def id_to_pieces(self, ids: Iterable[int]) -> list[str]:
+        """The piece strings of ``ids``, from a table of every piece built on first use:
+        a SentencePiece call per piece took 3-4 us, about a tenth of the CPU time of a
+        greedy int8 translation of 1,000 sentences.
+
+        Raises:
+            IndexError: an id outside 0..len-1 (named).
+        """
+        if self._pieces is None:
+            self._pieces = {i: self.sp.id_to_piece(i) for i in range(len(self))}
+        table = self._pieces
+        try:
+            return [table[int(i)] for i in ids]
+        except KeyError as e:
+            raise IndexError(f"piece id {e.args[0]} is outside 0..{len(table) - 1}") from None
 
 
 def train_vocab(

@@ -3,9 +3,9 @@
 Both searches know nothing about what the model state holds: they only call
 ``model.encode(src, src_len) -> (mem, state)``, ``model.step(prev, state, mem) ->
 (log_probs (B, V), state, attention (B, S) or None)`` and ``index_select(idx)`` on the
-memory and state; beam search calls ``model.search_step`` instead where a model has it
+memory and state; both call ``model.search_step`` instead where a model has it
 (the same, and where a reduced-precision step found each row's largest log-probabilities:
-:class:`nmt.ops.topk.KnownTop`, so that the beam's top k does not search the row again).
+:class:`nmt.ops.topk.KnownTop`, so that the search need not read the row again).
 Beam size 1 gives exactly the greedy tokens. What they return
 (:class:`~nmt.inference.hypothesis.Hypothesis`), the length penalties and the n-best order
 are nmt/inference/hypothesis.py's.
@@ -78,8 +78,8 @@ def greedy(
     prev = torch.full((B,), BOS, dtype=torch.long, device=dev)
     cut = torch.zeros(B, dtype=torch.bool, device=dev)  # rows whose EOS was forced
     for t in range(T):
-        logp, state, attn = model.step(prev, state, mem)  # (n, V), (n, S) or None
-        best_logp, best = logp.max(dim=-1)
+        logp, state, attn, known = _step(model, prev, state, mem)  # (n, V), (n, S) or None
+        best_logp, best = _most_probable(logp, known)
         last = t + 1 >= row_limits  # (n,) rows at their length limit: their piece is EOS
         if bool(last.any()):
             cut[rows[last & (best != EOS)]] = True
@@ -113,6 +113,21 @@ def greedy(
     if rescore and autocast_on(dev):  # bf16 scores depend on the batch: redo them in fp32
         _rescore(model, src, src_len, [[h] for h in hyps], "none", 0.0)
     return hyps
+
+
+def _most_probable(logp: torch.Tensor, known: KnownTop | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's largest log-probability and its piece, (n,) and (n,), as
+    ``logp.max(dim=-1)`` gives them (equal ones: the lowest id). From ``known`` where it
+    names every row's two largest and the first is larger: then it is the row's only
+    maximum, and the row need not be read again (``max`` with indices took 0.17 ms for 64
+    rows of 7,931 on one EPYC thread, the values alone 0.04)."""
+    if known is not None and known.cols.size(1) >= 2:
+        top2 = known.cols[:, :2]
+        lp2 = logp.gather(1, top2)
+        if bool(((known.lead >= 2) & (lp2[:, 0] > lp2[:, 1])).all()):
+            return lp2[:, 0], top2[:, 0]
+    best_logp, best = logp.max(dim=-1)
+    return best_logp, best
 
 
 def _check_beam_options(beam_size: int, n_best: int, length_penalty: str, alpha: float):

@@ -270,7 +270,7 @@ class Translator:
         ids = self.src_vocab.encode(clean)
         cut = self.max_src_pieces is not None and len(ids) > self.max_src_pieces
         ids = ids[: self.max_src_pieces] if cut else ids
-        pieces = [self.src_vocab.id_to_piece(x) for x in ids]
+        pieces = self.src_vocab.id_to_pieces(ids)
         unknown = bool(ids) and all(x == UNK or p == "▁" for x, p in zip(ids, pieces, strict=True))
         return EncodedSource(ids, pieces, cut, unknown)
 
@@ -335,7 +335,7 @@ class Translator:
         if decoding.n_best > 1:
             r.nbest = [(self.tgt_vocab.decode(h.tokens), h.score, h.complete) for h in nbest]
         r.text = self.tgt_vocab.decode(hyp.tokens)
-        r.tgt_pieces = [self.tgt_vocab.id_to_piece(x) for x in hyp.tokens]
+        r.tgt_pieces = self.tgt_vocab.id_to_pieces(hyp.tokens)
         r.tgt_pieces.append("</s>")  # every hypothesis ends with EOS, a cut one too
         r.attention = hyp.attention
 

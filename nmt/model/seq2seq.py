@@ -109,11 +109,11 @@ class Seq2Seq(nn.Module):
     def search_step(
         self, prev: torch.Tensor, state: DecoderState, mem: Memory
     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None, KnownTop | None]:
-        """:meth:`step` for beam search: the same log-probabilities (B, V), state and
-        attention weights (B, S) or None, and, from a reduced-precision step, where each
-        row's largest log-probabilities are (:class:`nmt.ops.topk.KnownTop`, from
-        :meth:`exact_top_log_probs`' own search of the row), so that the beam's top k need
-        not search the row again; None from an fp32 step."""
+        """:meth:`step` for greedy and beam search: the same log-probabilities (B, V),
+        state and attention weights (B, S) or None, and, from a reduced-precision step,
+        where each row's largest log-probabilities are (:class:`nmt.ops.topk.KnownTop`, from
+        :meth:`exact_top_log_probs`' own search of the row), so that the search need not
+        read the row again; None from an fp32 step."""
         out = self.decoder.step(prev, state, mem)
         logp, known = self._log_probs(out.pre_output, mem.weights)
         return logp, out.state, out.attention, known

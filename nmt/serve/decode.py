@@ -201,7 +201,7 @@ def _hypothesis(
         # one cut at the length limit (ended false) was completed with </s> by the search
         # and scored with it (nmt.inference.hypothesis.Hypothesis), as nmt translate shows it
         "text": text,
-        "tgt_pieces": [tv.id_to_piece(x) for x in tokens] + ["</s>"],
+        "tgt_pieces": tv.id_to_pieces(tokens) + ["</s>"],
         "score": _finite(score),
         "log_prob": _finite(sum(f.token_logprobs)),
         "token_logprobs": [_finite(x) for x in f.token_logprobs],
