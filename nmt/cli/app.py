@@ -70,7 +70,11 @@ def train(
 
 @app.command()
 def evaluate(
-    checkpoints: list[Path] = typer.Argument(..., help="One or more checkpoints."),
+    checkpoints: list[Path] = typer.Argument(
+        ...,
+        help="One or more checkpoints: .pt files, exported model folders or shipped "
+        "model names (deen-additive).",
+    ),
     ensemble: bool = typer.Option(
         False,
         "--ensemble",
@@ -136,8 +140,8 @@ def evaluate(
 def translate(
     checkpoints: list[Path] = typer.Argument(
         ...,
-        help="Checkpoint file; several: decode them "
-        "as one ensemble (the mean of their "
+        help="A checkpoint (.pt), an exported model folder or a shipped model's name "
+        "(deen-additive); several: decode them as one ensemble (the mean of their "
         "probabilities at each step).",
     ),
     input: Path | None = typer.Option(None, "--input", "-i", help="Input file (default stdin)."),
