@@ -8,11 +8,14 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+import yaml
 
 from nmt.config.load import load_config
 
@@ -175,3 +178,133 @@ def test_variants_table_without_joey_keeps_its_columns(tmp_path):
     (tmp_path / "fp32_round1.json").write_text(json.dumps(run))
     lines = variants_table.training_table(variants_table.read_sitting(tmp_path)[0])
     assert "Joey" not in lines[0] and lines[2] == "| fp32 | 10 | 1.00x | - | - | - | - |"
+
+
+BENCH = ROOT / "benchmarks" / "speed" / "joey" / "bench_joey.sh"
+
+
+def _bench(tmp_path: Path, args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    """bench_joey.sh with its venv, work and output directories under ``tmp_path`` (none
+    exists before) and ``env`` on top; PYTHON=false makes setup.sh fail at once (exit 1)
+    should the checks let the input through."""
+    base = {
+        "PATH": os.environ["PATH"],
+        "JOEY_VENV": str(tmp_path / "venv"),
+        "JOEY_WORK": str(tmp_path / "work"),
+        "JOEY_OUT": str(tmp_path / "out"),
+        "PYTHON": "false",
+    }
+    return subprocess.run(
+        ["bash", str(BENCH), *args],
+        env=base | env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def _multi30k(tmp_path: Path) -> Path:
+    data = tmp_path / "multi30k"
+    data.mkdir()
+    for lang in ("de", "en"):
+        (data / f"train.{lang}.gz").write_bytes(b"")
+    return data
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "named"),
+    [
+        ([], {}, "THREADS"),
+        (["2", "3"], {}, "THREADS"),
+        (["0"], {}, "THREADS=0"),
+        (["abc"], {}, "THREADS=abc"),
+        (["-2"], {}, "THREADS=-2"),
+        (["2"], {"WINDOW_S": "0"}, "WINDOW_S=0"),
+        (["2"], {"WINDOW_S": "-5"}, "WINDOW_S=-5"),
+        (["2"], {"WINDOW_S": "abc"}, "WINDOW_S=abc"),
+        (["2"], {"WINDOW_S": "0.0"}, "WINDOW_S=0.0"),
+        (["2"], {"WARMUP_S": "-1"}, "WARMUP_S=-1"),
+        (["2"], {"WARMUP_S": "ten"}, "WARMUP_S=ten"),
+        (["2"], {"DATA": "/nonexist/a/b"}, "DATA=/nonexist/a/b"),
+    ],
+)
+def test_bench_joey_refuses_bad_input_in_one_line_before_any_setup(tmp_path, args, env, named):
+    run = _bench(tmp_path, args, **env)
+    lines = run.stderr.splitlines()
+    assert run.returncode == 2, run.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"bench_joey: {named}"), run.stderr
+    assert "Traceback" not in run.stderr and "line " not in run.stderr and not run.stdout
+    for made in ("venv", "work", "out"):  # setup.sh and joey_config.py never ran
+        assert not (tmp_path / made).exists(), made
+
+
+def test_bench_joey_refuses_a_data_directory_without_multi30ks_training_files(tmp_path):
+    data = _multi30k(tmp_path)
+    (data / "train.en.gz").unlink()
+    run = _bench(tmp_path, ["2"], DATA=str(data))
+    assert run.returncode == 2 and run.stderr.splitlines() == [
+        f"bench_joey: DATA={data}: no train.en.gz or train.en (not Multi30k's directory?)"
+    ]
+    assert not (tmp_path / "venv").exists()
+
+
+def test_bench_joey_lets_good_input_through_to_setup(tmp_path):
+    # PYTHON=false: setup.sh's `$PYTHON -m venv` fails, exit 1 rather than the checks' 2
+    run = _bench(tmp_path, ["2"], DATA=str(_multi30k(tmp_path)), WARMUP_S="0", WINDOW_S=".5")
+    assert run.returncode == 1 and "bench_joey:" not in run.stderr, run.stderr
+
+
+def test_joey_config_writes_the_runs_config_to_config_out_not_the_shared_work_dir(
+    tmp_path, monkeypatch
+):
+    record = {"n_params_nmt_reference": 1, "vocab": {}, "train_pairs": 0}
+    monkeypatch.setattr(joey_config, "prepare", lambda cfg, work, compare: record)
+    work, out = tmp_path / "work", tmp_path / "run" / "config.yaml"
+    reference = str(ROOT / "configs" / "bench_reference.yaml")
+    argv = [str(work), "--model-dir", str(tmp_path / "run" / "model"), "--config", reference]
+    assert joey_config.main([*argv, "--config-out", str(out)]) == 0
+    assert not (work / "config.yaml").exists()
+    written = yaml.safe_load(out.read_text())
+    assert written["model_dir"] == str(tmp_path / "run" / "model")
+    assert written["data"]["src"]["voc_file"] == str(work / "vocab.txt")
+    assert joey_config.main([*argv, "--config-out", str(work / "config.yaml")]) == 2
+
+
+def test_joey_config_reads_a_missing_corpus_as_an_error_not_from_the_hub(tmp_path, capsys):
+    missing = tmp_path / "none"
+    reference = str(ROOT / "configs" / "bench_reference.yaml")
+    argv = [str(tmp_path / "work"), "--model-dir", str(tmp_path / "m"), "--config", reference]
+    code = joey_config.main(
+        [*argv, "--config-out", str(tmp_path / "c.yaml"), "--data-path", str(missing)]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1 and str(missing) in err
+    assert "hub" not in err.lower() and "data.source" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["0", "30", "60"], "THREADS=0"),
+        (["abc", "30", "60"], "THREADS=abc"),
+        (["2", "-1", "60"], "WARMUP_S=-1"),
+        (["2", "30", "0"], "WINDOW_S=0"),
+        (["2", "30", "-5"], "WINDOW_S=-5"),
+        (["2", "30", "nan"], "WINDOW_S=nan"),
+        (["2", "x", "60"], "WARMUP_S=x"),
+    ],
+)
+def test_joey_train_bench_refuses_bad_numbers_in_one_line(tmp_path, capsys, args, named):
+    config = tmp_path / "config.yaml"
+    config.write_text("{}\n")
+    assert joey_train_bench.main(["train", str(config), *args, str(tmp_path / "o.json")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"joey_train_bench: {named}: must be")
+    assert joey_train_bench.train_args("2", "0", "0.5") == (2, 0.0, 0.5)
+
+
+def test_joey_train_bench_warns_of_a_window_of_few_steps():
+    warning = joey_train_bench.few_steps_warning(1, 0.5)
+    assert len(warning.splitlines()) == 1 and "0.5 s window holds 1 step" in warning
+    assert joey_train_bench.MIN_WINDOW_STEPS == 5

@@ -3,10 +3,11 @@
 environment (it reads the config and the training pairs through nmt's own code):
 
     .venv/bin/python benchmarks/speed/joey/joey_config.py WORK_DIR --model-dir DIR \
-        [--config configs/bench_reference.yaml] [--data-path DIR] [--seed 42] [--compare-nmt]
+        --config-out FILE [--config configs/bench_reference.yaml] [--data-path DIR] \
+        [--seed 42] [--compare-nmt]
 
 Writes into WORK_DIR, once for a given config and corpus (``prep.json`` records what it
-made from; a second call with the same inputs only rewrites the YAML):
+made from; a second call with the same inputs writes nothing there), what runs may share:
 
 - ``data/train.{src,tgt}``: nmt's training pairs as plain text (the split after nmt's
   length filter, ``data.max_train_words``), ``data/val.{src,tgt}``: the validation split
@@ -18,10 +19,13 @@ made from; a second call with the same inputs only rewrites the YAML):
 - ``prep.json``: the inputs' digest, nmt's parameter count of the reference model, pair
   counts and, with ``--compare-nmt``, whether nmt's own model of these sentences has the
   same pieces and scores (it trains SentencePiece a second time);
-- ``config.yaml``: Joey's config (:func:`joey_config`), its ``model_dir`` the ``--model-dir``.
+and ``--config-out`` (a run's own file, never in WORK_DIR: two runs at once would race for
+one): Joey's config (:func:`joey_config`), its ``model_dir`` the ``--model-dir``.
+
+The corpus is always read from a local directory (``data.source=dir``), never the hub.
 
 Exits 2 with one line on a config Joey's RNN model cannot match (e.g. ``model.attn_dim``
-other than ``model.dec_hidden``) or unreadable data.
+other than ``model.dec_hidden``), unreadable data or a ``--config-out`` inside WORK_DIR.
 """
 
 from __future__ import annotations
@@ -287,21 +291,31 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("work", type=Path)
     p.add_argument("--model-dir", type=Path, required=True)
+    p.add_argument("--config-out", type=Path, required=True)
     p.add_argument("--config", default="configs/bench_reference.yaml")
     p.add_argument("--data-path", default=None)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--compare-nmt", action="store_true")
     args = p.parse_args(argv)
-    overrides = [f"data.path={args.data_path}"] if args.data_path else []
+    # a local corpus only: a missing one is an error here, not a download from the hub
+    overrides = ["data.source=dir"] + ([f"data.path={args.data_path}"] if args.data_path else [])
+    work, config_out = args.work.resolve(), args.config_out.resolve()
+    if work in config_out.parents:
+        print(
+            f"joey_config: --config-out {config_out}: inside WORK_DIR, which runs share; "
+            "give the run's own directory",
+            file=sys.stderr,
+        )
+        return 2
     try:
         cfg = load_config(args.config, overrides)
-        work = args.work.resolve()
         joey = joey_config(cfg, work, args.model_dir.resolve(), seed=args.seed)
         record = prepare(cfg, work, args.compare_nmt)
+        config_out.parent.mkdir(parents=True, exist_ok=True)
+        config_out.write_text(yaml.safe_dump(joey, sort_keys=False))
     except (ValueError, OSError) as e:  # ConfigError, DataError, MismatchError, files: one line
         print(f"joey_config: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
-    (work / "config.yaml").write_text(yaml.safe_dump(joey, sort_keys=False))
     print(json.dumps({k: record[k] for k in ("n_params_nmt_reference", "vocab", "train_pairs")}))
     return 0
 

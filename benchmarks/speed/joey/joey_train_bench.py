@@ -22,12 +22,15 @@ times from TIME_V.txt (``/usr/bin/time -v`` of the ``train`` process), the load 
 before (as given) and now, and from PREP.json (joey_config.py's) nmt's parameter count of the
 same model and the vocabulary.
 
-Exits 2 with one line when a file is missing or the window got no step.
+Exits 2 with one line when a file is missing, THREADS is not a positive integer, WARMUP_S
+not a number >= 0 or WINDOW_S not a number > 0, or the window got no step; warns (one line
+on stderr) when the window holds fewer than MIN_WINDOW_STEPS steps, too few for a rate.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import re
@@ -43,6 +46,10 @@ NOTE = (
     "step to the end of the window's last step (perf_counter at each of Joey's per-step "
     "log calls, which follow the optimizer step)"
 )
+
+
+# a window of fewer steps than this gives a rate dominated by one or two batches' sizes
+MIN_WINDOW_STEPS = 5
 
 
 class WindowDone(Exception):
@@ -116,6 +123,8 @@ def train(config: Path, threads: int, warmup_s: float, window_s: float, out: Pat
     if state["warmup_end"] is None or not window:
         sys.exit(f"{config}: training ended before the window ({len(steps)} steps)")
     seconds = window[-1]["end"] - state["warmup_end"]
+    if len(window) < MIN_WINDOW_STEPS:
+        print(few_steps_warning(len(window), window_s), file=sys.stderr)
     total = {k: sum(s[k] for s in window) for k in window[0] if k != "end"}
     assert total["joey_tokens"] == total["trg"], "Joey's token count is batch.ntokens"
     record = {
@@ -192,6 +201,35 @@ def finish(out: Path, time_v: Path, prep: Path, load_before: str) -> None:
     out.write_text(json.dumps(record, indent=2) + "\n")
 
 
+def few_steps_warning(steps: int, window_s: float) -> str:
+    """The one-line warning for a window of ``steps`` (< MIN_WINDOW_STEPS) steps."""
+    return (
+        f"joey_train_bench: WARNING: the {window_s:g} s window holds {steps} step(s), fewer "
+        f"than {MIN_WINDOW_STEPS}: its tokens/s rests on too few batches (a longer WINDOW_S)"
+    )
+
+
+def train_args(threads: str, warmup_s: str, window_s: str) -> tuple[int, float, float]:
+    """THREADS, WARMUP_S and WINDOW_S from the command line.
+
+    Raises:
+        ValueError: one line naming the argument: THREADS not a positive integer, WARMUP_S
+            not a finite number >= 0, WINDOW_S not a finite number > 0.
+    """
+    if not (threads.isascii() and threads.isdigit()) or int(threads) < 1:
+        raise ValueError(f"THREADS={threads}: must be a positive integer (torch threads)")
+    numbers = []
+    for name, text, low in (("WARMUP_S", warmup_s, ">= 0"), ("WINDOW_S", window_s, "> 0")):
+        try:
+            x = float(text)
+        except ValueError:
+            x = math.nan
+        if not math.isfinite(x) or x < 0 or (low == "> 0" and x == 0):
+            raise ValueError(f"{name}={text}: must be a number of seconds {low}")
+        numbers.append(x)
+    return int(threads), numbers[0], numbers[1]
+
+
 def cpu_name() -> str:
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
@@ -205,7 +243,12 @@ def main(argv: list[str]) -> int:
         if not config.is_file():
             print(f"joey_train_bench: {config}: no such config", file=sys.stderr)
             return 2
-        train(config, int(argv[2]), float(argv[3]), float(argv[4]), Path(argv[5]))
+        try:
+            threads, warmup_s, window_s = train_args(argv[2], argv[3], argv[4])
+        except ValueError as e:
+            print(f"joey_train_bench: {e}", file=sys.stderr)
+            return 2
+        train(config, threads, warmup_s, window_s, Path(argv[5]))
     elif argv[:1] == ["finish"] and len(argv) == 5:
         finish(Path(argv[1]), Path(argv[2]), Path(argv[3]), argv[4])
     else:

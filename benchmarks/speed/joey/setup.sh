@@ -25,10 +25,13 @@ mkdir -p "$(dirname "$VENV")"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
 "$VENV/bin/python" -m pip install --quiet "$TORCH"
-# pin the torch that is there now, whatever TORCH named, so that no dependency replaces it
+# pin the torch that is there now, whatever TORCH named, so that no dependency replaces it;
+# its version from the package metadata: importing torch before numpy is installed warns
+# "Failed to initialize NumPy"
 constraints=$(mktemp)
 trap 'rm -f "$constraints"' EXIT
-"$VENV/bin/python" -c 'import torch; print("torch==" + torch.__version__)' > "$constraints"
+"$VENV/bin/python" -c 'from importlib.metadata import version; print("torch==" + version("torch"))' \
+  > "$constraints"
 echo 'sentencepiece<0.2' >> "$constraints"
 "$VENV/bin/python" -m pip install --quiet -c "$constraints" joeynmt==2.3.0 'sentencepiece<0.2' \
     importlib_metadata
