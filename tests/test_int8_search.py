@@ -183,6 +183,7 @@ def test_a_recomputed_logit_that_falls_below_one_left_outside_is_not_in_the_lead
         rounded = exact.clone()
         rounded[0, j] = exact[0].max() + 5  # looks best, is worst
         logp, known = model._exact_top(rounded, pre)
+    assert known is not None
     assert known.lead.tolist() == [EXACT_TOP - 1, EXACT_TOP]
     assert int(known.cols[0, EXACT_TOP - 1]) == j
     for row, cols, lead in zip(logp, known.cols, known.lead.tolist(), strict=True):

@@ -40,8 +40,8 @@ def step_log_probs(steps: int) -> list[torch.Tensor]:
     seen: list[torch.Tensor] = []
     exact_top = seq2seq.Seq2Seq._exact_top
 
-    def keep(self, logits, pre_output):
-        out = exact_top(self, logits, pre_output)
+    def keep(self, logits, pre_output, **kwargs):
+        out = exact_top(self, logits, pre_output, **kwargs)
         if len(seen) < steps:
             seen.append(logits.float().clone())
         return out

@@ -13,6 +13,8 @@ are nmt/inference/hypothesis.py's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from nmt.config.schema import LENGTH_PENALTIES, SearchConfig, TrainConfig
@@ -77,8 +79,9 @@ def greedy(
     row_limits = limits.to(dev)
     prev = torch.full((B,), BOS, dtype=torch.long, device=dev)
     cut = torch.zeros(B, dtype=torch.bool, device=dev)  # rows whose EOS was forced
+    step = _stepper(model)
     for t in range(T):
-        logp, state, attn, known = _step(model, prev, state, mem)  # (n, V), (n, S) or None
+        logp, state, attn, known = step(prev, state, mem)  # (n, V), (n, S) or None
         best_logp, best = _most_probable(logp, known)
         last = t + 1 >= row_limits  # (n,) rows at their length limit: their piece is EOS
         if bool(last.any()):
@@ -234,14 +237,14 @@ def _is_done(hyps: list[Hypothesis], K: int, n_best: int, bound: float) -> bool:
     return sorted((h.score for h in hyps), reverse=True)[n_best - 1] >= bound
 
 
-def _step(model, prev: torch.Tensor, state, mem) -> tuple:
-    """``model.search_step`` where the model has one (it may also say where each row's
-    largest log-probabilities are: :class:`nmt.ops.topk.KnownTop`), else ``model.step``
-    with None for that."""
+def _stepper(model) -> Callable[..., tuple]:
+    """What a search calls each step, looked up once per search: ``model.search_step``
+    where the model has one (it may also say where each row's largest log-probabilities
+    are: :class:`nmt.ops.topk.KnownTop`), else ``model.step`` with None for that."""
     search_step = getattr(model, "search_step", None)
     if search_step is not None:
-        return search_step(prev, state, mem)
-    return (*model.step(prev, state, mem), None)
+        return search_step
+    return lambda prev, state, mem: (*model.step(prev, state, mem), None)
 
 
 @torch.inference_mode()
@@ -323,9 +326,10 @@ def beam_search(
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     sent = list(range(B))  # the sentences still searching; their rows are n*K in this order
     prev = torch.full((B,), BOS, dtype=torch.long, device=dev)
+    step = _stepper(model)
     for t in range(int(limits.max())):
         n = len(sent)
-        logp, state, attn, known = _step(model, prev, state, mem)  # (n*K, V), (n*K, S)
+        logp, state, attn, known = step(prev, state, mem)  # (n*K, V), (n*K, S)
         if t == 0:  # the K starts are one: step once per sentence, then copy to K rows
             expand = torch.arange(n, device=dev).repeat_interleave(K)  # (n*K,)
             mem, state, logp = mem.index_select(expand), state.index_select(expand), logp[expand]

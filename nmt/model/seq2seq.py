@@ -101,7 +101,7 @@ class Seq2Seq(nn.Module):
         run in int8 and the same recomputation applies.
         """
         out = self.decoder.step(prev, state, mem)
-        logp = self._log_probs(out.pre_output, mem.weights)[0]
+        logp = self._log_probs(out.pre_output, mem.weights, known=False)[0]
         if with_heads:
             return logp, out.state, out.attention, out.heads
         return logp, out.state, out.attention
@@ -115,22 +115,23 @@ class Seq2Seq(nn.Module):
         :meth:`exact_top_log_probs`' own search of the row), so that the search need not
         read the row again; None from an fp32 step."""
         out = self.decoder.step(prev, state, mem)
-        logp, known = self._log_probs(out.pre_output, mem.weights)
+        logp, known = self._log_probs(out.pre_output, mem.weights, known=True)
         return logp, out.state, out.attention, known
 
     def _log_probs(
-        self, pre_output: torch.Tensor, w: StepWeights
+        self, pre_output: torch.Tensor, w: StepWeights, *, known: bool
     ) -> tuple[torch.Tensor, KnownTop | None]:
-        """A step's log-probabilities (B, V) from its pre-outputs (B, O), and where a
-        reduced-precision step found each row's largest (None in fp32)."""
+        """A step's log-probabilities (B, V) from its pre-outputs (B, O), and with ``known``
+        where a reduced-precision step found each row's largest (None in fp32, or without
+        ``known``: :meth:`step`'s callers do not read it)."""
         if w.int8 is not None:  # int8 logits find the candidates; fp32 ranks them
             logits = w.addmm("generator", self.generator.bias, pre_output)
-            return self._exact_top(logits, pre_output)
+            return self._exact_top(logits, pre_output, known=known)
         # Seq2Seq.start passes the generator's weight for search steps
         logits = self.step_logits(pre_output, cast(torch.Tensor, w.generator))
         if logits.dtype not in HALF_DTYPES:  # fp32, or fp64 for a float64 model
             return F.log_softmax(logits, dim=-1), None
-        return self._exact_top(logits, pre_output)
+        return self._exact_top(logits, pre_output, known=known)
 
     def step_logits(self, pre_output: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """The generator's logits (B, V) for one search step's pre-outputs (B, O), the same
@@ -152,15 +153,15 @@ class Seq2Seq(nn.Module):
         whole row. Only the log-normaliser still sees rounding, in the probability mass
         outside the top ``EXACT_TOP``. Raises nothing.
         """
-        return self._exact_top(logits, pre_output)[0]
+        return self._exact_top(logits, pre_output, known=False)[0]
 
     def _exact_top(
-        self, logits: torch.Tensor, pre_output: torch.Tensor
-    ) -> tuple[torch.Tensor, KnownTop]:
-        """:meth:`exact_top_log_probs`, and the recomputed columns of each row in order of
-        their fp32 logit (:class:`KnownTop`): the leading ones whose fp32 logit exceeds
-        every rounded logit left outside are certainly the row's largest log-probabilities
-        (log_softmax keeps the order of a row)."""
+        self, logits: torch.Tensor, pre_output: torch.Tensor, *, known: bool = True
+    ) -> tuple[torch.Tensor, KnownTop | None]:
+        """:meth:`exact_top_log_probs`, and with ``known`` the recomputed columns of each
+        row in order of their fp32 logit (:class:`KnownTop`; else None): the leading ones
+        whose fp32 logit exceeds every rounded logit left outside are certainly the row's
+        largest log-probabilities (log_softmax keeps the order of a row)."""
         g = self.generator
         V = logits.size(-1)
         m = min(EXACT_TOP, V)
@@ -174,13 +175,15 @@ class Seq2Seq(nn.Module):
             exact = torch.matmul(pre_output.float().unsqueeze(1), w.transpose(1, 2)).squeeze(1)
             if g.bias is not None:
                 exact += g.bias[top]
-            full = logits.float().scatter_(1, top, exact)
+            logp = F.log_softmax(logits.float().scatter_(1, top, exact), dim=-1)
+            if not known:
+                return logp, None
             exact, order = exact.sort(dim=-1, descending=True)
             if m < V:
                 lead = (exact > rounded[:, m:].float()).sum(dim=1)  # (B,)
             else:  # every logit of the row was recomputed
                 lead = torch.full_like(top[:, 0], m)
-            return F.log_softmax(full, dim=-1), KnownTop(top.gather(1, order), lead)
+            return logp, KnownTop(top.gather(1, order), lead)
 
     def logits(
         self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor
