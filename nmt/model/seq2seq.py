@@ -113,7 +113,7 @@ class Seq2Seq(nn.Module):
         state and attention weights (B, S) or None, and, from a reduced-precision step,
         where each row's largest log-probabilities are (:class:`nmt.ops.topk.KnownTop`, from
         :meth:`exact_top_log_probs`' own search of the row), so that the search need not
-        read the row again; None from an fp32 step."""
+        read the row again; None from an fp32 step. Raises nothing."""
         out = self.decoder.step(prev, state, mem)
         logp, known = self._log_probs(out.pre_output, mem.weights, known=True)
         return logp, out.state, out.attention, known
