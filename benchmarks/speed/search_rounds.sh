@@ -3,11 +3,12 @@
 # an older tree reads too), 1,000 test_2016_flickr sentences, greedy and beam 5, 2 threads,
 # once per RUN per round, the order reversed every other round. A RUN is TREE:PRECISION, TREE
 # `new` (this checkout) or `old` ($OLD_TREE), PRECISION a --decode-precision (auto: what a
-# user gets; on a CPU this tree measures it, nmt/inference/search_choice.py). Needs HERE (the
-# checkout), OUT and DATA; writes OUT/search_{new,old,PRECISION}_roundN.{json,log} and
-# OUT/search_roundN.uptime.
+# user gets; on a CPU this tree measures it, nmt/inference/search_choice.py); a PRECISION
+# ending in `+processes` searches with `--processes` (forked search processes), named
+# search_PRECISION_processes. Needs HERE (the checkout), OUT and DATA; writes
+# OUT/search_{new,old,PRECISION}_roundN.{json,log} and OUT/search_roundN.uptime.
 search_rounds() {
-  local rounds=$1 r run tree prec dir name i
+  local rounds=$1 r run tree prec dir name i extra
   shift
   local runs=("$@") order
   local ckpt=$OUT/deen-additive.pt
@@ -28,12 +29,16 @@ PY
     echo "search round $r: ${order[*]}"
     uptime > "$OUT/search_round$r.uptime"
     for run in "${order[@]}"; do
-      tree=${run%%:*} prec=${run#*:}
+      tree=${run%%:*} prec=${run#*:} extra=()
       dir=$HERE; [ "$tree" = old ] && dir=$OLD_TREE
       name=search_$tree; [ "$prec" != auto ] && name=search_$prec
+      if [[ $prec == *+processes ]]; then
+        prec=${prec%+processes} extra=(--processes) name=search_${prec}_processes
+        [ "$tree" = new ] || name=search_${tree}_${prec}_processes
+      fi
       (cd "$dir" && PYTHONPATH=$dir "$HERE/.venv/bin/python" -m nmt bench "$ckpt" --skip-train \
          --threads 2 --sentences 1000 --beam 5 --decode-precision "$prec" --data-path "$DATA" \
-         --json "$OUT/${name}_round$r.json") > "$OUT/${name}_round$r.log" 2>&1
+         "${extra[@]}" --json "$OUT/${name}_round$r.json") > "$OUT/${name}_round$r.log" 2>&1
     done
   done
   rm -f "$ckpt"

@@ -86,6 +86,7 @@ class BenchOptions:
     precision: str | None = None  # train.precision for the training steps; None: the run's
     workers: int | None = None  # batches decoded at once (translate_lines); None: its default
     decode_precision: str | None = None  # search.precision of the decoding runs; None: the run's
+    processes: bool = False  # search in forked processes (nmt.inference.search_processes)
 
     def check(self) -> None:
         """Raises BenchError naming the first option with an impossible value."""
@@ -171,10 +172,13 @@ def measure_decoding(
             precision_option="--decode-precision",
             batch_size=opts.batch_size,
             workers=opts.workers,
+            processes=opts.processes,
         )
         decoding = translator.decoding  # a beam over the vocabulary is capped to it
         with torch.inference_mode():
-            translator.translate(sources[:8])
+            # a batch of 8 for each worker: forked search processes warm up one by one
+            warm = 8 * (opts.workers or torch.get_num_threads())
+            translator.translate(sources[:warm], batch_size=8)
             sync(device)
             start = time.perf_counter()
             out = translator.translate(sources)
@@ -203,6 +207,7 @@ def measure_decoding(
         "batch_size": opts.batch_size,
         "workers": workers,
         "threads_per_worker": threads_per_worker(workers),
+        "processes": opts.processes and workers > 1,
         "bleu_meaningful": subject.kind == "checkpoint",
         **runs,
         "peak_memory_mib": round(peak_memory_mib(device), 1),

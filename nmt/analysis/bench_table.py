@@ -12,12 +12,14 @@ def threads_text(n: int) -> str:
 
 
 def _at_once(dec: dict[str, Any]) -> str:
-    """``, 2 at once (1 thread each)`` where batches were decoded in parallel; older
-    reports without the field say nothing."""
+    """``, 2 at once (1 thread each)`` where batches were decoded in parallel (``, 2
+    processes at once (1 thread each)`` with ``--processes``); older reports without the
+    fields say nothing."""
     workers = dec.get("workers", 1)
     if workers == 1:
         return ""
-    return f", {workers} at once ({threads_text(dec['threads_per_worker'])} each)"
+    kind = " processes" if dec.get("processes") else ""
+    return f", {workers}{kind} at once ({threads_text(dec['threads_per_worker'])} each)"
 
 
 def _fraction(phase: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from nmt.cli.common import DEVICE_OPTION, USER_ERRORS, WORKERS_OPTION, app, fail
+from nmt.cli.common import DEVICE_OPTION, PROCESSES_OPTION, USER_ERRORS, WORKERS_OPTION, app, fail
 from nmt.ops.files import check_writable, write_atomic
 
 
@@ -133,6 +133,7 @@ def bench(
         "(default: the checkpoint's search.precision).",
     ),
     workers: int | None = WORKERS_OPTION,
+    processes: bool = PROCESSES_OPTION,
     device: str = DEVICE_OPTION,
 ) -> None:
     """Training and decoding speed, FLOPs, padding, peak memory and BLEU, in one table:
@@ -161,6 +162,7 @@ def bench(
         json_path=json_out,
         precision=precision,
         workers=workers,
+        processes=processes,
         decode_precision=decode_precision,
     )
     try:

@@ -20,6 +20,7 @@ from nmt.cli.common import (
     DEVICE_OPTION,
     LENGTH_PENALTY_OPTION,
     PRECISION_OPTION,
+    PROCESSES_OPTION,
     USER_ERRORS,
     WORKERS_OPTION,
     app,
@@ -94,6 +95,7 @@ def evaluate(
     alpha: float | None = ALPHA_OPTION,
     length_penalty: str | None = LENGTH_PENALTY_OPTION,
     workers: int | None = WORKERS_OPTION,
+    processes: bool = PROCESSES_OPTION,
     device: str = DEVICE_OPTION,
     precision: str | None = PRECISION_OPTION,
 ) -> None:
@@ -118,6 +120,7 @@ def evaluate(
             length_penalty=_length_penalty(length_penalty),
             device=device,
             workers=workers,
+            processes=processes,
             precision=precision,
             ensemble=ensemble,
         )
@@ -168,6 +171,7 @@ def translate(
     alpha: float | None = ALPHA_OPTION,
     length_penalty: str | None = LENGTH_PENALTY_OPTION,
     workers: int | None = WORKERS_OPTION,
+    processes: bool = PROCESSES_OPTION,
     device: str = DEVICE_OPTION,
     precision: str | None = PRECISION_OPTION,
 ) -> None:
@@ -190,6 +194,7 @@ def translate(
             precision=precision,
             batch_size=batch_size,
             workers=workers,
+            processes=processes,
         )
     except USER_ERRORS as e:
         fail(e)

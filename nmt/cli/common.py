@@ -66,6 +66,13 @@ WORKERS_OPTION = typer.Option(
     help="Batches decoded at once on the CPU, the "
     "threads shared among them (default: one per torch thread).",
 )
+PROCESSES_OPTION = typer.Option(
+    False,
+    "--processes",
+    help="On the CPU, search the batches in forked processes of one thread each instead of "
+    "threads of this one (faster where search steps are short, e.g. int8; Linux; --workers "
+    "must equal the threads).",
+)
 DEVICE_OPTION = typer.Option("auto", help="auto (CUDA when present) | cpu | cuda | cuda:N.")
 PRECISION_OPTION = typer.Option(
     None,

@@ -116,6 +116,7 @@ def score_checkpoints(
     length_penalty: str | None = None,
     device: str = "auto",
     workers: int | None = None,
+    processes: bool = False,
     precision: str | None = None,
     ensemble: bool = False,
     members: bool = True,
@@ -123,7 +124,8 @@ def score_checkpoints(
 ) -> list[Scored]:
     """Translate the test set with each checkpoint and score it. Search settings default
     to each checkpoint's ``search`` config; given values override them
-    (:meth:`Translator.from_loaded`). ``workers``: batches decoded at once. ``precision``:
+    (:meth:`Translator.from_loaded`). ``workers``: batches decoded at once (in forked
+    processes with ``processes``: :mod:`nmt.inference.search_processes`). ``precision``:
     the search's matrix products (``--precision``). With ``ensemble`` the checkpoints are
     also decoded together as one more system, with the first checkpoint's search settings
     and test set, named ``ensemble of N``, built from the models already loaded (memory
@@ -167,6 +169,7 @@ def score_checkpoints(
                 precision=precision,
                 batch_size=batch_size,
                 workers=workers,
+                processes=processes,
                 warn=warn,
             )
             translations = translator.translate(sources)

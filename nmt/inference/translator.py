@@ -23,6 +23,7 @@ from nmt.data.batches import Example, collate, make_batches
 from nmt.data.vocab import EOS, UNK, Vocab
 from nmt.inference.search import beam_search, greedy
 from nmt.inference.search_choice import choose_search_precision
+from nmt.inference.search_processes import SearchProcesses, check_processes, reuse_or_fork
 from nmt.inference.threads import fixed_torch_threads
 from nmt.inference.translate import MAX_SOURCE_PIECES, Decoding, Translation, search_precision
 
@@ -109,6 +110,10 @@ class Translator:
             on it. A search step's matrices are small, and each core runs its own batch's
             step faster than two cores run one step together (CTranslate2's
             ``inter_threads``; measured in results/speed/2026-11-30-c/).
+        processes: search the batches in ``workers`` forked processes of one thread each
+            instead of threads (:mod:`nmt.inference.search_processes`; CPU and Linux only,
+            ``workers`` equal to ``threads``): a step's small calls then do not wait for
+            the other workers' interpreter lock. The output is the same.
         batch_size: sentences per batch. max_src_pieces: longer sources are cut
             (``truncated``); None never cuts.
         warn: prints a one-line warning (default: to stderr); used when a beam wider than
@@ -132,6 +137,7 @@ class Translator:
         batch_size: int = 64,
         max_src_pieces: int | None = MAX_SOURCE_PIECES,
         warn: Callable[[str], None] | None = None,
+        processes: bool = False,
     ):
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
@@ -142,6 +148,10 @@ class Translator:
         self.threads = threads or torch.get_num_threads()
         self.workers, self.batch_size, self.max_src_pieces = workers, batch_size, max_src_pieces
         self.device = next(model.parameters()).device
+        if processes:
+            check_processes(workers or self.threads, self.threads, self.device)
+        self.processes = processes
+        self._forks: SearchProcesses | None = None  # started at the first search in processes
         # the checkpoint(s) it was loaded from (:meth:`from_loaded`); None for a bare model
         self.loaded: Any = None
         # how search.precision=auto was measured (:meth:`measured_auto`); None when it was not
@@ -288,6 +298,8 @@ class Translator:
             ValueError: ``workers`` < 1.
             nmt.ops.precision.PrecisionError: ``decoding.precision`` unknown, or fp16 on a
                 CPU.
+            concurrent.futures.process.BrokenProcessPool: with ``processes``, a search
+                process died (e.g. killed for memory); the next call forks new ones.
         """
         decoding = self.capped(decoding or self.decoding)
         # an unknown precision, or fp16 on a CPU, refused here: before any search starts
@@ -318,16 +330,26 @@ class Translator:
             else:
                 # longest sources first, so that the workers run out of batches at one time
                 batches.sort(key=lambda b: -b.src.size(1))
-                pool = ThreadPoolExecutor(n_workers, thread_name_prefix="nmt-search")
-                try:
-                    done = list(pool.map(search, batches))
-                finally:
-                    # on Ctrl-C or an error the batches not yet started are dropped
-                    pool.shutdown(wait=True, cancel_futures=True)
+                done = self._in_parallel(search, batches, decoding, n_workers)
         for batch, hyps in done:
             for idx, nbest in zip(batch.index.tolist(), hyps, strict=True):
                 self._fill(results[idx], nbest, decoding)
         return results
+
+    def _in_parallel(self, search: Callable, batches: list, decoding: Decoding, n: int) -> list:
+        """(batch, n-best lists) of each batch, searched by ``n`` threads running ``search``
+        or, with ``processes``, by ``n`` forked processes."""
+        if self.processes:
+            pairs = [(b.src, b.src_len) for b in batches]
+            self._forks = reuse_or_fork(self._forks, self.model, _search, n)
+            found = self._forks.search(pairs, decoding)
+            return list(zip(batches, found, strict=True))
+        pool = ThreadPoolExecutor(n, thread_name_prefix="nmt-search")
+        try:
+            return list(pool.map(search, batches))
+        finally:
+            # on Ctrl-C or an error the batches not yet started are dropped
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _fill(self, r: Translation, nbest: list[Any], decoding: Decoding) -> None:
         hyp = nbest[0]

@@ -1,0 +1,171 @@
+"""CPU search in worker processes, one thread each: a Translator's batches searched by
+forked copies of the process instead of threads of it.
+
+Why processes: a search step is a hundred-odd small torch calls around a few matrix
+products, and every call takes the interpreter lock to dispatch. Two search threads of
+one process wait for each other's Python between kernels: with int8 products, whose
+kernels are short, two threads on two cores searched 1.25-1.3x faster than one where two
+forked processes searched 1.7x faster (results/speed/2026-12-07-noamx-processes/). A
+forked process shares the parent's weights copy-on-write and runs without the lock of the
+other.
+
+Why one thread each: a process forked after OpenMP has run with several threads hangs at
+its own first parallel region with more than one (GNU libgomp keeps the parent's thread
+pool, whose threads do not exist in the child); at one thread torch never opens a
+parallel region. :func:`check_processes` refuses any other split.
+
+Linux (``fork``) only: where the platform has no ``fork`` start method the Translator
+refuses ``processes`` with :class:`ProcessSearchError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import signal
+import weakref
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import numpy as np
+import torch
+
+from nmt.inference.hypothesis import Hypothesis
+
+# What a forked worker searches with: set in the parent just before the fork (the child
+# inherits it); never pickled. (model, search function, model key)
+_CHILD: tuple[Any, Callable[..., list[list[Hypothesis]]], tuple] | None = None
+
+
+class ProcessSearchError(ValueError):
+    """Process workers asked for where they cannot run (one-line message naming the option)."""
+
+
+def check_processes(workers: int, threads: int, device: torch.device) -> None:
+    """Raise :class:`ProcessSearchError` unless ``workers`` search processes of one thread
+    each can run here: a CPU, ``fork`` available, and ``workers`` equal to ``threads``
+    (module docstring: a forked process must search on one thread)."""
+    if device.type != "cpu":
+        raise ProcessSearchError(f"--processes: search processes are for the CPU, not {device}")
+    if "fork" not in multiprocessing.get_all_start_methods():
+        raise ProcessSearchError("--processes needs the 'fork' start method (Linux)")
+    if workers != threads:
+        raise ProcessSearchError(
+            f"--processes: each search process runs on one thread, so --workers must equal "
+            f"--threads (got {workers} workers for {threads} threads)"
+        )
+
+
+def model_key(model: torch.nn.Module) -> tuple:
+    """What a forked copy of ``model`` depends on: its identity and every parameter's
+    storage and version counter (an optimizer step or load_state_dict moves one)."""
+    return (id(model), tuple((p.data_ptr(), p._version) for p in model.parameters()))
+
+
+class SearchProcesses:
+    """``workers`` forked processes of one torch thread each, searching batches of one model.
+
+    The children are forked at construction with ``model`` as it is then; :meth:`matches`
+    says whether the model has changed since (the Translator then starts new ones). They
+    live until :meth:`close` or until this object is freed, and keep their caches warm
+    across calls. A child ignores Ctrl-C: the parent stops the search.
+
+    Args:
+        model: the :class:`nmt.model.seq2seq.Seq2Seq` (or ensemble) in eval mode.
+        search: ``search(model, src (B, S), src_len (B,), decoding) -> n-best lists``, the
+            same function the threads run.
+        workers: processes, at least 2.
+    """
+
+    def __init__(self, model: Any, search: Callable[..., list[list[Hypothesis]]], workers: int):
+        global _CHILD
+        self.key, self.n = model_key(model), workers
+        _CHILD = (model, search, self.key)
+        try:
+            self._pool = ProcessPoolExecutor(
+                workers, mp_context=multiprocessing.get_context("fork"), initializer=_child_start
+            )
+            # forks every worker now, while _CHILD names this model (fork: all at once)
+            list(self._pool.map(_child_ready, range(workers)))
+        finally:
+            _CHILD = None
+        self._finalizer = weakref.finalize(self, self._pool.shutdown, wait=False)
+
+    def matches(self, model: Any) -> bool:
+        """Whether the children were forked from ``model`` in its present state."""
+        return self.key == model_key(model)
+
+    def search(self, batches: list[tuple[torch.Tensor, torch.Tensor]], decoding: Any):
+        """n-best lists for each ``(src (B, S), src_len (B,))`` of ``batches``, in order,
+        as the search function returns them; each batch goes to the next free process.
+
+        Raises:
+            what the search raises in the child (re-raised here), or
+            concurrent.futures.process.BrokenProcessPool when a child died.
+        """
+        jobs = [(src.numpy(), src_len.numpy(), decoding) for src, src_len in batches]
+        try:
+            return [_from_wire(r) for r in self._pool.map(_child_search, jobs)]
+        except BaseException:
+            self.close()  # Ctrl-C or an error: drop the batches not yet started
+            raise
+
+    def close(self) -> None:
+        """Stop the children (those searching finish their batch first). Idempotent."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._finalizer.detach()
+
+
+def reuse_or_fork(
+    forks: SearchProcesses | None,
+    model: Any,
+    search: Callable[..., list[list[Hypothesis]]],
+    workers: int,
+) -> SearchProcesses:
+    """``forks`` where they are ``workers`` processes forked from ``model`` as it is now;
+    else new ones (``forks`` closed first). Raises what :class:`SearchProcesses` raises."""
+    if forks is not None and forks.matches(model) and forks.n == workers:
+        return forks
+    if forks is not None:
+        forks.close()
+    return SearchProcesses(model, search, workers)
+
+
+def _child_start() -> None:
+    """In each child: one torch thread, and Ctrl-C left to the parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(1)
+
+
+def _child_ready(_: int) -> bool:
+    return _CHILD is not None
+
+
+def _child_search(job: tuple[np.ndarray, np.ndarray, Any]) -> list[list[Hypothesis]]:
+    """In a child: search one batch with the inherited model, attention as numpy."""
+    assert _CHILD is not None, "a search process runs only in a fork of SearchProcesses"
+    model, search, _ = _CHILD
+    src, src_len, decoding = job
+    with torch.inference_mode():
+        nbest = search(model, torch.from_numpy(src), torch.from_numpy(src_len), decoding)
+    return [[_to_wire(h) for h in hyps] for hyps in nbest]
+
+
+def _to_wire(h: Hypothesis) -> Hypothesis:
+    # numpy arrays pickle by value; torch tensors through multiprocessing go to shared
+    # memory one file descriptor each, thousands per call
+    att = None if h.attention is None else h.attention.numpy()
+    return dataclasses.replace(h, attention=att)  # type: ignore[arg-type]
+
+
+def _from_wire(nbest: list[list[Hypothesis]]) -> list[list[Hypothesis]]:
+    return [
+        [
+            h
+            if h.attention is None
+            else dataclasses.replace(h, attention=torch.from_numpy(h.attention))
+            for h in hyps
+        ]
+        for hyps in nbest
+    ]
