@@ -34,6 +34,22 @@ def test_masked_softmax_padding_is_exactly_zero_and_empty_row_is_zero():
     assert torch.equal(w[1], torch.zeros(5))
 
 
+@pytest.mark.parametrize("mask_shape", [(40, 6, 11), (40, 1, 11)])
+def test_masked_softmax_without_gradient_equals_the_training_path(mask_shape):
+    # the search path's 4 calls against the guarded training path's 9: the same bits,
+    # empty rows (all positions masked) included, and no gradient needed for it
+    torch.manual_seed(1)
+    scores = torch.randn(40, 6, 11)
+    mask = torch.rand(mask_shape) > 0.5
+    mask[0] = False  # rows with no real position
+    trained = masked_softmax(scores.clone().requires_grad_(True), mask)
+    with torch.no_grad():
+        searched = masked_softmax(scores.clone(), mask)
+    assert torch.equal(trained.detach(), searched)
+    assert torch.equal(searched[0], torch.zeros(6, 11))
+    trained.sum().backward()  # the training path keeps its finite gradients
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_weights_are_a_distribution_and_context_is_inside_value_range(kind):
     query, memory, mask = _inputs()

@@ -55,6 +55,13 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         is all zeros (not NaN).
     """
     scores = at_least_fp32(scores)
+    if not (torch.is_grad_enabled() and scores.requires_grad):
+        # search: 4 calls a step, not 9, the same numbers. A row without a real position
+        # goes through NaN, then every place is masked to 0; harmless without a gradient.
+        hidden = ~mask
+        return torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1).masked_fill_(
+            hidden, 0.0
+        )
     mask = mask.expand_as(scores)
     scores = scores.masked_fill(~mask, float("-inf"))
     # softmax over an all -inf row is NaN (with NaN gradients); finite scores first, then 0

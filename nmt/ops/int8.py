@@ -98,7 +98,10 @@ class Int8Weight:
         Returns:
             (B, N) fp32. Raises what fbgemm raises for a K other than the weight's.
         """
-        y = _LINEAR(x.float().contiguous(), self._x_scale, _ZERO_POINT, self._packed)
+        # the dtype checked here, not by .float(): a no-op call still lets go of the
+        # interpreter lock, a wait where two search threads share it (search_processes.py)
+        x = x if x.dtype == torch.float32 else x.float()
+        y = _LINEAR(x.contiguous(), self._x_scale, _ZERO_POINT, self._packed)
         return y if base is None else y.add_(base)
 
 
