@@ -50,6 +50,9 @@ def test_processes_translate_as_threads_do(toy_vocabs: Vocabs, precision, beam):
     _same(ref, forked.translate(LINES))
     _same(ref, forked.translate(LINES))  # the same children, a second time
     assert torch.get_num_threads() == threads
+    peaks = forked.search_process_peaks_mib()
+    assert 1 <= len(peaks) <= 2 and all(p > 10 for p in peaks)  # torch alone takes more
+    assert Translator(model, *toy_vocabs, **kw).search_process_peaks_mib() == []  # type: ignore[arg-type]
 
 
 def test_a_changed_model_is_forked_anew(toy_vocabs: Vocabs):

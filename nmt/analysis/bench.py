@@ -164,6 +164,7 @@ def measure_decoding(
     ``references``, and the peak memory while decoding (MiB)."""
     reset_peak_memory(device)
     runs: dict[str, Any] = {}
+    children: list[float] = []  # with --processes: the search processes' peak RSS, MiB
     for beam in sorted({1, opts.beam}):
         translator = Translator.from_loaded(
             subject,
@@ -184,6 +185,7 @@ def measure_decoding(
             out = translator.translate(sources)
             sync(device)
             seconds = time.perf_counter() - start
+        children = max(children, translator.search_process_peaks_mib())
         s = score([t.text for t in out], references, sources, buckets=((1, None),))
         runs["greedy" if beam == 1 else f"beam{beam}"] = {
             "search": decoding.describe(),
@@ -211,6 +213,7 @@ def measure_decoding(
         "bleu_meaningful": subject.kind == "checkpoint",
         **runs,
         "peak_memory_mib": round(peak_memory_mib(device), 1),
+        **({"search_processes_peak_mib": [round(m, 1) for m in children]} if children else {}),
     }
 
 

@@ -105,7 +105,11 @@ def format_table(result: dict[str, Any]) -> str:
                         f" ({run['output_pieces_per_sentence']:.1f} pieces/sentence)",
                     )
                 )
-        rows.append(("peak memory, decoding", f"{dec['peak_memory_mib']:,.0f} MiB"))
+        memory = f"{dec['peak_memory_mib']:,.0f} MiB"
+        if dec.get("search_processes_peak_mib"):
+            each = " / ".join(f"{m:,.0f}" for m in dec["search_processes_peak_mib"])
+            memory += f" (this process; each search process {each} MiB)"
+        rows.append(("peak memory, decoding", memory))
     lines += [f"| {a} | {b} |" for a, b in rows]
     if dec is not None:
         lines += ["", f"BLEU signature: {dec['greedy']['bleu_signature']}"]

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
+import os
+import resource
 import signal
 import weakref
 from collections.abc import Callable
@@ -81,6 +83,7 @@ class SearchProcesses:
     def __init__(self, model: Any, search: Callable[..., list[list[Hypothesis]]], workers: int):
         global _CHILD
         self.key, self.n = model_key(model), workers
+        self.peak_mib: dict[int, float] = {}  # each child's peak RSS so far, by process id
         _CHILD = (model, search, self.key)
         try:
             self._pool = ProcessPoolExecutor(
@@ -106,7 +109,11 @@ class SearchProcesses:
         """
         jobs = [(src.numpy(), src_len.numpy(), decoding) for src, src_len in batches]
         try:
-            return [_from_wire(r) for r in self._pool.map(_child_search, jobs)]
+            found = []
+            for pid, peak_mib, nbest in self._pool.map(_child_search, jobs):
+                self.peak_mib[pid] = peak_mib
+                found.append(_from_wire(nbest))
+            return found
         except BaseException:
             self.close()  # Ctrl-C or an error: drop the batches not yet started
             raise
@@ -142,14 +149,19 @@ def _child_ready(_: int) -> bool:
     return _CHILD is not None
 
 
-def _child_search(job: tuple[np.ndarray, np.ndarray, Any]) -> list[list[Hypothesis]]:
-    """In a child: search one batch with the inherited model, attention as numpy."""
+def _child_search(
+    job: tuple[np.ndarray, np.ndarray, Any],
+) -> tuple[int, float, list[list[Hypothesis]]]:
+    """In a child: search one batch with the inherited model; returns the child's process
+    id, its peak RSS so far (MiB; Linux counts ru_maxrss in KiB) and the n-best lists,
+    attention as numpy."""
     assert _CHILD is not None, "a search process runs only in a fork of SearchProcesses"
     model, search, _ = _CHILD
     src, src_len, decoding = job
     with torch.inference_mode():
         nbest = search(model, torch.from_numpy(src), torch.from_numpy(src_len), decoding)
-    return [[_to_wire(h) for h in hyps] for hyps in nbest]
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return os.getpid(), peak_mib, [[_to_wire(h) for h in hyps] for hyps in nbest]
 
 
 def _to_wire(h: Hypothesis) -> Hypothesis:

@@ -351,6 +351,10 @@ class Translator:
             # on Ctrl-C or an error the batches not yet started are dropped
             pool.shutdown(wait=True, cancel_futures=True)
 
+    def search_process_peaks_mib(self) -> list[float]:
+        """The peak RSS (MiB) of each search process so far, largest first; [] without."""
+        return sorted(self._forks.peak_mib.values(), reverse=True) if self._forks else []
+
     def _fill(self, r: Translation, nbest: list[Any], decoding: Decoding) -> None:
         hyp = nbest[0]
         r.score, r.complete = hyp.score, hyp.complete
