@@ -124,8 +124,8 @@ def score_checkpoints(
 ) -> list[Scored]:
     """Translate the test set with each checkpoint and score it. Search settings default
     to each checkpoint's ``search`` config; given values override them
-    (:meth:`Translator.from_loaded`). ``workers``: batches decoded at once (in forked
-    processes with ``processes``: :mod:`nmt.inference.search_processes`). ``precision``:
+    (:meth:`Translator.from_loaded`). ``workers``: batches decoded at once (forked
+    processes with ``processes``: search_processes.py). ``precision``:
     the search's matrix products (``--precision``). With ``ensemble`` the checkpoints are
     also decoded together as one more system, with the first checkpoint's search settings
     and test set, named ``ensemble of N``, built from the models already loaded (memory
@@ -175,11 +175,8 @@ def score_checkpoints(
             translations = translator.translate(sources)
         decoding = translator.decoding  # a beam over the vocabulary is capped to it
         hyps = [t.text for t in translations]
-        for warning in (
-            truncation_warning(translations, f"{label} ({path})"),
-            unfinished_warning(translations, f"{label} ({path})"),
-        ):
-            if warning:
+        for check in (truncation_warning, unfinished_warning):
+            if warning := check(translations, f"{label} ({path})"):
                 warn(warning)
         s = score(hyps, references, sources, ranges, tgt_lang=loaded.cfg.data.tgt_lang)
         base = f"ensemble of {len(parts)}" if is_ensemble else loaded.cfg.name

@@ -3,11 +3,11 @@ forked copies of the process instead of threads of it.
 
 Why processes: a search step is a hundred-odd small torch calls around a few matrix
 products, and every call takes the interpreter lock to dispatch. Two search threads of
-one process wait for each other's Python between kernels: with int8 products, whose
-kernels are short, two threads on two cores searched 1.25-1.3x faster than one where two
-forked processes searched 1.7x faster (results/speed/2026-12-07-noamx-processes/). A
-forked process shares the parent's weights copy-on-write and runs without the lock of the
-other.
+one process wait for each other's Python between kernels, and the shorter the kernels
+the more: with int8 products two forked processes searched 1.20-1.44x (greedy) and
+1.06-1.22x (beam 5) as fast as two threads, fp32 no faster
+(results/speed/2026-12-07-noamx-processes/). A forked process shares the parent's
+weights copy-on-write and runs without the lock of the other.
 
 Why one thread each: a process forked after OpenMP has run with several threads hangs at
 its own first parallel region with more than one (GNU libgomp keeps the parent's thread
