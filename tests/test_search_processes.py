@@ -5,6 +5,8 @@ refused with the option's name."""
 from __future__ import annotations
 
 import multiprocessing
+import time
+from typing import cast
 
 import pytest
 import torch
@@ -89,32 +91,109 @@ def test_an_error_in_a_child_reaches_the_caller(toy_vocabs: Vocabs, monkeypatch)
 
 
 def test_check_processes_refuses_what_cannot_run(monkeypatch):
-    cpu = torch.device("cpu")
-    check_processes(2, 2, cpu)  # one thread each: fine
-    with pytest.raises(
-        ProcessSearchError, match=r"--workers must equal --threads \(got 2 workers for 4"
-    ):
-        check_processes(2, 4, cpu)
+    check_processes(torch.device("cpu"))
     with pytest.raises(ProcessSearchError, match="for the CPU, not cuda"):
-        check_processes(2, 2, torch.device("cuda"))
+        check_processes(torch.device("cuda"))
     monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
     with pytest.raises(ProcessSearchError, match="'fork' start method"):
-        check_processes(2, 2, cpu)
+        check_processes(torch.device("cpu"))
 
 
-def test_translator_checks_at_construction(toy_vocabs: Vocabs):
+def test_more_workers_than_threads_still_run_one_thread_each(toy_vocabs: Vocabs):
     model = tiny_model(*toy_vocabs).eval()
-    with pytest.raises(ValueError, match="--workers must equal --threads"):
-        Translator(model, *toy_vocabs, threads=4, workers=2, processes=True)
+    ref = Translator(model, *toy_vocabs, threads=1, workers=1, batch_size=2).translate(LINES)
+    forked = Translator(model, *toy_vocabs, threads=1, workers=3, batch_size=2, processes=True)
+    _same(ref, forked.translate(LINES))
 
 
-@pytest.mark.parametrize("command", ["translate", "evaluate"])
-def test_cli_refuses_processes_with_shared_threads(command):
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (no longer exists, or a zombie not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def test_ctrl_c_terminates_the_children_at_once(toy_vocabs: Vocabs, monkeypatch):
+    # left to finish their batch, idle children outlived a second Ctrl-C at exit and the
+    # interpreter waited on them forever
+    import nmt.inference.search_processes as sp
+
+    model = tiny_model(*toy_vocabs).eval()
+    forked = Translator(model, *toy_vocabs, threads=2, workers=2, batch_size=2, processes=True)
+    forked.translate(LINES)  # forks the children and records their ids
+    pids = list(cast(sp.SearchProcesses, forked._forks).peak_mib)
+
+    def interrupted(nbest):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sp, "_from_wire", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        forked.translate(LINES)
+    deadline = time.monotonic() + 10
+    while not all(_gone(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pids and all(_gone(p) for p in pids)
+
+
+def test_cli_refuses_processes_without_fork(monkeypatch):
     from nmt.cli.app import app
 
-    workers = str(torch.get_num_threads() + 1)  # more than the threads: one would need less than 1
-    args = [command, "deen-additive", "--processes", "--workers", workers]
-    res = CliRunner().invoke(app, args + (["-i", "/dev/null"] if command == "translate" else []))
-    assert res.exit_code == 2, res.output
-    lines = [line for line in res.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and "--workers must equal --threads" in lines[0], res.output
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    for command in ("translate", "evaluate"):
+        args = [command, "deen-additive", "--processes", "--device", "cpu"]
+        res = CliRunner().invoke(
+            app, args + (["-i", "/dev/null"] if command == "translate" else [])
+        )
+        assert res.exit_code == 2, res.output
+        lines = [line for line in res.output.splitlines() if line.strip()]
+        assert len(lines) == 1 and "--processes needs the 'fork' start method" in lines[0], (
+            res.output
+        )
+
+
+@pytest.mark.slow
+def test_two_ctrl_c_end_nmt_translate_with_its_children(tmp_path):
+    # a second Ctrl-C during the interpreter's exit once left the parent waiting forever on
+    # idle children; now the first terminates them
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    src = tmp_path / "in.de"
+    src.write_text("ein mann mit einem roten hut fährt fahrrad auf der straße .\n" * 4000)
+    cmd = [sys.executable, "-m", "nmt", "translate", "deen-additive", "-i", str(src)]
+    cmd += ["-o", str(tmp_path / "out.en"), "--device", "cpu", "--precision", "fp32"]
+    proc = subprocess.Popen(
+        [*cmd, "--beam", "5", "--processes", "--workers", "2"],
+        start_new_session=True,  # its own process group, as a terminal's Ctrl-C reaches it
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not _children(proc.pid) and time.monotonic() < deadline:  # searching
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.1)
+        children = _children(proc.pid)
+        assert children, "no search process was forked"
+        for _ in range(2):
+            os.killpg(proc.pid, signal.SIGINT)
+            time.sleep(0.1)
+        proc.wait(timeout=30)
+        assert all(_gone(p) for p in children)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _children(pid: int) -> list[int]:
+    """The process ids of ``pid``'s children (Linux /proc)."""
+    path = f"/proc/{pid}/task/{pid}/children"
+    try:
+        with open(path, encoding="utf-8") as f:
+            return [int(c) for c in f.read().split()]
+    except FileNotFoundError:
+        return []

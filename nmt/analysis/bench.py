@@ -213,7 +213,12 @@ def measure_decoding(
         "bleu_meaningful": subject.kind == "checkpoint",
         **runs,
         "peak_memory_mib": round(peak_memory_mib(device), 1),
-        **({"search_processes_peak_mib": [round(m, 1) for m in children]} if children else {}),
+        # the timed searches ran in processes only with more than one worker
+        **(
+            {"search_processes_peak_mib": [round(m, 1) for m in children]}
+            if children and workers > 1
+            else {}
+        ),
     }
 
 

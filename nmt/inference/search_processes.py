@@ -12,7 +12,8 @@ weights copy-on-write and runs without the lock of the other.
 Why one thread each: a process forked after OpenMP has run with several threads hangs at
 its own first parallel region with more than one (GNU libgomp keeps the parent's thread
 pool, whose threads do not exist in the child); at one thread torch never opens a
-parallel region. :func:`check_processes` refuses any other split.
+parallel region. So ``workers`` processes use ``workers`` cores, whatever torch's thread
+count (which sets the default number of workers).
 
 Linux (``fork``) only: where the platform has no ``fork`` start method the Translator
 refuses ``processes`` with :class:`ProcessSearchError`.
@@ -44,19 +45,14 @@ class ProcessSearchError(ValueError):
     """Process workers asked for where they cannot run (one-line message naming the option)."""
 
 
-def check_processes(workers: int, threads: int, device: torch.device) -> None:
-    """Raise :class:`ProcessSearchError` unless ``workers`` search processes of one thread
-    each can run here: a CPU, ``fork`` available, and ``workers`` equal to ``threads``
-    (module docstring: a forked process must search on one thread)."""
+def check_processes(device: torch.device) -> None:
+    """Raise :class:`ProcessSearchError` unless search processes can run here: on a CPU,
+    with the ``fork`` start method. (Each runs on one thread whatever the thread count:
+    module docstring.)"""
     if device.type != "cpu":
         raise ProcessSearchError(f"--processes: search processes are for the CPU, not {device}")
     if "fork" not in multiprocessing.get_all_start_methods():
         raise ProcessSearchError("--processes needs the 'fork' start method (Linux)")
-    if workers != threads:
-        raise ProcessSearchError(
-            f"--processes: each search process runs on one thread, so --workers must equal "
-            f"--threads (got {workers} workers for {threads} threads)"
-        )
 
 
 def model_key(model: torch.nn.Module) -> tuple:
@@ -108,19 +104,37 @@ class SearchProcesses:
             concurrent.futures.process.BrokenProcessPool when a child died.
         """
         jobs = [(src.numpy(), src_len.numpy(), decoding) for src, src_len in batches]
+        # submitted one by one, not map(): map's iterator cancels the futures left when it is
+        # dropped, and Python 3.11's pool then fails on them as it reports dead children
+        futures = [self._pool.submit(_child_search, job) for job in jobs]
         try:
             found = []
-            for pid, peak_mib, nbest in self._pool.map(_child_search, jobs):
+            for future in futures:
+                pid, peak_mib, nbest = future.result()
                 self.peak_mib[pid] = peak_mib
                 found.append(_from_wire(nbest))
             return found
         except BaseException:
-            self.close()  # Ctrl-C or an error: drop the batches not yet started
+            # Ctrl-C or an error: stop the children now. Left to finish their batch, a
+            # second Ctrl-C during the interpreter's exit interrupted the pool's shutdown and
+            # the exit then waited on idle children forever.
+            self.close(kill=True)
             raise
 
-    def close(self) -> None:
-        """Stop the children (those searching finish their batch first). Idempotent."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+    def close(self, kill: bool = False) -> None:
+        """Stop the children: those searching finish their batch first, or with ``kill``
+        are terminated (SIGTERM) at once. Idempotent."""
+        if kill:
+            # terminate_workers is Python 3.14's; before it the executor's own table
+            terminate = getattr(self._pool, "terminate_workers", None)
+            if terminate is not None:
+                terminate()
+            else:
+                for child in list((getattr(self._pool, "_processes", None) or {}).values()):
+                    child.terminate()
+        # after a kill the pool marks what was left as failed itself: cancelling it too made
+        # Python 3.11's pool raise InvalidStateError in its own thread
+        self._pool.shutdown(wait=False, cancel_futures=not kill)
         self._finalizer.detach()
 
 

@@ -111,9 +111,9 @@ class Translator:
             step faster than two cores run one step together (CTranslate2's
             ``inter_threads``; measured in results/speed/2026-11-30-c/).
         processes: search the batches in ``workers`` forked processes of one thread each
-            instead of threads (:mod:`nmt.inference.search_processes`; CPU and Linux only,
-            ``workers`` equal to ``threads``): a step's small calls then do not wait for
-            the other workers' interpreter lock. The output is the same.
+            instead of threads (:mod:`nmt.inference.search_processes`; CPU and Linux
+            only): a step's small calls then do not wait for the other workers'
+            interpreter lock. The output is the same.
         batch_size: sentences per batch. max_src_pieces: longer sources are cut
             (``truncated``); None never cuts.
         warn: prints a one-line warning (default: to stderr); used when a beam wider than
@@ -149,7 +149,7 @@ class Translator:
         self.workers, self.batch_size, self.max_src_pieces = workers, batch_size, max_src_pieces
         self.device = next(model.parameters()).device
         if processes:
-            check_processes(workers or self.threads, self.threads, self.device)
+            check_processes(self.device)
         self.processes = processes
         self._forks: SearchProcesses | None = None  # started at the first search in processes
         # the checkpoint(s) it was loaded from (:meth:`from_loaded`); None for a bare model
