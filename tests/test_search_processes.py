@@ -86,8 +86,10 @@ def test_an_error_in_a_child_reaches_the_caller(toy_vocabs: Vocabs, monkeypatch)
     forked = Translator(model, *toy_vocabs, threads=2, workers=2, batch_size=4, processes=True)
     with pytest.raises(RuntimeError, match="batch of one failed"):
         forked.translate(LINES[:5])  # batches of 4 and 1
-    # the failed children were stopped; the next call forks new ones and succeeds
-    assert len(forked.translate(LINES[:4])) == 4
+    failed = forked._forks
+    # the failed children were stopped; the next call (two batches) forks new ones
+    assert len(forked.translate(LINES[:8])) == 8
+    assert forked._forks is not failed
 
 
 def test_check_processes_refuses_what_cannot_run(monkeypatch):

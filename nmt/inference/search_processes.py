@@ -78,7 +78,7 @@ class SearchProcesses:
 
     def __init__(self, model: Any, search: Callable[..., list[list[Hypothesis]]], workers: int):
         global _CHILD
-        self.key, self.n = model_key(model), workers
+        self.key, self.n, self.closed = model_key(model), workers, False
         self.peak_mib: dict[int, float] = {}  # each child's peak RSS so far, by process id
         _CHILD = (model, search, self.key)
         try:
@@ -92,8 +92,8 @@ class SearchProcesses:
         self._finalizer = weakref.finalize(self, self._pool.shutdown, wait=False)
 
     def matches(self, model: Any) -> bool:
-        """Whether the children were forked from ``model`` in its present state."""
-        return self.key == model_key(model)
+        """Whether the children are running and were forked from ``model`` as it is now."""
+        return not self.closed and self.key == model_key(model)
 
     def search(self, batches: list[tuple[torch.Tensor, torch.Tensor]], decoding: Any):
         """n-best lists for each ``(src (B, S), src_len (B,))`` of ``batches``, in order,
@@ -136,6 +136,7 @@ class SearchProcesses:
         # Python 3.11's pool raise InvalidStateError in its own thread
         self._pool.shutdown(wait=False, cancel_futures=not kill)
         self._finalizer.detach()
+        self.closed = True
 
 
 def reuse_or_fork(
