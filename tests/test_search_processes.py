@@ -71,23 +71,26 @@ def test_a_changed_model_is_forked_anew(toy_vocabs: Vocabs):
     assert [t.text for t in after] != [t.text for t in before]  # the change was seen
 
 
+def _failing_search(model, src, src_len, decoding):
+    """The Translator's search, failing on a batch of one line (module level: the search
+    processes receive it pickled, by name)."""
+    import nmt.inference.translator
+
+    if src.size(0) == 1:
+        raise RuntimeError("batch of one failed")
+    return nmt.inference.translator.search_batch(model, src, src_len, decoding)
+
+
 def test_an_error_in_a_child_reaches_the_caller(toy_vocabs: Vocabs, monkeypatch):
     import nmt.inference.translator
 
-    real = nmt.inference.translator._search
-
-    def failing(model, src, src_len, decoding):
-        if src.size(0) == 1:  # the batch of the one-line chunk below
-            raise RuntimeError("batch of one failed")
-        return real(model, src, src_len, decoding)
-
-    monkeypatch.setattr(nmt.inference.translator, "_search", failing)
+    monkeypatch.setattr(nmt.inference.translator, "_search", _failing_search)
     model = tiny_model(*toy_vocabs).eval()
     forked = Translator(model, *toy_vocabs, threads=2, workers=2, batch_size=4, processes=True)
     with pytest.raises(RuntimeError, match="batch of one failed"):
         forked.translate(LINES[:5])  # batches of 4 and 1
     failed = forked._forks
-    # the failed children were stopped; the next call (two batches) forks new ones
+    # the failed children were stopped; the next call (two batches) starts new ones
     assert len(forked.translate(LINES[:8])) == 8
     assert forked._forks is not failed
 
@@ -97,7 +100,7 @@ def test_check_processes_refuses_what_cannot_run(monkeypatch):
     with pytest.raises(ProcessSearchError, match="for the CPU, not cuda"):
         check_processes(torch.device("cuda"))
     monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
-    with pytest.raises(ProcessSearchError, match="'fork' start method"):
+    with pytest.raises(ProcessSearchError, match="'forkserver' start method"):
         check_processes(torch.device("cpu"))
 
 
@@ -139,7 +142,7 @@ def test_ctrl_c_terminates_the_children_at_once(toy_vocabs: Vocabs, monkeypatch)
     assert pids and all(_gone(p) for p in pids)
 
 
-def test_cli_refuses_processes_without_fork(monkeypatch):
+def test_cli_refuses_processes_without_forkserver(monkeypatch):
     from nmt.cli.app import app
 
     monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
@@ -150,7 +153,7 @@ def test_cli_refuses_processes_without_fork(monkeypatch):
         )
         assert res.exit_code == 2, res.output
         lines = [line for line in res.output.splitlines() if line.strip()]
-        assert len(lines) == 1 and "--processes needs the 'fork' start method" in lines[0], (
+        assert len(lines) == 1 and "--processes needs the 'forkserver' start method" in lines[0], (
             res.output
         )
 

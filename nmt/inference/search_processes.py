@@ -1,22 +1,24 @@
 """CPU search in worker processes, one thread each: a Translator's batches searched by
-forked copies of the process instead of threads of it.
+processes of their own instead of threads of this one.
 
 Why processes: a search step is a hundred-odd small torch calls around a few matrix
 products, and every call takes the interpreter lock to dispatch. Two search threads of
 one process wait for each other's Python between kernels, and the shorter the kernels
 the more: with int8 products two forked processes searched 1.20-1.44x (greedy) and
 1.06-1.22x (beam 5) as fast as two threads, fp32 no faster
-(results/speed/2026-12-07-noamx-processes/). A forked process shares the parent's
-weights copy-on-write and runs without the lock of the other.
+(results/speed/2026-12-07-noamx-processes/). Each process runs on one thread, so
+``workers`` processes use ``workers`` cores, whatever torch's thread count (which sets the
+default number of workers).
 
-Why one thread each: a process forked after OpenMP has run with several threads hangs at
-its own first parallel region with more than one (GNU libgomp keeps the parent's thread
-pool, whose threads do not exist in the child); at one thread torch never opens a
-parallel region. So ``workers`` processes use ``workers`` cores, whatever torch's thread
-count (which sets the default number of workers).
-
-Linux (``fork``) only: where the platform has no ``fork`` start method the Translator
-refuses ``processes`` with :class:`ProcessSearchError`.
+Why a fork server, not a fork of this process: a fork inherits the state of every thread
+of the parent, and torch's are not fork-safe. Forked after OpenMP had run on two threads,
+a child hung at its first parallel region on two; in CI, forked from a test worker where
+MKL had run on several threads, both children spun forever in MKL's memory manager
+(``mm_account_ptr_by_tid``). The fork server is a fresh process that has imported this
+module and nothing has run in; it forks the workers, which receive the model once,
+pickled (its tensors through shared memory). Where the platform has no ``forkserver``
+start method (Windows) the Translator refuses ``processes`` with
+:class:`ProcessSearchError`.
 """
 
 from __future__ import annotations
@@ -36,9 +38,8 @@ import torch
 
 from nmt.inference.hypothesis import Hypothesis
 
-# What a forked worker searches with: set in the parent just before the fork (the child
-# inherits it); never pickled. (model, search function, model key)
-_CHILD: tuple[Any, Callable[..., list[list[Hypothesis]]], tuple] | None = None
+# What a worker searches with, set by _child_start in each worker. (model, search function)
+_CHILD: tuple[Any, Callable[..., list[list[Hypothesis]]]] | None = None
 
 
 class ProcessSearchError(ValueError):
@@ -47,12 +48,11 @@ class ProcessSearchError(ValueError):
 
 def check_processes(device: torch.device) -> None:
     """Raise :class:`ProcessSearchError` unless search processes can run here: on a CPU,
-    with the ``fork`` start method. (Each runs on one thread whatever the thread count:
-    module docstring.)"""
+    with the ``forkserver`` start method (Linux, macOS)."""
     if device.type != "cpu":
         raise ProcessSearchError(f"--processes: search processes are for the CPU, not {device}")
-    if "fork" not in multiprocessing.get_all_start_methods():
-        raise ProcessSearchError("--processes needs the 'fork' start method (Linux)")
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        raise ProcessSearchError("--processes needs the 'forkserver' start method (Linux, macOS)")
 
 
 def model_key(model: torch.nn.Module) -> tuple:
@@ -62,9 +62,9 @@ def model_key(model: torch.nn.Module) -> tuple:
 
 
 class SearchProcesses:
-    """``workers`` forked processes of one torch thread each, searching batches of one model.
+    """``workers`` processes of one torch thread each, searching batches of one model.
 
-    The children are forked at construction with ``model`` as it is then; :meth:`matches`
+    The children are started at construction with ``model`` as it is then; :meth:`matches`
     says whether the model has changed since (the Translator then starts new ones). They
     live until :meth:`close` or until this object is freed, and keep their caches warm
     across calls. A child ignores Ctrl-C: the parent stops the search.
@@ -74,21 +74,24 @@ class SearchProcesses:
         search: ``search(model, src (B, S), src_len (B,), decoding) -> n-best lists``, the
             same function the threads run.
         workers: processes, at least 2.
+
+    Raises:
+        what pickling ``model`` or ``search`` raises (``search`` must be a module-level
+        function).
     """
 
     def __init__(self, model: Any, search: Callable[..., list[list[Hypothesis]]], workers: int):
-        global _CHILD
         self.key, self.n, self.closed = model_key(model), workers, False
         self.peak_mib: dict[int, float] = {}  # each child's peak RSS so far, by process id
-        _CHILD = (model, search, self.key)
-        try:
-            self._pool = ProcessPoolExecutor(
-                workers, mp_context=multiprocessing.get_context("fork"), initializer=_child_start
-            )
-            # forks every worker now, while _CHILD names this model (fork: all at once)
-            list(self._pool.map(_child_ready, range(workers)))
-        finally:
-            _CHILD = None
+        ctx = multiprocessing.get_context("forkserver")
+        # the server imports torch and nmt once; each worker forked from it starts ready
+        ctx.set_forkserver_preload([__name__])
+        self._pool = ProcessPoolExecutor(
+            workers, mp_context=ctx, initializer=_child_start, initargs=(model, search)
+        )
+        # start every worker now (with this start method the pool starts them on demand)
+        for future in [self._pool.submit(_child_ready) for _ in range(workers)]:
+            future.result()
         self._finalizer = weakref.finalize(self, self._pool.shutdown, wait=False)
 
     def matches(self, model: Any) -> bool:
@@ -154,13 +157,15 @@ def reuse_or_fork(
     return SearchProcesses(model, search, workers)
 
 
-def _child_start() -> None:
-    """In each child: one torch thread, and Ctrl-C left to the parent."""
+def _child_start(model: Any, search: Callable[..., list[list[Hypothesis]]]) -> None:
+    """In each child: one torch thread, Ctrl-C left to the parent, the model kept."""
+    global _CHILD
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
+    _CHILD = (model.eval(), search)
 
 
-def _child_ready(_: int) -> bool:
+def _child_ready() -> bool:
     return _CHILD is not None
 
 
@@ -170,8 +175,8 @@ def _child_search(
     """In a child: search one batch with the inherited model; returns the child's process
     id, its peak RSS so far (MiB; Linux counts ru_maxrss in KiB) and the n-best lists,
     attention as numpy."""
-    assert _CHILD is not None, "a search process runs only in a fork of SearchProcesses"
-    model, search, _ = _CHILD
+    assert _CHILD is not None, "a search process runs only as a worker of SearchProcesses"
+    model, search = _CHILD
     src, src_len, decoding = job
     with torch.inference_mode():
         nbest = search(model, torch.from_numpy(src), torch.from_numpy(src_len), decoding)

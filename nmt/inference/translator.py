@@ -45,7 +45,7 @@ class EncodedSource:
     unknown: bool
 
 
-def _search(
+def search_batch(
     model: Any, src: torch.Tensor, src_len: torch.Tensor, decoding: Decoding
 ) -> list[list[Any]]:
     """n-best lists (best first) for every sentence of the batch, searched in
@@ -69,6 +69,9 @@ def _search(
             n_best=decoding.n_best,
             rescore=rescore,
         )
+
+
+_search = search_batch  # what translate calls (a test may replace it)
 
 
 def decode_workers(
