@@ -29,7 +29,7 @@ if ! grep -qw amx_bf16 /proc/cpuinfo; then
   echo "amx_sitting.sh: this CPU has no amx_bf16 in /proc/cpuinfo; run it on an AMX Xeon" >&2
   exit 2
 fi
-# the search runs; +processes: two forked search processes (--processes), not threads
+# the search runs; +processes: two search processes (--processes), not threads
 runs=("new:auto" "new:fp32" "new:bf16" "new:int8" "new:fp32+processes" "new:int8+processes")
 if [ -n "${OLD_TREE:-}" ]; then
   [ -d "$OLD_TREE/nmt" ] || { echo "amx_sitting.sh: OLD_TREE=$OLD_TREE has no nmt/ package" >&2; exit 2; }

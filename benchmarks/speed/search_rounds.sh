@@ -4,7 +4,7 @@
 # once per RUN per round, the order reversed every other round. A RUN is TREE:PRECISION, TREE
 # `new` (this checkout) or `old` ($OLD_TREE), PRECISION a --decode-precision (auto: what a
 # user gets; on a CPU this tree measures it, nmt/inference/search_choice.py); a PRECISION
-# ending in `+processes` searches with `--processes` (forked search processes), named
+# ending in `+processes` searches with `--processes` (search processes), named
 # search_PRECISION_processes. Needs HERE (the checkout), OUT and DATA; writes
 # OUT/search_{new,old,PRECISION}_roundN.{json,log} and OUT/search_roundN.uptime.
 search_rounds() {

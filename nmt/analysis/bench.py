@@ -86,7 +86,7 @@ class BenchOptions:
     precision: str | None = None  # train.precision for the training steps; None: the run's
     workers: int | None = None  # batches decoded at once (translate_lines); None: its default
     decode_precision: str | None = None  # search.precision of the decoding runs; None: the run's
-    processes: bool = False  # search in forked processes (nmt.inference.search_processes)
+    processes: bool = False  # search in processes (nmt.inference.search_processes)
 
     def check(self) -> None:
         """Raises BenchError naming the first option with an impossible value."""
@@ -177,9 +177,10 @@ def measure_decoding(
         )
         decoding = translator.decoding  # a beam over the vocabulary is capped to it
         with torch.inference_mode():
-            # a batch of 8 for each worker: forked search processes warm up one by one
-            warm = 8 * (opts.workers or torch.get_num_threads())
-            translator.translate(sources[:warm], batch_size=8)
+            # a full batch for each worker: search processes warm up one by one, and a
+            # process warmed on small batches met the timed batches' sizes cold
+            warm = opts.batch_size * (opts.workers or torch.get_num_threads())
+            translator.translate(sources[:warm])
             sync(device)
             start = time.perf_counter()
             out = translator.translate(sources)

@@ -69,7 +69,7 @@ WORKERS_OPTION = typer.Option(
 PROCESSES_OPTION = typer.Option(
     False,
     "--processes",
-    help="On the CPU, search the batches in --workers forked processes of one thread each "
+    help="On the CPU, search the batches in --workers processes of one thread each "
     "instead of threads of this one (faster where search steps are short, e.g. int8; Linux).",
 )
 DEVICE_OPTION = typer.Option("auto", help="auto (CUDA when present) | cpu | cuda | cuda:N.")

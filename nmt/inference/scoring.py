@@ -124,7 +124,7 @@ def score_checkpoints(
 ) -> list[Scored]:
     """Translate the test set with each checkpoint and score it. Search settings default
     to each checkpoint's ``search`` config; given values override them
-    (:meth:`Translator.from_loaded`). ``workers``: batches decoded at once (forked
+    (:meth:`Translator.from_loaded`). ``workers``: batches decoded at once (search
     processes with ``processes``: search_processes.py). ``precision``:
     the search's matrix products (``--precision``). With ``ensemble`` the checkpoints are
     also decoded together as one more system, with the first checkpoint's search settings

@@ -113,10 +113,12 @@ class Translator:
             on it. A search step's matrices are small, and each core runs its own batch's
             step faster than two cores run one step together (CTranslate2's
             ``inter_threads``; measured in results/speed/2026-11-30-c/).
-        processes: search the batches in ``workers`` forked processes of one thread each
-            instead of threads (:mod:`nmt.inference.search_processes`; CPU and Linux
-            only): a step's small calls then do not wait for the other workers'
-            interpreter lock. The output is the same.
+        processes: search the batches in ``workers`` processes of one thread each
+            instead of threads (:mod:`nmt.inference.search_processes`; CPU, Linux or
+            macOS): a step's small calls then do not wait for the other workers'
+            interpreter lock. The output is the same. The processes start from a fork
+            server, which imports the main module again: a script needs its
+            ``if __name__ == "__main__":`` guard, as with any multiprocessing program.
         batch_size: sentences per batch. max_src_pieces: longer sources are cut
             (``truncated``); None never cuts.
         warn: prints a one-line warning (default: to stderr); used when a beam wider than
@@ -302,7 +304,7 @@ class Translator:
             nmt.ops.precision.PrecisionError: ``decoding.precision`` unknown, or fp16 on a
                 CPU.
             concurrent.futures.process.BrokenProcessPool: with ``processes``, a search
-                process died (e.g. killed for memory); the next call forks new ones.
+                process died (e.g. killed for memory); the next call starts new ones.
         """
         decoding = self.capped(decoding or self.decoding)
         # an unknown precision, or fp16 on a CPU, refused here: before any search starts
@@ -341,7 +343,7 @@ class Translator:
 
     def _in_parallel(self, search: Callable, batches: list, decoding: Decoding, n: int) -> list:
         """(batch, n-best lists) of each batch, searched by ``n`` threads running ``search``
-        or, with ``processes``, by ``n`` forked processes."""
+        or, with ``processes``, by ``n`` search processes."""
         if self.processes:
             pairs = [(b.src, b.src_len) for b in batches]
             self._forks = reuse_or_fork(self._forks, self.model, _search, n)
