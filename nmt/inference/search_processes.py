@@ -162,6 +162,11 @@ def _child_start(model: Any, search: Callable[..., list[list[Hypothesis]]]) -> N
     global _CHILD
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
+    with torch.no_grad():
+        # the model arrives in shared memory (small pages, mapped from /dev/shm); a private
+        # copy searched faster (results/speed/2026-12-07-noamx-forkserver/)
+        for t in [*model.parameters(), *model.buffers()]:
+            t.data = t.data.clone()
     _CHILD = (model.eval(), search)
 
 
