@@ -13,7 +13,7 @@ import torch
 from typer.testing import CliRunner
 
 from nmt.data.vocab import Vocab
-from nmt.inference.search_processes import ProcessSearchError, check_processes
+from nmt.inference.search_processes import ProcessSearchError, SearchProcesses, check_processes
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
 
@@ -78,7 +78,7 @@ def _failing_search(model, src, src_len, decoding):
 
     if src.size(0) == 1:
         raise RuntimeError("batch of one failed")
-    return nmt.inference.translator.search_batch(model, src, src_len, decoding)
+    return nmt.inference.translator._search(model, src, src_len, decoding)
 
 
 def test_an_error_in_a_child_reaches_the_caller(toy_vocabs: Vocabs, monkeypatch):
@@ -202,3 +202,16 @@ def _children(pid: int) -> list[int]:
             return [int(c) for c in f.read().split()]
     except FileNotFoundError:
         return []
+
+
+def test_close_ends_the_search_processes_and_a_later_call_starts_new_ones(toy_vocabs: Vocabs):
+    # commands close their Translator, so that no process is left to the interpreter's exit
+    model = tiny_model(*toy_vocabs).eval()
+    forked = Translator(model, *toy_vocabs, threads=2, workers=2, batch_size=2, processes=True)
+    before = forked.translate(LINES)
+    pids = list(cast(SearchProcesses, forked._forks).peak_mib)
+    forked.close()
+    assert pids and all(_gone(p) for p in pids)  # waited for: gone on return
+    _same(before, forked.translate(LINES))
+    forked.close()
+    forked.close()  # idempotent

@@ -187,6 +187,7 @@ def measure_decoding(
             sync(device)
             seconds = time.perf_counter() - start
         children = max(children, translator.search_process_peaks_mib())
+        translator.close()
         s = score([t.text for t in out], references, sources, buckets=((1, None),))
         runs["greedy" if beam == 1 else f"beam{beam}"] = {
             "search": decoding.describe(),

@@ -280,6 +280,20 @@ def translate(
     """
     _check_written(checkpoints, input_path, output_path, plot)
     translator = Translator.from_paths(checkpoints, device, **search)
+    try:
+        return _run(translator, input_path, output_path, show_attention, plot)
+    finally:
+        translator.close()  # search processes (--processes) end here, not at exit
+
+
+def _run(
+    translator: Translator,
+    input_path: Path | None,
+    output_path: Path | None,
+    show_attention: bool,
+    plot: Path | None,
+) -> int:
+    """The prompt or the filter of :func:`translate`; returns its exit status."""
     if input_path is None and output_path is None and sys.stdin.isatty():
         return run_interactive(translator, show_attention=show_attention, plot=plot)
     try:

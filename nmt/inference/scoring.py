@@ -102,6 +102,18 @@ def one_pair(checkpoints: list[Path]) -> None:
             )
 
 
+def _translated(loaded: Any, sources: list[str], **options: Any) -> tuple[Translator, list]:
+    """The Translator of ``loaded`` with ``options`` (:meth:`Translator.from_loaded`) and
+    its translations of ``sources``; closed before it returns, so that no search process
+    (``processes``) is left to the interpreter's exit, where a Ctrl-C made a traceback."""
+    with torch.inference_mode():
+        translator = Translator.from_loaded(loaded, **options)
+        try:
+            return translator, translator.translate(sources)
+        finally:
+            translator.close()
+
+
 def score_checkpoints(
     checkpoints: list[Path],
     *,
@@ -160,19 +172,18 @@ def score_checkpoints(
         label, sources, references = test_set(
             parts[0], split=split, src=src, ref=ref, data_path=data_path
         )
-        with torch.inference_mode():
-            translator = Translator.from_loaded(
-                loaded,
-                beam_size=beam_size,
-                alpha=alpha,
-                length_penalty=length_penalty,
-                precision=precision,
-                batch_size=batch_size,
-                workers=workers,
-                processes=processes,
-                warn=warn,
-            )
-            translations = translator.translate(sources)
+        translator, translations = _translated(
+            loaded,
+            sources,
+            beam_size=beam_size,
+            alpha=alpha,
+            length_penalty=length_penalty,
+            precision=precision,
+            batch_size=batch_size,
+            workers=workers,
+            processes=processes,
+            warn=warn,
+        )
         decoding = translator.decoding  # a beam over the vocabulary is capped to it
         hyps = [t.text for t in translations]
         for check in (truncation_warning, unfinished_warning):

@@ -46,13 +46,14 @@ class ProcessSearchError(ValueError):
     """Process workers asked for where they cannot run (one-line message naming the option)."""
 
 
-def check_processes(device: torch.device) -> None:
-    """Raise :class:`ProcessSearchError` unless search processes can run here: on a CPU,
-    with the ``forkserver`` start method (Linux, macOS)."""
+def check_processes(device: torch.device) -> bool:
+    """True, or :class:`ProcessSearchError` where search processes cannot run: off the
+    CPU, or without the ``forkserver`` start method (Linux, macOS)."""
     if device.type != "cpu":
         raise ProcessSearchError(f"--processes: search processes are for the CPU, not {device}")
     if "forkserver" not in multiprocessing.get_all_start_methods():
         raise ProcessSearchError("--processes needs the 'forkserver' start method (Linux, macOS)")
+    return True
 
 
 def model_key(model: torch.nn.Module) -> tuple:
@@ -124,9 +125,19 @@ class SearchProcesses:
             self.close(kill=True)
             raise
 
-    def close(self, kill: bool = False) -> None:
+    def close(self, kill: bool = False, wait: bool = False) -> None:
         """Stop the children: those searching finish their batch first, or with ``kill``
-        are terminated (SIGTERM) at once. Idempotent."""
+        are terminated (SIGTERM) at once; with ``wait`` return once they have exited
+        (Ctrl-C while waiting terminates them). Idempotent."""
+        if wait and not kill and not self.closed:
+            try:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+            except BaseException:
+                self.close(kill=True)
+                raise
+            self._finalizer.detach()
+            self.closed = True
+            return
         if kill:
             # terminate_workers is Python 3.14's; before it the executor's own table
             terminate = getattr(self._pool, "terminate_workers", None)

@@ -45,7 +45,7 @@ class EncodedSource:
     unknown: bool
 
 
-def search_batch(
+def _search(
     model: Any, src: torch.Tensor, src_len: torch.Tensor, decoding: Decoding
 ) -> list[list[Any]]:
     """n-best lists (best first) for every sentence of the batch, searched in
@@ -69,9 +69,6 @@ def search_batch(
             n_best=decoding.n_best,
             rescore=rescore,
         )
-
-
-_search = search_batch  # what translate calls (a test may replace it)
 
 
 def decode_workers(
@@ -113,12 +110,9 @@ class Translator:
             on it. A search step's matrices are small, and each core runs its own batch's
             step faster than two cores run one step together (CTranslate2's
             ``inter_threads``; measured in results/speed/2026-11-30-c/).
-        processes: search the batches in ``workers`` processes of one thread each
-            instead of threads (:mod:`nmt.inference.search_processes`; CPU, Linux or
-            macOS): a step's small calls then do not wait for the other workers'
-            interpreter lock. The output is the same. The processes start from a fork
-            server, which imports the main module again: a script needs its
-            ``if __name__ == "__main__":`` guard, as with any multiprocessing program.
+        processes: ``workers`` processes of one thread each instead of threads
+            (:mod:`nmt.inference.search_processes`; CPU; Linux, macOS); the same output.
+            A script using it needs ``if __name__ == "__main__":`` (multiprocessing).
         batch_size: sentences per batch. max_src_pieces: longer sources are cut
             (``truncated``); None never cuts.
         warn: prints a one-line warning (default: to stderr); used when a beam wider than
@@ -153,9 +147,7 @@ class Translator:
         self.threads = threads or torch.get_num_threads()
         self.workers, self.batch_size, self.max_src_pieces = workers, batch_size, max_src_pieces
         self.device = next(model.parameters()).device
-        if processes:
-            check_processes(self.device)
-        self.processes = processes
+        self.processes = processes and check_processes(self.device)
         self._forks: SearchProcesses | None = None  # started at the first search in processes
         # the checkpoint(s) it was loaded from (:meth:`from_loaded`); None for a bare model
         self.loaded: Any = None
@@ -355,6 +347,11 @@ class Translator:
         finally:
             # on Ctrl-C or an error the batches not yet started are dropped
             pool.shutdown(wait=True, cancel_futures=True)
+
+    def close(self) -> None:
+        """Stop the search processes and wait (not at exit: Ctrl-C there). Idempotent."""
+        if self._forks is not None:
+            self._forks.close(wait=True)
 
     def search_process_peaks_mib(self) -> list[float]:
         """The peak RSS (MiB) of each search process so far, largest first; [] without."""
