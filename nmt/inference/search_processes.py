@@ -58,7 +58,8 @@ def check_processes(device: torch.device) -> bool:
 
 def model_key(model: torch.nn.Module) -> tuple:
     """What a forked copy of ``model`` depends on: its identity and every parameter's
-    storage and version counter (an optimizer step or load_state_dict moves one)."""
+    storage and version counter (an optimizer step or load_state_dict moves one). Raises
+    nothing."""
     return (id(model), tuple((p.data_ptr(), p._version) for p in model.parameters()))
 
 
@@ -96,7 +97,7 @@ class SearchProcesses:
         self._finalizer = weakref.finalize(self, self._pool.shutdown, wait=False)
 
     def matches(self, model: Any) -> bool:
-        """Whether the children are running and were forked from ``model`` as it is now."""
+        """Whether the children are running and were started from ``model`` as it is now."""
         return not self.closed and self.key == model_key(model)
 
     def search(self, batches: list[tuple[torch.Tensor, torch.Tensor]], decoding: Any):

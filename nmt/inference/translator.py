@@ -349,7 +349,7 @@ class Translator:
             pool.shutdown(wait=True, cancel_futures=True)
 
     def close(self) -> None:
-        """Stop the search processes and wait (not at exit: Ctrl-C there). Idempotent."""
+        """Stop the search processes and wait (a Ctrl-C meanwhile kills them, re-raised)."""
         if self._forks is not None:
             self._forks.close(wait=True)
 
