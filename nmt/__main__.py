@@ -1,5 +1,5 @@
 """Main entry point: ``python -m nmt`` runs the ``nmt`` command."""
 
-from nmt.cli.app import main
+from nmt.cli import main
 
 main()

@@ -188,6 +188,17 @@ def test_translate_filter_keeps_one_line_per_input(trained, tmp_path):
         r = nmt_here("translate", ck, *args)
         assert r.returncode != 0 and message in r.stderr, r.stderr
         assert "Traceback" not in r.stderr
+    # an input that exists but is not a regular file: /dev/null, a shell's <(...) pipe
+    r = nmt_here("translate", ck, "--input", "/dev/null")
+    assert r.returncode == 0 and r.stdout == "", r.stderr
+    r = subprocess.run(
+        ["bash", "-c", f'"{sys.executable}" -m nmt translate "{ck}" -i <(printf "Ein Mann.\\n")'],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 1 and r.stdout.strip(), r.stderr
     # an output that is the input or the checkpoint is refused, and both are left intact
     before = ck.read_bytes()
     for args, what in (
@@ -602,3 +613,26 @@ def test_heads_join_below_one_is_refused_before_any_checkpoint_is_read(join, tmp
     assert r.exit_code == 2 and "--join" in r.output and "missing.pt" not in r.output
     r = CliRunner().invoke(app, ["heads", missing, "--join", "2"])  # k >= 1 passes
     assert r.exit_code == 2 and "missing.pt" in r.output
+
+
+def test_ctrl_c_while_torch_imports_exits_130_without_a_traceback():
+    """A Ctrl-C in the first seconds of `nmt ...` (torch importing) printed a traceback.
+    The KeyboardInterrupt is raised here by an import hook, where the real one lands."""
+    script = (
+        "import sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'nmt.cli.app':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+        "from nmt.cli import main\n"
+        "main()\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", script, "translate", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert r.returncode == 130 and r.stderr == "" and r.stdout == "", r.stderr

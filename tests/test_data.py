@@ -1,6 +1,7 @@
 """Corpus readers, their error messages, filtering and length-bucketed batching."""
 
 import gzip
+import os
 import pathlib
 import subprocess
 import sys
@@ -351,6 +352,43 @@ def test_gzip_is_recognised_by_its_magic_bytes_whatever_the_name(tmp_path):
             assert f.read() == b"ein hund\n"
     bad: list[str] = []
     assert list(iter_lines(tmp_path / "packed.de", bad)) == ["ein hund"] and not bad
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes and SIGALRM")
+@pytest.mark.parametrize("packed", [False, True])
+def test_a_pipe_is_read_whole_plain_or_gzip(tmp_path, packed):
+    """A pipe cannot be reopened: open_bytes used to read its gzip magic bytes, close it
+    and open it again, so `nmt translate -i <(...)` lost its first bytes (or hung)."""
+    import signal
+    import threading
+
+    from nmt.data.corpus import open_bytes
+
+    fifo = tmp_path / "pipe.de"
+    os.mkfifo(fifo)
+    text = b"ein hund\neine katze\n"
+    data = gzip.compress(text) if packed else text
+
+    def write() -> None:
+        with open(fifo, "wb") as w:
+            w.write(data)
+
+    def hung(*_) -> None:
+        raise TimeoutError("open_bytes waited for a writer that had gone: the pipe was reopened")
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    before = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        with open_bytes(fifo) as f:
+            assert f.read() == text
+            raw = f.fileobj if packed else f  # type: ignore[attr-defined]
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+    writer.join(5)
+    assert not writer.is_alive() and raw.closed
 
 
 def test_a_missing_split_lists_splits_and_joined_sets(

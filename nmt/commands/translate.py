@@ -162,7 +162,8 @@ def run_filter(
             an input that is not a file, or an output whose folder does not exist (all
             checked before any translating, so no work is lost on them).
     """
-    if input_path is not None and not input_path.is_file():
+    # exists, not is_file: /dev/null, /dev/stdin and a shell's <(...) are inputs too
+    if input_path is not None and (input_path.is_dir() or not input_path.exists()):
         what = "is a directory" if input_path.is_dir() else "no such file"
         raise ValueError(f"--input {input_path}: {what}")
     if output_path is not None:
