@@ -343,7 +343,8 @@ def test_unknown_piece_in_output_is_shown_not_dropped(toy_vocabs):
 def test_gzip_is_recognised_by_its_magic_bytes_whatever_the_name(tmp_path):
     import gzip
 
-    from nmt.data.corpus import iter_lines, open_bytes
+    from nmt.data.corpus import iter_lines
+    from nmt.ops.files import open_bytes
 
     (tmp_path / "plain.de").write_bytes(b"ein hund\n")
     (tmp_path / "packed.de").write_bytes(gzip.compress(b"ein hund\n"))
@@ -362,7 +363,7 @@ def test_a_pipe_is_read_whole_plain_or_gzip(tmp_path, packed):
     import signal
     import threading
 
-    from nmt.data.corpus import open_bytes
+    from nmt.ops.files import open_bytes
 
     fifo = tmp_path / "pipe.de"
     os.mkfifo(fifo)

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from nmt.data.corpus import GZIP_ERRORS, open_bytes
 from nmt.data.line_chunks import read_chunks
 from nmt.inference.ensemble import LoadedEnsemble
 from nmt.inference.translate import (
@@ -22,7 +21,7 @@ from nmt.inference.translate import (
     strongest_alignment,
 )
 from nmt.inference.translator import Translator
-from nmt.ops.files import check_writable, same_file
+from nmt.ops.files import GZIP_ERRORS, check_writable, open_bytes, same_file
 
 
 def _attention_lines(tr: Translation) -> list[str]:

@@ -10,21 +10,20 @@ Windows line endings are removed. Empty lines are kept here and counted by the c
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import socket
 import threading
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import Any
 from urllib.parse import urlparse
 
 from nmt.config.schema import DataConfig
 from nmt.data.longsets import JOINED_SUFFIX
+from nmt.ops.files import GZIP_ERRORS, open_bytes
 
 
 class DataError(ValueError):
@@ -32,45 +31,6 @@ class DataError(ValueError):
 
 
 MAX_REPORTED = 10  # malformed records named in one error; the count covers all of them
-
-
-# what reading a cut-short or corrupt gzip file raises
-GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
-
-
-class _GzipReader(gzip.GzipFile):
-    """A GzipFile reading ``raw`` that closes ``raw`` too when closed (a GzipFile leaves a
-    file object it was handed open)."""
-
-    def __init__(self, raw: BinaryIO) -> None:
-        super().__init__(fileobj=raw, mode="rb")
-        self._raw = raw
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            self._raw.close()
-
-
-def open_bytes(path: Path) -> BinaryIO:
-    """``path`` opened for reading bytes, decompressed when it is gzip: named ``.gz`` or
-    starting with gzip's magic bytes (``1f 8b``). A damaged gzip raises one of
-    :data:`GZIP_ERRORS` while it is read. The file is opened once and its first bytes are
-    peeked, not read, so a pipe (``-i <(zcat ...)``, ``/dev/stdin``) loses nothing.
-
-    Raises:
-        OSError: the file cannot be opened.
-    """
-    f = open(path, "rb")  # returned open: the caller closes it
-    try:
-        magic = f.peek(2)[:2]
-    except OSError:
-        f.close()
-        raise
-    if path.suffix == ".gz" or magic == b"\x1f\x8b":
-        return cast(BinaryIO, _GzipReader(f))
-    return f
 
 
 def _raise_all(problems: list[str], what: str, one: str | None = None) -> None:

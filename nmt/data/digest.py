@@ -11,7 +11,8 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
-from nmt.data.corpus import GZIP_ERRORS, DataError, open_bytes
+from nmt.data.corpus import DataError
+from nmt.ops.files import GZIP_ERRORS, open_bytes
 
 BLOCK = 1 << 20  # bytes read at a time
 
@@ -31,7 +32,7 @@ def file_sha256(path: str | Path) -> str:
 
 def content_sha256(path: Path) -> str:
     """The hex SHA-256 of a corpus file's text as nmt reads it: the bytes of a plain file,
-    the decompressed bytes of a gzip one (:func:`nmt.data.corpus.open_bytes`). It is the
+    the decompressed bytes of a gzip one (:func:`nmt.ops.files.open_bytes`). It is the
     digest :func:`nmt.data.corpus.iter_lines` computes while it streams the file.
 
     Raises:

@@ -33,6 +33,7 @@ from nmt.data.vocab import PAD
 from nmt.model.attention_factory import build_attention
 from nmt.model.decoder_state import DecoderState, Memory, StepOutput
 from nmt.model.encoder import EncoderOutput
+from nmt.ops.dropout import Dropout
 from nmt.ops.precision import at_least_fp32, cast_for_autocast
 from nmt.ops.step_matmul import StepWeights, step_addmm
 from nmt.ops.weight_grads import defer_weight_grads
@@ -109,7 +110,7 @@ class Decoder(nn.Module):
         self.defer_weight_grads = defer_weight_grads
         self.attention_type, self.step_order = attention, step_order
         self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.scorer = build_attention(
             attention,
             hidden,

@@ -9,6 +9,7 @@ from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from nmt.data.vocab import PAD
+from nmt.ops.dropout import Dropout
 
 
 @dataclass
@@ -52,7 +53,7 @@ class Encoder(nn.Module):
     ):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.rnn: nn.GRU | None = None
         self.layers: nn.ModuleList | None = None
         if not residual:

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from nmt.model.attention import masked_softmax
+from nmt.ops.dropout import Dropout
 
 
 def _attention_weights(
@@ -113,7 +114,7 @@ class MultiHeadAttention(nn.Module):
         self.W_k = nn.Linear(d_model, d_model)
         self.W_v = nn.Linear(d_model, d_model)
         self.W_o = nn.Linear(d_model, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, L, d_model) -> (B, h, L, d_k)."""

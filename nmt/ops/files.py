@@ -1,5 +1,6 @@
 """Files written so that a crash never leaves half of one, a check that an output can be
-written before the work that fills it, and one test of two paths naming the same file.
+written before the work that fills it, one test of two paths naming the same file, and
+input files opened as bytes, gzip or not, pipes included (:func:`open_bytes`).
 
 :func:`atomic_open` writes to a temporary file in the target's directory, flushes it to
 disk (fsync) and renames it over the target (``os.replace``, atomic on POSIX): at any
@@ -10,12 +11,14 @@ are all written this way.
 
 from __future__ import annotations
 
+import gzip
 import os
 import tempfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 
 def _umask() -> int:
@@ -114,3 +117,42 @@ def check_writable(path: Path, option: str, *, folder: bool = False) -> None:
         raise ValueError(f"{option} {path}: cannot write in {where} ({e.strerror or e})") from None
     os.close(fd)
     os.unlink(probe)
+
+
+# what reading a cut-short or corrupt gzip file raises
+GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
+
+
+class _GzipReader(gzip.GzipFile):
+    """A GzipFile reading ``raw`` that closes ``raw`` too when closed (a GzipFile leaves a
+    file object it was handed open)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        super().__init__(fileobj=raw, mode="rb")
+        self._raw = raw
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
+
+
+def open_bytes(path: Path) -> BinaryIO:
+    """``path`` opened for reading bytes, decompressed when it is gzip: named ``.gz`` or
+    starting with gzip's magic bytes (``1f 8b``). A damaged gzip raises one of
+    :data:`GZIP_ERRORS` while it is read. The file is opened once and its first bytes are
+    peeked, not read, so a pipe (``-i <(zcat ...)``, ``/dev/stdin``) loses nothing.
+
+    Raises:
+        OSError: the file cannot be opened.
+    """
+    f = open(path, "rb")  # returned open: the caller closes it
+    try:
+        magic = f.peek(2)[:2]
+    except OSError:
+        f.close()
+        raise
+    if path.suffix == ".gz" or magic == b"\x1f\x8b":
+        return cast(BinaryIO, _GzipReader(f))
+    return f
