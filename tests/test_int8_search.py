@@ -1,6 +1,6 @@
-"""``search.precision: int8``: fbgemm's dynamically quantized step products (nmt/ops/int8.py)
-on the CPU; the option validates, is refused off the CPU, and searches as fp32 does on
-most sentences of a tiny trained model."""
+"""``search.precision: int8``: int8 step products on a fixed input grid (nmt/ops/int8.py)
+through fbgemm or oneDNN on the CPU; the option validates, is refused off the CPU, and
+searches as fp32 does on most sentences of a tiny trained model."""
 
 import pytest
 import torch
@@ -13,7 +13,7 @@ from nmt.config.schema import ATTENTION_TYPES, ConfigError
 from nmt.inference.search import beam_search, greedy
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import translate_lines
-from nmt.ops.int8 import Int8Weight, int8_enabled
+from nmt.ops.int8 import ENGINES, Int8Weight, int8_enabled, int8_engine
 from nmt.ops.precision import PrecisionError, autocast, autocast_dtype, search_dtype
 
 from conftest import TOY_PAIRS, tiny_model
@@ -42,28 +42,81 @@ def test_autocast_of_int8_turns_int8_products_on_for_the_block():
     assert not int8_enabled()
 
 
-def test_int8_weight_product_is_close_to_fp32():
+@pytest.mark.parametrize("engine", ENGINES)
+def test_int8_weight_product_is_close_to_fp32(engine):
     torch.manual_seed(0)
     w, b, x = torch.randn(300, 64) * 0.1, torch.randn(300), torch.rand(7, 64) * 2 - 1
     w[3] = 0.0  # an all-zero row keeps a usable scale
     exact = F.linear(x, w, b)
-    got = Int8Weight(w).addmm(b, x)
+    got = Int8Weight(w, engine=engine).addmm(b, x)
     assert got.shape == (7, 300) and got.dtype == torch.float32
     assert (got - exact).abs().max() < 0.03 * exact.abs().max()
-    assert torch.allclose(Int8Weight(w).addmm(None, x)[:, 3], torch.zeros(7))
+    assert torch.allclose(Int8Weight(w, engine=engine).addmm(None, x)[:, 3], torch.zeros(7))
     # inputs up to a larger bound, on a coarser grid
-    assert (Int8Weight(w, 3.0).addmm(b, 3 * x) - F.linear(3 * x, w, b)).abs().max() < 0.1
+    wide = Int8Weight(w, 3.0, engine).addmm(b, 3 * x)
+    assert (wide - F.linear(3 * x, w, b)).abs().max() < 0.1
 
 
-def test_int8_product_of_a_row_does_not_depend_on_the_batch():
+@pytest.mark.parametrize("engine", ENGINES)
+def test_int8_product_of_a_row_does_not_depend_on_the_batch(engine):
     """The fixed input grid: a row's result alone and among others is bit for bit equal
     (torch's dynamic quantization takes its grid from the whole batch)."""
     torch.manual_seed(0)
     w, x = torch.randn(500, 32), torch.rand(40, 32) * 2 - 1
-    q = Int8Weight(w)
+    q = Int8Weight(w, engine=engine)
     both = q.addmm(None, x)
     assert torch.equal(q.addmm(None, x[3:4]), both[3:4])
     assert torch.equal(q.addmm(None, x[[3, 0]] * torch.tensor([[1.0], [0.01]]))[0], both[3])
+
+
+def test_the_two_libraries_sum_the_same_int8_products():
+    """fbgemm and oneDNN take the same int8 weights and input grid: their outputs differ
+    only in the rounding of the fp32 scaling, far below one step of the grid (0.016 times
+    a weight), so an engine that rounded its inputs or weights otherwise would show."""
+    torch.manual_seed(0)
+    w, b, x = torch.randn(1536, 512) * 0.05, torch.randn(1536), torch.rand(64, 512) * 2 - 1
+    a = Int8Weight(w, engine="fbgemm").addmm(b, x)
+    o = Int8Weight(w, engine="onednn").addmm(b, x)
+    assert (a - o).abs().max() < 1e-4
+
+
+def test_the_int8_library_comes_from_the_environment_and_is_checked(monkeypatch, toy_vocabs):
+    monkeypatch.delenv("NMT_INT8_ENGINE", raising=False)
+    assert int8_engine() == "fbgemm" and Int8Weight(torch.ones(2, 2)).engine == "fbgemm"
+    monkeypatch.setenv("NMT_INT8_ENGINE", "onednn")
+    assert Int8Weight(torch.ones(2, 2)).engine == "onednn"
+    monkeypatch.setenv("NMT_INT8_ENGINE", "mkl")
+    with pytest.raises(ValueError, match=r"NMT_INT8_ENGINE='mkl': must be one of fbgemm, onednn"):
+        int8_engine()
+    with pytest.raises(ValueError, match=r"int8 engine 'mkl'"):
+        Int8Weight(torch.ones(2, 2), engine="mkl")
+    # a model's packed weights follow the variable (the cache keys on the library)
+    model = _trained(toy_vocabs, "additive", "bahdanau")
+    batch = _batch(*toy_vocabs)
+    for engine in ("fbgemm", "onednn", "fbgemm"):
+        monkeypatch.setenv("NMT_INT8_ENGINE", engine)
+        with torch.inference_mode(), autocast(CPU, torch.qint8):
+            mem, _ = model.encode(batch.src, batch.src_len)
+        assert mem.weights.int8 is not None
+        assert {q.engine for q in mem.weights.int8.values()} == {engine}
+
+
+@pytest.mark.parametrize("attention", ["additive", "multihead", "none"])
+def test_a_onednn_int8_search_of_a_sentence_does_not_depend_on_its_batch(
+    toy_vocabs, attention, monkeypatch
+):
+    """The batch invariance below, with oneDNN's products (which pick their kernel by the
+    number of rows), and the same texts as fbgemm's."""
+    model = _trained(toy_vocabs, attention, ORDER.get(attention, "luong"))
+    batch = _batch(*toy_vocabs)
+    monkeypatch.setenv("NMT_INT8_ENGINE", "fbgemm")
+    fbgemm = _decode(model, batch.src, batch.src_len, 3, torch.qint8)
+    monkeypatch.setenv("NMT_INT8_ENGINE", "onednn")
+    full = _decode(model, batch.src, batch.src_len, 3, torch.qint8)
+    assert [[h.tokens for h in n] for n in full] == [[h.tokens for h in n] for n in fbgemm]
+    for i, n in enumerate(batch.src_len.tolist()):
+        alone = _decode(model, batch.src[i : i + 1, :n], batch.src_len[i : i + 1], 3, torch.qint8)
+        _close(alone[0], full[i])
 
 
 @pytest.mark.parametrize(

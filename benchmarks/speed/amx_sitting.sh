@@ -19,8 +19,9 @@
 # machine.txt, VARIANT_roundN.{json,log,uptime}, shapes_*.txt and table.md
 # (benchmarks/speed/ab/variants_table.py; with JOEY=1 each variant's window tokens/s over
 # Joey's). Then search (benchmarks/speed/search_rounds.sh, SEARCH_ROUNDS rounds, 0 leaves it
-# out, about 2 min a round): `nmt bench` of models/deen-additive with --decode-precision auto
-# (measured on a CPU), fp32, bf16 and int8, fp32 and int8 with --processes, and OLD_TREE's
+# out, about 3 min a round): `nmt bench` of models/deen-additive with --decode-precision auto
+# (measured on a CPU), fp32, bf16 and int8, fp32 and int8 with --processes, int8 through
+# oneDNN (NMT_INT8_ENGINE=onednn: AMX-INT8) with threads and with processes, and OLD_TREE's
 # auto where OLD_TREE names a worktree of the commit before issue 48 (e6d2505). ROUNDS=0
 # leaves the training rounds out.
 set -euo pipefail
@@ -30,7 +31,9 @@ if ! grep -qw amx_bf16 /proc/cpuinfo; then
   exit 2
 fi
 # the search runs; +processes: two search processes (--processes), not threads
-runs=("new:auto" "new:fp32" "new:bf16" "new:int8" "new:fp32+processes" "new:int8+processes")
+# +onednn: int8 products through oneDNN (AMX-INT8), not fbgemm (VNNI)
+runs=("new:auto" "new:fp32" "new:bf16" "new:int8" "new:fp32+processes" "new:int8+processes"
+  "new:int8+onednn" "new:int8+onednn+processes")
 if [ -n "${OLD_TREE:-}" ]; then
   [ -d "$OLD_TREE/nmt" ] || { echo "amx_sitting.sh: OLD_TREE=$OLD_TREE has no nmt/ package" >&2; exit 2; }
   OLD_TREE=$(realpath "$OLD_TREE"); runs+=("old:auto")

@@ -52,6 +52,7 @@ from nmt.model.flops import TokenCounts, forward_macs, training_flops, training_
 from nmt.model.folder import names_folder
 from nmt.model.seq2seq import Seq2Seq
 from nmt.ops.files import check_writable
+from nmt.ops.int8 import int8_engine
 from nmt.ops.machine import peak_memory_mib, reset_peak_memory, sync
 from nmt.ops.precision import precision_name
 from nmt.training.loop import Trainer
@@ -192,6 +193,8 @@ def measure_decoding(
         runs["greedy" if beam == 1 else f"beam{beam}"] = {
             "search": decoding.describe(),
             "precision": decoding.precision,
+            # the int8 library (NMT_INT8_ENGINE, nmt/ops/int8.py) where the search ran in int8
+            **({"int8_engine": int8_engine()} if decoding.precision == "int8" else {}),
             # --decode-precision auto on a CPU: what was measured and chosen, else absent
             **({"precision_auto": translator.auto_note} if translator.auto_note else {}),
             "seconds": round(seconds, 3),

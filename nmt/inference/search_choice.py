@@ -34,6 +34,7 @@ import torch
 from nmt.config.schema import SearchPrecision
 from nmt.data.batches import Example, collate
 from nmt.data.vocab import EOS
+from nmt.ops.int8 import ENGINES, int8_engine
 from nmt.ops.precision import autocast, cpu_model_and_flags, native_bf16, search_dtype
 from nmt.training.calibrate import MARGIN, cache_path, cached_seconds, read_cache, store
 
@@ -173,7 +174,12 @@ def pick(seconds: dict[str, float]) -> SearchPrecision:
 
 def search_key(model: Any, precisions: list[str], batch_size: int, beam: int) -> str:
     """A SHA-256 over what decides the answer: CPU model and flags, torch version, thread
-    count, the model's parameter shapes, the precisions measured, batch size and beam."""
+    count, the model's parameter shapes, the precisions measured, batch size and beam, and
+    the int8 library where it is not the default (``NMT_INT8_ENGINE``, nmt/ops/int8.py).
+
+    Raises:
+        ValueError: an unknown ``NMT_INT8_ENGINE`` (:func:`nmt.ops.int8.int8_engine`).
+    """
     cpu, flags = cpu_model_and_flags()
     what = {
         "what": "search",
@@ -187,6 +193,9 @@ def search_key(model: Any, precisions: list[str], batch_size: int, beam: int) ->
         "batch_size": batch_size,
         "beam": beam,
     }
+    if "int8" in precisions and int8_engine() != ENGINES[0]:
+        # another int8 library times differently; the default's keys stay as they were
+        what["int8_engine"] = int8_engine()
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 

@@ -20,7 +20,7 @@ from nmt.model.decoder import Decoder
 from nmt.model.decoder_state import DecoderState, Memory
 from nmt.model.encoder import Encoder
 from nmt.model.loss import summed_cross_entropy
-from nmt.ops.int8 import int8_enabled
+from nmt.ops.int8 import int8_enabled, int8_engine
 from nmt.ops.precision import HALF_DTYPES, at_least_fp32
 from nmt.ops.shapes import pad_rows, rounded_rows, stable_rows_wanted
 from nmt.ops.step_matmul import StepWeights, step_addmm
@@ -58,8 +58,11 @@ class Seq2Seq(nn.Module):
         """``weights`` with int8 copies of those :meth:`Decoder.int8_bounds` allows
         (:meth:`StepWeights.with_int8`), packed once per model and parameter values: kept
         in ``_INT8_CACHE`` until a parameter changes (its version counter moves, as an
-        optimizer step or load_state_dict moves it) or the model is freed."""
-        key = tuple((p.data_ptr(), p._version) for p in self.parameters())
+        optimizer step or load_state_dict moves it), the int8 library changes
+        (``NMT_INT8_ENGINE``) or the model is freed. Raises ValueError for an unknown
+        library (:func:`nmt.ops.int8.int8_engine`)."""
+        engine = int8_engine()
+        key = (engine, *((p.data_ptr(), p._version) for p in self.parameters()))
         hit = _INT8_CACHE.get(self)
         if hit is not None and hit[0] == key:
             return dataclasses.replace(weights, int8=hit[1])

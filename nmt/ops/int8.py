@@ -24,11 +24,19 @@ on 0..127 (torch's ``reduce_range``, used here).
 
 Which products run in int8 is decided per thread, as autocast is: :func:`int8_products`
 turns it on for the searches of the current thread.
+
+**Two libraries** (:func:`int8_engine`, ``NMT_INT8_ENGINE``): fbgemm (the default) runs on
+AVX2 and AVX512-VNNI; oneDNN (``onednn``, torch's ``onednn::qlinear_pointwise``) also on the
+AMX-INT8 tiles of Intel Xeons from Sapphire Rapids on, which fbgemm does not use. Both take
+the same int8 weights and the same input grid, so the same int32 sums; their fp32 outputs
+differ only in the rounding of the scaling back (7.6e-6 at most over 64 x 1,536 outputs of
+tests/test_int8.py's kind), and each keeps a row's result independent of its batch.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import warnings
 from collections.abc import Iterator
@@ -40,6 +48,25 @@ _ZERO_POINT = 63
 _STEPS = 126
 
 _state = threading.local()
+
+ENGINES = ("fbgemm", "onednn")  # NMT_INT8_ENGINE's values, the default first
+
+
+def int8_engine() -> str:
+    """The library of the int8 products: ``$NMT_INT8_ENGINE``, else ``fbgemm`` (module
+    docstring). Read when a weight is packed, so a search process started with the
+    variable set uses it.
+
+    Raises:
+        ValueError: a value other than fbgemm or onednn, or onednn where this torch build
+            has no oneDNN quantized linear (``torch.ops.onednn.qlinear_pointwise``).
+    """
+    name = os.environ.get("NMT_INT8_ENGINE", ENGINES[0])
+    if name not in ENGINES:
+        raise ValueError(f"NMT_INT8_ENGINE={name!r}: must be one of {', '.join(ENGINES)}")
+    if name == "onednn" and not hasattr(torch.ops.onednn, "qlinear_pointwise"):
+        raise ValueError("NMT_INT8_ENGINE=onednn: this torch build has no oneDNN int8 linear")
+    return name
 
 
 @contextlib.contextmanager
@@ -61,18 +88,25 @@ def int8_enabled() -> bool:
 
 class Int8Weight:
     """A weight (N, K), as nn.Linear stores it, rounded to int8 per output row and packed
-    for fbgemm, with the fixed input grid of its inputs' bound (module docstring).
+    for the int8 library, with the fixed input grid of its inputs' bound (module docstring).
 
     Args:
         weight: (N, K) float tensor (a parameter or a view of one); read, not kept.
         bound: the largest magnitude an input can have (1 for tanh, sigmoid-gated GRU
             states and their convex combinations); larger inputs would be clipped.
+        engine: fbgemm or onednn; None: :func:`int8_engine`.
 
     Attributes:
-        shape: (N, K).
+        shape: (N, K). engine: the library its products run in.
+
+    Raises:
+        ValueError: as :func:`int8_engine`.
     """
 
-    def __init__(self, weight: torch.Tensor, bound: float = 1.0):
+    def __init__(self, weight: torch.Tensor, bound: float = 1.0, engine: str | None = None):
+        self.engine = int8_engine() if engine is None else engine
+        if self.engine not in ENGINES:
+            raise ValueError(f"int8 engine {self.engine!r}: must be one of {', '.join(ENGINES)}")
         w = weight.detach().float().contiguous()
         n = w.size(0)
         # symmetric per row: zero stays exactly zero; an all-zero row gets scale 1
@@ -85,9 +119,15 @@ class Int8Weight:
             wq = torch.quantize_per_channel(
                 w, scale, torch.zeros(n, dtype=torch.long), 0, torch.qint8
             )
-        self._packed = torch.ops.quantized.linear_prepack(wq, None)
         self._x_scale = 2.0 * max(float(bound), 1e-12) / _STEPS
         self.shape = tuple(w.shape)
+        if self.engine == "fbgemm":
+            self._packed = torch.ops.quantized.linear_prepack(wq, None)
+            return
+        # the same int8 rows as fbgemm's, packed for oneDNN (x_shape None: any row count)
+        self._packed = torch.ops.onednn.qlinear_prepack(wq.int_repr(), None)
+        self._w_scale = scale.float()
+        self._w_zero = torch.zeros(n, dtype=torch.int32)
 
     def addmm(self, base: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
         """``base + x @ W^T`` with int8 products; a row's result depends on that row alone.
@@ -96,13 +136,36 @@ class Int8Weight:
             base: (N,) bias or (B, N), or None. x: (B, K) rows within ``bound``.
 
         Returns:
-            (B, N) fp32. Raises what fbgemm raises for a K other than the weight's.
+            (B, N) fp32. Raises what the library raises for a K other than the weight's.
         """
         # the dtype checked here, not by .float(): a no-op call still lets go of the
         # interpreter lock, a wait where two search threads share it (search_processes.py)
         x = x if x.dtype == torch.float32 else x.float()
-        y = _LINEAR(x.contiguous(), self._x_scale, _ZERO_POINT, self._packed)
+        if self.engine == "fbgemm":
+            y = _LINEAR(x.contiguous(), self._x_scale, _ZERO_POINT, self._packed)
+        else:
+            y = self._onednn(x)
         return y if base is None else y.add_(base)
+
+    def _onednn(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, K) fp32 rows -> (B, N) fp32 through oneDNN: the rows rounded to the grid
+        (uint8, zero point 63), then the int8 product scaled back."""
+        q = x.div(self._x_scale).round_().add_(_ZERO_POINT).clamp_(0, _STEPS).to(torch.uint8)
+        return torch.ops.onednn.qlinear_pointwise(
+            q,
+            self._x_scale,
+            _ZERO_POINT,
+            self._packed,
+            self._w_scale,
+            self._w_zero,
+            None,  # bias: added by addmm, as for fbgemm
+            1.0,  # output scale and zero point: unused for an fp32 output
+            0,
+            torch.float32,
+            "none",  # no fused post-op
+            [],
+            "",
+        )
 
 
 # quantize the input on the given grid, int8 product, fp32 out (fbgemm)
