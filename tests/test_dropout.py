@@ -51,10 +51,12 @@ def test_same_seed_same_mask_and_dtype_kept():
 
 
 def test_eval_mode_zero_and_one_and_bad_p():
+    torch.manual_seed(4)
     x = torch.randn(4, 8)
     m = Dropout(0.5).eval()
     assert m(x) is x and dropout(x, 0.0) is x
     assert torch.equal(dropout(x, 1.0), torch.zeros_like(x))
+    assert torch.equal(dropout(x, 1 - 1e-6), torch.zeros_like(x))  # 1 on the grid
     with pytest.raises(ValueError, match="dropout probability"):
         keep_mask((3,), 1.5, torch.device("cpu"))
     with pytest.raises(ValueError):

@@ -6,7 +6,7 @@ step of the reference model that was 4% of the bf16 step's op time
 (benchmarks/speed/step_profile.py). Here the mask comes from 64-bit draws of the same
 generator, each cut into four 16-bit uniform integers, compared with a threshold; the
 product is ``x * keep * scale``, whose backward keeps only the 1-byte mask (F.dropout keeps
-a mask of x's dtype). On CUDA, and for p = 0 or 1, it is ``F.dropout`` itself.
+a mask of x's dtype). On CUDA, and for p within 2^-17 of 1, it is ``F.dropout`` itself.
 
 The drop probability is p on a grid of 1/65,536: ``round(p * 65536) / 65536`` (0.2 is
 0.199997), and the kept elements are scaled by the inverse of the exact keep probability,
@@ -58,10 +58,11 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     """
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or p == 1.0 or not x.is_floating_point():
+    dropped = round(p * GRID)
+    # p within 2^-17 of 1 drops every element on the grid: torch's own dropout then
+    if x.device.type != "cpu" or dropped >= GRID or not x.is_floating_point():
         return F.dropout(x, p, training)
     keep = keep_mask(x.shape, p, x.device)
-    dropped = round(p * GRID)
     # mul by the mask saves only the mask for its backward, so the in-place scale is safe
     return x.mul(keep).mul_(GRID / (GRID - dropped))
 
