@@ -150,6 +150,18 @@ def decode_split(subject: Subject, opts: BenchOptions) -> tuple[list[str], list[
     return [p.src for p in pairs], [p.tgt for p in pairs]
 
 
+def _precision_record(precision: str, auto_note: str | None) -> dict[str, str]:
+    """A decoding run's precision for the bench JSON: the precision searched in, the int8
+    library where that is int8 (``NMT_INT8_ENGINE``, nmt/ops/int8.py), and with
+    ``--decode-precision auto`` on a CPU what was measured and chosen (``auto_note``)."""
+    record = {"precision": precision}
+    if precision == "int8":
+        record["int8_engine"] = int8_engine()
+    if auto_note:
+        record["precision_auto"] = auto_note
+    return record
+
+
 def measure_decoding(
     subject: Subject,
     sources: list[str],
@@ -192,11 +204,7 @@ def measure_decoding(
         s = score([t.text for t in out], references, sources, buckets=((1, None),))
         runs["greedy" if beam == 1 else f"beam{beam}"] = {
             "search": decoding.describe(),
-            "precision": decoding.precision,
-            # the int8 library (NMT_INT8_ENGINE, nmt/ops/int8.py) where the search ran in int8
-            **({"int8_engine": int8_engine()} if decoding.precision == "int8" else {}),
-            # --decode-precision auto on a CPU: what was measured and chosen, else absent
-            **({"precision_auto": translator.auto_note} if translator.auto_note else {}),
+            **_precision_record(decoding.precision, translator.auto_note),
             "seconds": round(seconds, 3),
             "sentences_per_s": round(len(sources) / seconds, 2),
             "output_pieces_per_sentence": round(
