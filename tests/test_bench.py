@@ -302,3 +302,16 @@ def test_verb_on_a_tiny_config_says_its_bleu_means_nothing(tiny_corpus):
     assert "(config: bench_reference, additive attention" in r.stdout
     assert "only meaningful for a checkpoint" in r.stdout
     assert "window" not in r.stdout and "beam search" not in r.stdout
+
+
+def test_a_decoding_record_names_the_int8_library_only_for_int8(monkeypatch):
+    from nmt.analysis.bench import _precision_record
+
+    monkeypatch.setenv("NMT_INT8_ENGINE", "onednn")
+    assert _precision_record("int8", None) == {"precision": "int8", "int8_engine": "onednn"}
+    monkeypatch.delenv("NMT_INT8_ENGINE")
+    assert _precision_record("int8", "auto: int8")["int8_engine"] == "fbgemm"
+    assert _precision_record("fp32", "auto: fp32") == {
+        "precision": "fp32",
+        "precision_auto": "auto: fp32",
+    }
