@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -615,19 +616,26 @@ def test_heads_join_below_one_is_refused_before_any_checkpoint_is_read(join, tmp
     assert r.exit_code == 2 and "missing.pt" in r.output
 
 
-def test_ctrl_c_while_torch_imports_exits_130_without_a_traceback():
-    """A Ctrl-C in the first seconds of `nmt ...` (torch importing) printed a traceback.
-    The KeyboardInterrupt is raised here by an import hook, where the real one lands."""
+def test_ctrl_c_while_torch_imports_exits_130_at_once_without_a_traceback():
+    """A Ctrl-C in the first seconds of `nmt ...` (torch and numpy importing) printed a
+    traceback, aborted, or was swallowed by a lazy loader. Here an import hook sends the
+    SIGINT while nmt.cli.app imports, then stands for five seconds of an import that
+    swallows KeyboardInterrupt, as a lazy loader did."""
     script = (
-        "import sys\n"
+        "import os, signal, sys, time\n"
         "class Interrupt:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
         "        if name == 'nmt.cli.app':\n"
-        "            raise KeyboardInterrupt\n"
+        "            try:\n"
+        "                os.kill(os.getpid(), signal.SIGINT)\n"
+        "                time.sleep(5)\n"
+        "            except KeyboardInterrupt:\n"
+        "                pass\n"
         "sys.meta_path.insert(0, Interrupt())\n"
         "from nmt.cli import main\n"
         "main()\n"
     )
+    start = time.monotonic()
     r = subprocess.run(
         [sys.executable, "-c", script, "translate", "--help"],
         capture_output=True,
@@ -636,3 +644,12 @@ def test_ctrl_c_while_torch_imports_exits_130_without_a_traceback():
         timeout=120,
     )
     assert r.returncode == 130 and r.stderr == "" and r.stdout == "", r.stderr
+    assert time.monotonic() - start < 4.5  # exited at the signal, not after the import
+
+
+def test_translate_checks_its_input_before_loading_the_model(tmp_path):
+    """A missing --input was reported only after torch and the model had loaded; with a
+    checkpoint that cannot load, the input's error now comes first."""
+    r = nmt_here("translate", tmp_path / "no_model.pt", "--input", tmp_path / "no.de")
+    assert r.returncode == 2 and f"--input {tmp_path / 'no.de'}: no such file" in r.stderr
+    assert "checkpoint" not in r.stderr and "Traceback" not in r.stderr

@@ -85,6 +85,10 @@ def test_the_int8_library_comes_from_the_environment_and_is_checked(monkeypatch,
     assert int8_engine() == "fbgemm" and Int8Weight(torch.ones(2, 2)).engine == "fbgemm"
     monkeypatch.setenv("NMT_INT8_ENGINE", "onednn")
     assert Int8Weight(torch.ones(2, 2)).engine == "onednn"
+    monkeypatch.setenv("NMT_INT8_ENGINE", " ONEDNN")
+    assert int8_engine() == "onednn"
+    monkeypatch.setenv("NMT_INT8_ENGINE", "")
+    assert int8_engine() == "fbgemm"
     monkeypatch.setenv("NMT_INT8_ENGINE", "mkl")
     with pytest.raises(ValueError, match=r"NMT_INT8_ENGINE='mkl': must be one of fbgemm, onednn"):
         int8_engine()
@@ -241,3 +245,11 @@ def test_a_recomputed_logit_that_falls_below_one_left_outside_is_not_in_the_lead
     assert int(known.cols[0, EXACT_TOP - 1]) == j
     for row, cols, lead in zip(logp, known.cols, known.lead.tolist(), strict=True):
         assert torch.equal(row[cols[:lead]], row.topk(lead).values)
+
+
+def test_a_report_names_the_int8_library_where_it_is_not_the_default(monkeypatch):
+    monkeypatch.delenv("NMT_INT8_ENGINE", raising=False)
+    assert Decoding(precision="int8").describe().endswith(", int8 matrix products")
+    monkeypatch.setenv("NMT_INT8_ENGINE", "onednn")
+    assert Decoding(precision="int8").describe().endswith("int8 matrix products (onednn)")
+    assert Decoding(precision="fp32").describe().endswith("fp32 matrix products")

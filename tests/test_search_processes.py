@@ -142,6 +142,29 @@ def test_ctrl_c_terminates_the_children_at_once(toy_vocabs: Vocabs, monkeypatch)
     assert pids and all(_gone(p) for p in pids)
 
 
+def test_ctrl_c_while_the_children_start_ends_them_before_returning(
+    toy_vocabs: Vocabs, monkeypatch
+):
+    """A Ctrl-C in the second it takes the workers to start left them to the interpreter's
+    exit, where one still unpickling its queues printed a FileNotFoundError traceback."""
+    import nmt.inference.search_processes as sp
+
+    real, pids = sp._start_all, cast(list[int], [])
+
+    def interrupted(pool, workers):
+        real(pool, workers)
+        pids.extend(p.pid for p in pool._processes.values())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sp, "_start_all", interrupted)
+    model = tiny_model(*toy_vocabs).eval()
+    forked = Translator(model, *toy_vocabs, threads=2, workers=2, batch_size=2, processes=True)
+    with pytest.raises(KeyboardInterrupt):
+        forked.translate(LINES)
+    # waited for: gone when the exception arrives, not some time later
+    assert len(pids) == 2 and all(_gone(p) for p in pids)
+
+
 def test_cli_refuses_processes_without_forkserver(monkeypatch):
     from nmt.cli.app import app
 

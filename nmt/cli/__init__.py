@@ -1,15 +1,32 @@
 """The typer command-line interface: argument parsing and wiring only."""
 
-import sys
+import os
+import signal
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    """SIGINT while the app imports: exit at once with the shell's status for it."""
+    os._exit(130)
 
 
 def main() -> None:
     """Entry point of the ``nmt`` console command and of ``python -m nmt``: the typer app
-    (:func:`nmt.cli.app.main`), imported here so that a Ctrl-C during the seconds torch
-    takes to import ends quietly with exit status 130, as one does later (Click's handling),
-    not with a traceback."""
+    (:func:`nmt.cli.app.main`), imported here under a SIGINT handler that exits with
+    status 130 at once.
+
+    A Ctrl-C in the seconds torch and numpy take to import, raised there as
+    KeyboardInterrupt, was swallowed by a lazy loader (the command went on), aborted C++
+    code (``terminate called``), or left numpy half imported (an ImportError or a
+    RecursionError traceback). Nothing has been written by then, so nothing is lost by not
+    unwinding. A SIGINT that is ignored (a background job) stays ignored; after the import
+    Ctrl-C raises KeyboardInterrupt again, which the commands handle.
+    """
+    default = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    if default:
+        signal.signal(signal.SIGINT, _interrupted)
     try:
         from nmt.cli.app import main as run
-    except KeyboardInterrupt:
-        sys.exit(130)
+    finally:
+        if default:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
     run()

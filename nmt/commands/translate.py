@@ -161,12 +161,7 @@ def run_filter(
             an input that is not a file, or an output whose folder does not exist (all
             checked before any translating, so no work is lost on them).
     """
-    # exists, not is_file: /dev/null, /dev/stdin and a shell's <(...) are inputs too
-    if input_path is not None and (input_path.is_dir() or not input_path.exists()):
-        what = "is a directory" if input_path.is_dir() else "no such file"
-        raise ValueError(f"--input {input_path}: {what}")
-    if output_path is not None:
-        check_writable(output_path, "--output")
+    _check_paths(input_path, output_path)
     decoding = translator.decoding
     if plot is not None and all(a == "none" for a in _attention_types(translator.loaded)):
         raise ValueError(
@@ -216,6 +211,20 @@ def run_filter(
             source.close()
     for warning in notes.warnings(where, decoding.n_best > 1):
         print(warning, file=sys.stderr)
+
+
+def _check_paths(input_path: Path | None, output_path: Path | None) -> None:
+    """Refuse an ``--input`` that does not exist or is a directory (a pipe, /dev/null or
+    /dev/stdin is read) and an ``--output`` that cannot be written.
+
+    Raises:
+        ValueError: naming the option, its path and why.
+    """
+    if input_path is not None and (input_path.is_dir() or not input_path.exists()):
+        what = "is a directory" if input_path.is_dir() else "no such file"
+        raise ValueError(f"--input {input_path}: {what}")
+    if output_path is not None:
+        check_writable(output_path, "--output")
 
 
 def _check_written(
@@ -272,12 +281,15 @@ def translate(
         stopped (``| head``), stdout then pointed at /dev/null so the exit stays quiet.
 
     Raises:
-        ValueError: an ``--output`` or ``--plot`` that would overwrite a file read, or a
-            ``--plot`` that cannot be written (:func:`_check_written`); as
-            :func:`run_filter`.
+        ValueError: an ``--input`` that is missing or a directory, an ``--output`` that
+            cannot be written (:func:`_check_paths`), an ``--output`` or ``--plot`` that
+            would overwrite a file read, or a ``--plot`` that cannot be written
+            (:func:`_check_written`), all before the model is loaded; as :func:`run_filter`.
         nmt.model.checkpoint.CheckpointError, nmt.ops.device.DeviceError,
         nmt.ops.precision.PrecisionError: as :meth:`Translator.from_paths`.
     """
+    # before the seconds of loading torch's kernels and the model
+    _check_paths(input_path, output_path)
     _check_written(checkpoints, input_path, output_path, plot)
     translator = Translator.from_paths(checkpoints, device, **search)
     try:

@@ -91,10 +91,14 @@ class SearchProcesses:
         self._pool = ProcessPoolExecutor(
             workers, mp_context=ctx, initializer=_child_start, initargs=(model, search)
         )
-        # start every worker now (with this start method the pool starts them on demand)
-        for future in [self._pool.submit(_child_ready) for _ in range(workers)]:
-            future.result()
         self._finalizer = weakref.finalize(self, self._pool.shutdown, wait=False)
+        try:
+            _start_all(self._pool, workers)
+        except BaseException:
+            # Ctrl-C while they start: left to the interpreter's exit, a child still
+            # unpickling its queues found their semaphores gone and printed a traceback
+            self.close(kill=True, wait=True)
+            raise
 
     def matches(self, model: Any) -> bool:
         """Whether the children are running and were started from ``model`` as it is now."""
@@ -128,8 +132,8 @@ class SearchProcesses:
 
     def close(self, kill: bool = False, wait: bool = False) -> None:
         """Stop the children: those searching finish their batch first, or with ``kill``
-        are terminated (SIGTERM) at once; with ``wait`` return once they have exited
-        (Ctrl-C while waiting terminates them). Idempotent."""
+        are terminated (SIGTERM) at once; with ``wait`` return once they have exited (a
+        Ctrl-C while waiting terminates them; after a kill, at most 5 s for each). Idempotent."""
         if wait and not kill and not self.closed:
             try:
                 self._pool.shutdown(wait=True, cancel_futures=True)
@@ -140,13 +144,17 @@ class SearchProcesses:
             self.closed = True
             return
         if kill:
+            children = list((getattr(self._pool, "_processes", None) or {}).values())
             # terminate_workers is Python 3.14's; before it the executor's own table
             terminate = getattr(self._pool, "terminate_workers", None)
             if terminate is not None:
                 terminate()
             else:
-                for child in list((getattr(self._pool, "_processes", None) or {}).values()):
+                for child in children:
                     child.terminate()
+            if wait:
+                for child in children:
+                    child.join(timeout=5)
         # after a kill the pool marks what was left as failed itself: cancelling it too made
         # Python 3.11's pool raise InvalidStateError in its own thread
         self._pool.shutdown(wait=False, cancel_futures=not kill)
@@ -167,6 +175,14 @@ def reuse_or_fork(
     if forks is not None:
         forks.close()
     return SearchProcesses(model, search, workers)
+
+
+def _start_all(pool: ProcessPoolExecutor, workers: int) -> None:
+    """Start all ``workers`` of ``pool`` now and wait until each has run its initializer
+    (with the forkserver start method the pool starts them on demand). Raises what a
+    child's start raises."""
+    for future in [pool.submit(_child_ready) for _ in range(workers)]:
+        future.result()
 
 
 def _child_start(model: Any, search: Callable[..., list[list[Hypothesis]]]) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from nmt.config.schema import LengthPenalty, SearchConfig, SearchPrecision, TrainConfig
+from nmt.ops.int8 import ENGINES, int8_engine
 from nmt.ops.precision import autocast, precision_name, search_dtype
 
 # sources longer than this many pieces are cut (and every command warns which lines)
@@ -100,8 +101,12 @@ class Decoding:
 
     def describe(self) -> str:
         """One line for reports, e.g. ``beam search, beam 5, GNMT length penalty alpha=0.6,
-        fp32 matrix products`` (:meth:`on` resolves ``auto`` first)."""
+        fp32 matrix products`` (:meth:`on` resolves ``auto`` first); int8 through oneDNN
+        (``NMT_INT8_ENGINE``) says ``int8 matrix products (onednn)``. Raises ValueError for
+        an unknown ``NMT_INT8_ENGINE`` with int8."""
         prec = f", {self.precision} matrix products"
+        if self.precision == "int8" and int8_engine() != ENGINES[0]:
+            prec += f" ({int8_engine()})"
         if self.beam_size == 1:
             return f"greedy search{prec}"
         lp = (

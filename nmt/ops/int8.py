@@ -53,15 +53,16 @@ ENGINES = ("fbgemm", "onednn")  # NMT_INT8_ENGINE's values, the default first
 
 
 def int8_engine() -> str:
-    """The library of the int8 products: ``$NMT_INT8_ENGINE``, else ``fbgemm`` (module
-    docstring). Read when a weight is packed, so a search process started with the
-    variable set uses it.
+    """The library of the int8 products: ``$NMT_INT8_ENGINE`` (any case), else ``fbgemm``
+    (also when it is set but empty; module docstring). Read when a weight is packed, so a
+    search process started with the variable set uses it.
 
     Raises:
         ValueError: a value other than fbgemm or onednn, or onednn where this torch build
             has no oneDNN quantized linear (``torch.ops.onednn.qlinear_pointwise``).
     """
-    name = os.environ.get("NMT_INT8_ENGINE", ENGINES[0])
+    # set but empty is unset, as shells write it; the case of the letters does not matter
+    name = os.environ.get("NMT_INT8_ENGINE", "").strip().lower() or ENGINES[0]
     if name not in ENGINES:
         raise ValueError(f"NMT_INT8_ENGINE={name!r}: must be one of {', '.join(ENGINES)}")
     if name == "onednn" and not hasattr(torch.ops.onednn, "qlinear_pointwise"):
