@@ -165,6 +165,33 @@ def test_ctrl_c_while_the_children_start_ends_them_before_returning(
     assert len(pids) == 2 and all(_gone(p) for p in pids)
 
 
+def test_a_ctrl_c_while_the_children_start_waits_until_they_all_can_be_ended(
+    toy_vocabs: Vocabs, monkeypatch
+):
+    """A SIGINT that arrives while the children are forked is held until all are in the
+    pool's table (a child forked but not yet listed outlived the command and printed a
+    traceback); then KeyboardInterrupt, and every child is ended."""
+    import os
+    import signal
+
+    import nmt.inference.search_processes as sp
+
+    real, pids = sp._start_all, cast(list[int], [])
+
+    def interrupted(pool, workers):
+        os.kill(os.getpid(), signal.SIGINT)
+        real(pool, workers)
+        pids.extend(p.pid for p in pool._processes.values())
+
+    monkeypatch.setattr(sp, "_start_all", interrupted)
+    model = tiny_model(*toy_vocabs).eval()
+    forked = Translator(model, *toy_vocabs, threads=2, workers=2, batch_size=2, processes=True)
+    with pytest.raises(KeyboardInterrupt):
+        forked.translate(LINES)
+    assert len(pids) == 2 and all(_gone(p) for p in pids)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_cli_refuses_processes_without_forkserver(monkeypatch):
     from nmt.cli.app import app
 

@@ -23,13 +23,15 @@ start method (Windows) the Translator refuses ``processes`` with
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import multiprocessing
 import os
 import resource
 import signal
+import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
@@ -93,10 +95,12 @@ class SearchProcesses:
         )
         self._finalizer = weakref.finalize(self, self._pool.shutdown, wait=False)
         try:
-            _start_all(self._pool, workers)
+            # a Ctrl-C while a child was forked but not yet in the pool's table left that
+            # child to the interpreter's exit, where it found its queues' semaphores gone
+            # and printed a traceback: it waits until every child is in, a second or two
+            with _sigint_deferred():
+                _start_all(self._pool, workers)
         except BaseException:
-            # Ctrl-C while they start: left to the interpreter's exit, a child still
-            # unpickling its queues found their semaphores gone and printed a traceback
             self.close(kill=True, wait=True)
             raise
 
@@ -175,6 +179,26 @@ def reuse_or_fork(
     if forks is not None:
         forks.close()
     return SearchProcesses(model, search, workers)
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Within this block a SIGINT is noted, not raised; KeyboardInterrupt comes at its end.
+    Only in the main thread with Python's default SIGINT handler (elsewhere signals cannot
+    be handled, or the handler is someone else's); an exception from the block wins."""
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    noted: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if noted:
+        raise KeyboardInterrupt
 
 
 def _start_all(pool: ProcessPoolExecutor, workers: int) -> None:
