@@ -2,6 +2,7 @@
 
 import os
 import signal
+import threading
 
 
 def _interrupted(signum: int, frame: object) -> None:
@@ -21,7 +22,10 @@ def main() -> None:
     unwinding. A SIGINT that is ignored (a background job) stays ignored; after the import
     Ctrl-C raises KeyboardInterrupt again, which the commands handle.
     """
-    default = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # signal handlers can be set from the main thread only (an embedding caller may differ)
+    default = threading.current_thread() is threading.main_thread() and (
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    )
     if default:
         signal.signal(signal.SIGINT, _interrupted)
     try:
