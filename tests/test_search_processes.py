@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing
 import time
+from pathlib import Path
 from typing import cast
 
 import pytest
@@ -192,6 +193,31 @@ def test_a_ctrl_c_while_the_children_start_waits_until_they_all_can_be_ended(
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_the_fork_server_ignores_ctrl_c_while_it_imports_torch():
+    """A terminal's Ctrl-C reaches the fork server too, and Python's server ignores SIGINT
+    only after its preload: one arriving while it imported torch killed it with a
+    traceback. Here the SIGINT comes as search_processes (torch, nmt) starts importing."""
+    import subprocess
+    import sys
+
+    from nmt.inference import search_processes
+
+    script = (
+        "import os, signal, sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'nmt.inference.search_processes':\n"
+        "            os.kill(os.getpid(), signal.SIGINT)\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+        "import nmt.inference.forkserver_preload\n"
+        "print('imported')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout == "imported\n", r.stderr
+    # and it is the server's preload
+    assert '"nmt.inference.forkserver_preload"' in Path(search_processes.__file__).read_text()
+
+
 def test_cli_refuses_processes_without_forkserver(monkeypatch):
     from nmt.cli.app import app
 
@@ -237,6 +263,10 @@ def test_two_ctrl_c_end_nmt_translate_with_its_children(tmp_path):
             os.killpg(proc.pid, signal.SIGINT)
             time.sleep(0.1)
         proc.wait(timeout=30)
+        # the fork server and the resource tracker see the command's end on their pipes
+        deadline = time.monotonic() + 10
+        while not all(_gone(p) for p in children) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert all(_gone(p) for p in children)
     finally:
         if proc.poll() is None:

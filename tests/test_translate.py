@@ -152,6 +152,22 @@ def test_gzip_input_is_decompressed_and_a_damaged_one_named(toy_vocabs, tmp_path
         _filter(loaded, gzip.compress(data)[:20], tmp_path, capsys)
 
 
+def test_an_eof_of_the_search_is_not_called_a_damaged_input(
+    toy_vocabs, tmp_path, capsys, monkeypatch
+):
+    """An EOFError from the search (a search process's pipe closing when the fork server
+    died) was reported as ``--input ...: damaged gzip file``, the input being fine."""
+    import gzip
+
+    def closed_pipe(self, lines):
+        raise EOFError("the search processes' pipe closed")
+
+    monkeypatch.setattr(Translator, "translate", closed_pipe)
+    data = gzip.compress("\n".join(LINES).encode() + b"\n")
+    with pytest.raises(EOFError, match="pipe closed"):
+        _filter(_loaded(toy_vocabs), data, tmp_path, capsys)
+
+
 def test_filter_prints_alignments_also_with_nbest(toy_vocabs, tmp_path, capsys):
     data = "\n".join(LINES[:2]).encode() + b"\n"
     out, err = _filter(

@@ -7,8 +7,9 @@ from __future__ import annotations
 import io
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from nmt.data.line_chunks import read_chunks
 from nmt.inference.ensemble import LoadedEnsemble
@@ -175,7 +176,7 @@ def run_filter(
     first = 0  # index of the chunk's first line in the whole input
     drawn = 0
     try:
-        chunks = read_chunks(source, lines_per_chunk, notes.invalid)
+        chunks = _input_chunks(source, lines_per_chunk, notes.invalid, where)
         chunk = next(chunks, [])
         while chunk:
             results = translator.translate(chunk)
@@ -199,11 +200,6 @@ def run_filter(
             out.flush()
             first += len(chunk)
             chunk = following if plot is not None else next(chunks, [])
-    except GZIP_ERRORS as e:
-        raise ValueError(
-            f"--input {where}: damaged gzip file ({e}); the lines before the "
-            f"damage ({first}) were translated"
-        ) from None
     finally:
         if output_path:
             out.close()
@@ -211,6 +207,34 @@ def run_filter(
             source.close()
     for warning in notes.warnings(where, decoding.n_best > 1):
         print(warning, file=sys.stderr)
+
+
+def _input_chunks(
+    source: BinaryIO, lines_per_chunk: int, invalid: list[int], where: str
+) -> Iterator[list[str]]:
+    """The chunks of :func:`nmt.data.line_chunks.read_chunks` (``invalid`` collects the
+    numbers of lines that are not UTF-8), with a damaged gzip input raised as one error
+    naming it. Only the reading is covered: an EOFError of the search (a search process's
+    pipe closing) was once reported as a damaged input.
+
+    Raises:
+        ValueError: ``--input WHERE: damaged gzip file (...)``, with how many lines before
+            the damage were translated.
+    """
+    chunks = read_chunks(source, lines_per_chunk, invalid)
+    done = 0  # lines handed out, all translated by the time the next chunk is asked for
+    while True:
+        try:
+            chunk = next(chunks, [])
+        except GZIP_ERRORS as e:
+            raise ValueError(
+                f"--input {where}: damaged gzip file ({e}); the lines before the "
+                f"damage ({done}) were translated"
+            ) from None
+        if not chunk:
+            return
+        yield chunk
+        done += len(chunk)
 
 
 def _check_paths(input_path: Path | None, output_path: Path | None) -> None:

@@ -88,8 +88,9 @@ class SearchProcesses:
         self.key, self.n, self.closed = model_key(model), workers, False
         self.peak_mib: dict[int, float] = {}  # each child's peak RSS so far, by process id
         ctx = multiprocessing.get_context("forkserver")
-        # the server imports torch and nmt once; each worker forked from it starts ready
-        ctx.set_forkserver_preload([__name__])
+        # the server imports torch and nmt once, ignoring SIGINT from the start (see
+        # forkserver_preload.py); each worker forked from it starts ready
+        ctx.set_forkserver_preload(["nmt.inference.forkserver_preload"])
         self._pool = ProcessPoolExecutor(
             workers, mp_context=ctx, initializer=_child_start, initargs=(model, search)
         )
