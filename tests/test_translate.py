@@ -168,6 +168,24 @@ def test_an_eof_of_the_search_is_not_called_a_damaged_input(
         _filter(_loaded(toy_vocabs), data, tmp_path, capsys)
 
 
+def test_gzip_on_standard_input_is_decompressed(toy_vocabs, tmp_path, capsys, monkeypatch):
+    """A gzip --input was decompressed, gzip piped into stdin read as invalid UTF-8."""
+    import gzip
+    import io
+    import sys
+
+    from nmt.commands.translate import run_filter
+
+    data = "\n".join(LINES).encode() + b"\n"
+    plain, _ = _filter(_loaded(toy_vocabs), data, tmp_path, capsys)
+    stdin = io.TextIOWrapper(io.BufferedReader(io.BytesIO(gzip.compress(data))))
+    monkeypatch.setattr(sys, "stdin", stdin)
+    translator = Translator.from_loaded(_loaded(toy_vocabs), decoding=Decoding(), batch_size=2)
+    run_filter(translator, input_path=None, output_path=tmp_path / "piped.en", show_attention=False)
+    assert (tmp_path / "piped.en").read_text(encoding="utf-8") == plain
+    assert "UTF-8" not in capsys.readouterr().err
+
+
 def test_filter_prints_alignments_also_with_nbest(toy_vocabs, tmp_path, capsys):
     data = "\n".join(LINES[:2]).encode() + b"\n"
     out, err = _filter(

@@ -22,7 +22,7 @@ from nmt.inference.translate import (
     strongest_alignment,
 )
 from nmt.inference.translator import Translator
-from nmt.ops.files import GZIP_ERRORS, check_writable, open_bytes, same_file
+from nmt.ops.files import GZIP_ERRORS, check_writable, gunzipped, open_bytes, same_file
 
 
 def _attention_lines(tr: Translation) -> list[str]:
@@ -170,7 +170,7 @@ def run_filter(
         )
     lines_per_chunk = lines_per_chunk or 16 * translator.batch_size
     where = str(input_path or "stdin")
-    source = open_bytes(input_path) if input_path is not None else sys.stdin.buffer
+    source = open_bytes(input_path) if input_path is not None else gunzipped(sys.stdin.buffer)
     out = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout
     notes = LineNotes()  # the input lines to warn about once done
     first = 0  # index of the chunk's first line in the whole input

@@ -156,3 +156,14 @@ def open_bytes(path: Path) -> BinaryIO:
     if path.suffix == ".gz" or magic == b"\x1f\x8b":
         return cast(BinaryIO, _GzipReader(f))
     return f
+
+
+def gunzipped(stream: BinaryIO) -> BinaryIO:
+    """``stream`` (e.g. standard input's bytes), decompressed when it starts with gzip's
+    magic bytes, which are peeked, not read (``printf ... | gzip | nmt translate``).
+    Closing the result leaves ``stream`` open. A stream that cannot peek is returned as
+    it is. Raises what peeking raises (OSError)."""
+    peek = getattr(stream, "peek", None)
+    if peek is not None and peek(2)[:2] == b"\x1f\x8b":
+        return cast(BinaryIO, gzip.GzipFile(fileobj=stream, mode="rb"))
+    return stream
