@@ -89,8 +89,8 @@ def test_the_int8_library_comes_from_the_environment_and_is_checked(monkeypatch,
     assert int8_engine() == "onednn"
     monkeypatch.setenv("NMT_INT8_ENGINE", "")
     assert int8_engine() == "fbgemm"
-    monkeypatch.setenv("NMT_INT8_ENGINE", "mkl")
-    with pytest.raises(ValueError, match=r"NMT_INT8_ENGINE='mkl': must be one of fbgemm, onednn"):
+    monkeypatch.setenv("NMT_INT8_ENGINE", "MKL")
+    with pytest.raises(ValueError, match=r"NMT_INT8_ENGINE='MKL': must be one of fbgemm, onednn"):
         int8_engine()
     with pytest.raises(ValueError, match=r"int8 engine 'mkl'"):
         Int8Weight(torch.ones(2, 2), engine="mkl")

@@ -62,9 +62,10 @@ def int8_engine() -> str:
             has no oneDNN quantized linear (``torch.ops.onednn.qlinear_pointwise``).
     """
     # set but empty is unset, as shells write it; the case of the letters does not matter
-    name = os.environ.get("NMT_INT8_ENGINE", "").strip().lower() or ENGINES[0]
+    given = os.environ.get("NMT_INT8_ENGINE", "")
+    name = given.strip().lower() or ENGINES[0]
     if name not in ENGINES:
-        raise ValueError(f"NMT_INT8_ENGINE={name!r}: must be one of {', '.join(ENGINES)}")
+        raise ValueError(f"NMT_INT8_ENGINE={given!r}: must be one of {', '.join(ENGINES)}")
     if name == "onednn" and not hasattr(torch.ops.onednn, "qlinear_pointwise"):
         raise ValueError("NMT_INT8_ENGINE=onednn: this torch build has no oneDNN int8 linear")
     return name
