@@ -143,35 +143,15 @@ def test_ctrl_c_terminates_the_children_at_once(toy_vocabs: Vocabs, monkeypatch)
     assert pids and all(_gone(p) for p in pids)
 
 
+@pytest.mark.parametrize("signal_first", [False, True])
 def test_ctrl_c_while_the_children_start_ends_them_before_returning(
-    toy_vocabs: Vocabs, monkeypatch
+    toy_vocabs: Vocabs, monkeypatch, signal_first
 ):
     """A Ctrl-C in the second it takes the workers to start left them to the interpreter's
-    exit, where one still unpickling its queues printed a FileNotFoundError traceback."""
-    import nmt.inference.search_processes as sp
-
-    real, pids = sp._start_all, cast(list[int], [])
-
-    def interrupted(pool, workers):
-        real(pool, workers)
-        pids.extend(p.pid for p in pool._processes.values())
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(sp, "_start_all", interrupted)
-    model = tiny_model(*toy_vocabs).eval()
-    forked = Translator(model, *toy_vocabs, threads=2, workers=2, batch_size=2, processes=True)
-    with pytest.raises(KeyboardInterrupt):
-        forked.translate(LINES)
-    # waited for: gone when the exception arrives, not some time later
-    assert len(pids) == 2 and all(_gone(p) for p in pids)
-
-
-def test_a_ctrl_c_while_the_children_start_waits_until_they_all_can_be_ended(
-    toy_vocabs: Vocabs, monkeypatch
-):
-    """A SIGINT that arrives while the children are forked is held until all are in the
-    pool's table (a child forked but not yet listed outlived the command and printed a
-    traceback); then KeyboardInterrupt, and every child is ended."""
+    exit, where one still unpickling its queues printed a FileNotFoundError traceback.
+    signal_first: a real SIGINT as the start begins, held until every child is in the
+    pool's table (one forked but not yet listed outlived the command), then raised; else a
+    KeyboardInterrupt right after the start."""
     import os
     import signal
 
@@ -180,15 +160,19 @@ def test_a_ctrl_c_while_the_children_start_waits_until_they_all_can_be_ended(
     real, pids = sp._start_all, cast(list[int], [])
 
     def interrupted(pool, workers):
-        os.kill(os.getpid(), signal.SIGINT)
+        if signal_first:
+            os.kill(os.getpid(), signal.SIGINT)
         real(pool, workers)
         pids.extend(p.pid for p in pool._processes.values())
+        if not signal_first:
+            raise KeyboardInterrupt
 
     monkeypatch.setattr(sp, "_start_all", interrupted)
     model = tiny_model(*toy_vocabs).eval()
     forked = Translator(model, *toy_vocabs, threads=2, workers=2, batch_size=2, processes=True)
     with pytest.raises(KeyboardInterrupt):
         forked.translate(LINES)
+    # waited for: gone when the exception arrives, not some time later
     assert len(pids) == 2 and all(_gone(p) for p in pids)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
