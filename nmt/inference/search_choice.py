@@ -193,9 +193,10 @@ def search_key(model: Any, precisions: list[str], batch_size: int, beam: int) ->
         "batch_size": batch_size,
         "beam": beam,
     }
-    if "int8" in precisions and int8_engine() != ENGINES[0]:
+    engine = int8_engine() if "int8" in precisions else ENGINES[0]
+    if engine != ENGINES[0]:
         # another int8 library times differently; the default's keys stay as they were
-        what["int8_engine"] = int8_engine()
+        what["int8_engine"] = engine
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 

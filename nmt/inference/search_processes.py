@@ -48,14 +48,13 @@ class ProcessSearchError(ValueError):
     """Process workers asked for where they cannot run (one-line message naming the option)."""
 
 
-def check_processes(device: torch.device) -> bool:
-    """True, or :class:`ProcessSearchError` where search processes cannot run: off the
-    CPU, or without the ``forkserver`` start method (Linux, macOS)."""
+def check_processes(device: torch.device) -> None:
+    """Raise :class:`ProcessSearchError` where search processes cannot run: off the CPU,
+    or without the ``forkserver`` start method (Linux, macOS)."""
     if device.type != "cpu":
         raise ProcessSearchError(f"--processes: search processes are for the CPU, not {device}")
     if "forkserver" not in multiprocessing.get_all_start_methods():
         raise ProcessSearchError("--processes needs the 'forkserver' start method (Linux, macOS)")
-    return True
 
 
 def model_key(model: torch.nn.Module) -> tuple:

@@ -105,8 +105,9 @@ class Decoding:
         (``NMT_INT8_ENGINE``) says ``int8 matrix products (onednn)``. Raises ValueError for
         an unknown ``NMT_INT8_ENGINE`` with int8."""
         prec = f", {self.precision} matrix products"
-        if self.precision == "int8" and int8_engine() != ENGINES[0]:
-            prec += f" ({int8_engine()})"
+        engine = int8_engine() if self.precision == "int8" else ENGINES[0]
+        if engine != ENGINES[0]:
+            prec += f" ({engine})"
         if self.beam_size == 1:
             return f"greedy search{prec}"
         lp = (

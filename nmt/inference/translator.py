@@ -147,12 +147,12 @@ class Translator:
         self.threads = threads or torch.get_num_threads()
         self.workers, self.batch_size, self.max_src_pieces = workers, batch_size, max_src_pieces
         self.device = next(model.parameters()).device
-        self.processes = processes and check_processes(self.device)
+        if processes:
+            check_processes(self.device)
+        self.processes = processes
         self._forks: SearchProcesses | None = None  # started at the first search in processes
-        # the checkpoint(s) it was loaded from (:meth:`from_loaded`); None for a bare model
-        self.loaded: Any = None
-        # how search.precision=auto was measured (:meth:`measured_auto`); None when it was not
-        self.auto_note: str | None = None
+        self.loaded: Any = None  # the checkpoint(s) it came from (from_loaded); None: bare
+        self.auto_note: str | None = None  # how search.precision=auto was measured, or None
 
     @classmethod
     def from_loaded(

@@ -149,13 +149,11 @@ def open_bytes(path: Path) -> BinaryIO:
     """
     f = open(path, "rb")  # returned open: the caller closes it
     try:
-        magic = f.peek(2)[:2]
+        packed = path.suffix == ".gz" or _starts_as_gzip(f)
     except OSError:
         f.close()
         raise
-    if path.suffix == ".gz" or magic == b"\x1f\x8b":
-        return cast(BinaryIO, _GzipReader(f))
-    return f
+    return cast(BinaryIO, _GzipReader(f)) if packed else f
 
 
 def gunzipped(stream: BinaryIO) -> BinaryIO:
@@ -163,7 +161,13 @@ def gunzipped(stream: BinaryIO) -> BinaryIO:
     magic bytes, which are peeked, not read (``printf ... | gzip | nmt translate``).
     Closing the result leaves ``stream`` open. A stream that cannot peek is returned as
     it is. Raises what peeking raises (OSError)."""
-    peek = getattr(stream, "peek", None)
-    if peek is not None and peek(2)[:2] == b"\x1f\x8b":
+    if _starts_as_gzip(stream):
         return cast(BinaryIO, gzip.GzipFile(fileobj=stream, mode="rb"))
     return stream
+
+
+def _starts_as_gzip(stream: BinaryIO) -> bool:
+    """Whether ``stream`` starts with gzip's magic bytes (``1f 8b``), peeked without
+    reading them; False for a stream that cannot peek. Raises what peeking raises."""
+    peek = getattr(stream, "peek", None)
+    return peek is not None and peek(2)[:2] == b"\x1f\x8b"

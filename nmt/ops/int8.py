@@ -123,6 +123,8 @@ class Int8Weight:
             )
         self._x_scale = 2.0 * max(float(bound), 1e-12) / _STEPS
         self.shape = tuple(w.shape)
+        # the library chosen once here, not at every step's product
+        self._product = self._fbgemm if self.engine == "fbgemm" else self._onednn
         if self.engine == "fbgemm":
             self._packed = torch.ops.quantized.linear_prepack(wq, None)
             return
@@ -143,11 +145,13 @@ class Int8Weight:
         # the dtype checked here, not by .float(): a no-op call still lets go of the
         # interpreter lock, a wait where two search threads share it (search_processes.py)
         x = x if x.dtype == torch.float32 else x.float()
-        if self.engine == "fbgemm":
-            y = _LINEAR(x.contiguous(), self._x_scale, _ZERO_POINT, self._packed)
-        else:
-            y = self._onednn(x)
+        y = self._product(x)
         return y if base is None else y.add_(base)
+
+    def _fbgemm(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, K) fp32 rows -> (B, N) fp32 through fbgemm, the rounding to the grid in
+        the same call."""
+        return _LINEAR(x.contiguous(), self._x_scale, _ZERO_POINT, self._packed)
 
     def _onednn(self, x: torch.Tensor) -> torch.Tensor:
         """(B, K) fp32 rows -> (B, N) fp32 through oneDNN: the rows rounded to the grid
