@@ -39,6 +39,7 @@ if [ -n "${OLD_TREE:-}" ]; then
   OLD_TREE=$(realpath "$OLD_TREE"); runs+=("old:auto")
 fi
 . benchmarks/speed/pause_pids.sh
+. benchmarks/speed/cpu_id.sh
 pause_pids amx_sitting.sh
 HERE=$PWD
 OUT=${OUT:-results/speed/$(date +%F)-amx-bucket}
@@ -46,7 +47,7 @@ BM=${BM:-8}
 DATA=$(realpath "${DATA:-../shared/data/multi30k}")
 mkdir -p "$OUT"
 OUT=$(realpath "$OUT")
-{ git rev-parse HEAD; grep -m1 'model name' /proc/cpuinfo; nproc
+{ git rev-parse HEAD; cpu_id
   .venv/bin/python -c 'import torch; print("torch", torch.__version__)'; } > "$OUT/machine.txt"
 variants=(fp32 bf16 "bf16_bm$BM" "bf16_bm${BM}_cap64" "bf16_bm${BM}_cap16")
 if [ "${JOEY:-0}" = 1 ]; then  # Joey NMT 2.3.0 in every training round; installed before them

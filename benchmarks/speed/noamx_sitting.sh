@@ -34,6 +34,7 @@ fi
 OLD_TREE=${OLD_TREE:?OLD_TREE: a worktree of the commit before issue 48 (git worktree add /tmp/nmt_old e6d2505)}
 [ -d "$OLD_TREE/nmt" ] || { echo "noamx_sitting.sh: OLD_TREE=$OLD_TREE has no nmt/ package" >&2; exit 2; }
 . benchmarks/speed/pause_pids.sh
+. benchmarks/speed/cpu_id.sh
 pause_pids noamx_sitting.sh
 OUT=${OUT:-results/speed/$(date +%F)-noamx}
 BM=${BM:-8}
@@ -42,8 +43,7 @@ OLD_TREE=$(realpath "$OLD_TREE")
 mkdir -p "$OUT"
 OUT=$(realpath "$OUT")
 { echo "new $(git rev-parse HEAD)"; echo "old $(git -C "$OLD_TREE" rev-parse HEAD)"
-  grep -m1 'model name' /proc/cpuinfo; nproc
-  grep -m1 -o -w -E 'avx512_bf16|avx512f|avx2' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
+  cpu_id
   .venv/bin/python -c 'import torch; print("torch", torch.__version__)'; } > "$OUT/machine.txt"
 variants=(fp32 fp32_old)
 if grep -qw avx512_bf16 /proc/cpuinfo; then variants+=(bf16 bf16_old "bf16_bm$BM"); fi
