@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -181,8 +182,13 @@ def test_json_has_every_field_with_sane_values(tiny_checkpoint):
         "torch_threads",
         "device",
         "device_name",
+        "primitive_caches",
     }
     assert result["machine"]["torch_threads"] == 1 and result["machine"]["cpu"]
+    # the caps nmt sets on import, unless the environment set them (the libraries read them)
+    assert set(result["machine"]["primitive_caches"].values()) <= {"128"} | {
+        os.environ.get(v, "") for v in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+    }
     peak = result["matmul_peak_gflop_s"]
     assert peak["shape"] == "(512x512)@(512x4096)" and peak["fp32"] > 0
     assert (peak["bf16"] is None) == (not result["machine"]["cpu_bf16"])

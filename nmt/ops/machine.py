@@ -15,12 +15,14 @@ from typing import Any
 import torch
 
 from nmt.ops.precision import NATIVE_BF16_FLAGS, cpu_model_and_flags
+from nmt.ops.primitive_cache import primitive_cache_capacities
 
 PEAK_SHAPE = (512, 512, 4096)  # torch.mm of (n x k) @ (k x m)
 
 
 def machine_info(device: torch.device) -> dict[str, Any]:
-    """CPU model, logical cores, AVX-512 / bf16 flags, torch version and threads, device."""
+    """CPU model, logical cores, AVX-512 / bf16 flags, torch version and threads, device, and
+    the capacities of the bf16 kernel caches (:mod:`nmt.ops.primitive_cache`)."""
     name, flags = cpu_model_and_flags()
     return {
         "cpu": name,
@@ -33,6 +35,7 @@ def machine_info(device: torch.device) -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else name,
+        "primitive_caches": primitive_cache_capacities(),
     }
 
 

@@ -8,7 +8,10 @@
 # VARIANT: fp32 | bf16 (this tree) | fp32_old | bf16_old (the tree at OLD_TREE, e.g.
 # `git worktree add /tmp/nmt_old COMMIT`) | bf16_capN (this tree, bf16, with
 # ONEDNN_PRIMITIVE_CACHE_CAPACITY=N) | bf16_bmM (this tree, bf16, train.batch_multiple=M) |
-# bf16_bmM_capN (both) | joey (Joey NMT 2.3.0 on the same architecture and data from scratch,
+# bf16_bmM_capN (both) | bf16_cachesN, bf16_bmM_cachesN (N entries in both caches of bf16
+# kernels, oneDNN's and ideep's LRU_CACHE_CAPACITY: nmt/ops/primitive_cache.py; N=1024 is the
+# libraries' default, before nmt capped them) | joey. The caches' variables are set only
+# where the variant names them; otherwise the caller's environment, else nmt's caps, hold. (Joey NMT 2.3.0 on the same architecture and data from scratch,
 # benchmarks/speed/joey/bench_joey.sh: 2 threads, a WINDOW-second window after JOEY_WARMUP_S
 # seconds; its own files in /tmp/joey_roundROUND). Each nmt run: 2 threads, 10 warm-up steps,
 # 60 timed steps, then a 60 s window, training only. Writes OUT/VARIANT_roundROUND.{json,log,
@@ -34,17 +37,22 @@ for v in "$@"; do
     cp "/tmp/joey_round$ROUND/joey_bench.json" "$OUT/joey_round$ROUND.json"
     continue
   fi
-  tree=$HERE cap=${ONEDNN_PRIMITIVE_CACHE_CAPACITY:-1024} opt=()
+  tree=$HERE opt=() caches=()
   case $v in
     fp32|bf16) p=$v ;;
     fp32_old|bf16_old) tree=$OLD_TREE p=${v%_old} ;;
-    bf16_cap*) p=bf16 cap=${v#bf16_cap} ;;
-    bf16_bm*_cap*) p=bf16 bm=${v#bf16_bm} cap=${v#*_cap} opt=("train.batch_multiple=${bm%_cap*}") ;;
+    bf16_caches*) p=bf16 n=${v#bf16_caches}
+      caches=("ONEDNN_PRIMITIVE_CACHE_CAPACITY=$n" "LRU_CACHE_CAPACITY=$n") ;;
+    bf16_bm*_caches*) p=bf16 bm=${v#bf16_bm} n=${v#*_caches} opt=("train.batch_multiple=${bm%_caches*}")
+      caches=("ONEDNN_PRIMITIVE_CACHE_CAPACITY=$n" "LRU_CACHE_CAPACITY=$n") ;;
+    bf16_cap*) p=bf16 caches=("ONEDNN_PRIMITIVE_CACHE_CAPACITY=${v#bf16_cap}") ;;
+    bf16_bm*_cap*) p=bf16 bm=${v#bf16_bm} opt=("train.batch_multiple=${bm%_cap*}")
+      caches=("ONEDNN_PRIMITIVE_CACHE_CAPACITY=${v#*_cap}") ;;
     bf16_bm*) p=bf16 opt=("train.batch_multiple=${v#bf16_bm}") ;;
     *) echo "bench_ab.sh: unknown variant '$v'" >&2; exit 2 ;;
   esac
   uptime > "$OUT/${v}_round$ROUND.uptime"
-  (cd "$tree" && ONEDNN_PRIMITIVE_CACHE_CAPACITY=$cap PYTHONPATH=$tree /usr/bin/time -v \
+  (cd "$tree" && env ${caches[@]+"${caches[@]}"} PYTHONPATH=$tree /usr/bin/time -v \
      "$HERE/.venv/bin/python" -m nmt bench configs/bench_reference.yaml ${opt[@]+"${opt[@]}"} \
      --threads 2 --warmup "${WARMUP:-10}" --train-steps "${STEPS:-60}" \
      --train-seconds "${WINDOW:-60}" --skip-decode --precision "$p" \
