@@ -1,4 +1,5 @@
-"""The caps nmt puts on the bf16 kernel caches: set on import where unset, never overriding."""
+"""The caps nmt puts on the bf16 kernel caches: set by a training process where unset, never
+overriding the environment, and left alone by a search process."""
 
 import os
 import subprocess
@@ -6,12 +7,17 @@ import sys
 
 import pytest
 
+from nmt.config.schema import Config, TrainConfig
 from nmt.ops.primitive_cache import (
     DEFAULT_CAPACITY,
     VARIABLES,
     cap_primitive_caches,
     primitive_cache_capacities,
 )
+from nmt.training import loop
+from nmt.training.loop import Trainer
+
+from conftest import tiny_model
 
 
 def test_unset_or_empty_variables_get_the_default_and_set_ones_are_kept():
@@ -27,20 +33,43 @@ def test_unset_or_empty_variables_get_the_default_and_set_ones_are_kept():
     assert primitive_cache_capacities({}) == {v: "" for v in VARIABLES}
 
 
-@pytest.mark.parametrize("preset", [None, "7"])
-def test_importing_nmt_sets_the_caps_before_torch_is_imported(preset):
-    """Both libraries read the variable at their first bf16 product: the caps must be in
-    the environment from the moment nmt is imported, before torch is (python -m nmt and the
-    console command import nmt first)."""
+def test_importing_nmt_leaves_the_caches_alone():
+    """A search process (nmt translate, evaluate, serve) keeps the libraries' default: the
+    caps cost bf16 search speed (results/speed/2026-12-07-zen5-caches/)."""
     env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
-    if preset is not None:
-        env["LRU_CACHE_CAPACITY"] = preset
     code = (
-        "import os, sys, nmt\n"
-        "assert 'torch' not in sys.modules\n"
+        "import os, nmt, nmt.cli.app, nmt.inference.translator\n"
         f"print([os.environ.get(v) for v in {VARIABLES!r}])"
     )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    want = [str(DEFAULT_CAPACITY), preset or str(DEFAULT_CAPACITY)]
-    assert out.stdout.strip() == repr(want)
+    assert out.stdout.strip() == repr([None, None])
+
+
+@pytest.mark.parametrize("preset", [None, "7"])
+def test_a_trainer_caps_the_caches_before_its_first_product(
+    monkeypatch, tmp_path, toy_vocabs, preset
+):
+    """Trainer sets the caps (where the environment has none) before anything it runs could
+    make oneDNN or ideep read them: before its precision calibration and first step."""
+    for v in VARIABLES:
+        monkeypatch.delenv(v, raising=False)
+    if preset is not None:
+        monkeypatch.setenv("LRU_CACHE_CAPACITY", preset)
+    seen = []
+    monkeypatch.setattr(
+        loop,
+        "training_precision",
+        lambda *a, **k: seen.append([os.environ.get(v) for v in VARIABLES]),
+    )
+    cfg = Config(train=TrainConfig(out_dir=str(tmp_path), device="cpu", precision="fp32"))
+    Trainer(
+        cfg,
+        tiny_model(*toy_vocabs),
+        *toy_vocabs,
+        train_set=[],
+        valid_examples=[],
+        validate=lambda _m: {},
+        log=lambda _m: None,
+    )
+    assert seen == [[str(DEFAULT_CAPACITY), preset or str(DEFAULT_CAPACITY)]]

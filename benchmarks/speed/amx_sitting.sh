@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Issue 48's next AMX sitting, in one go: does train.batch_multiple (nmt/ops/shapes.py) make
-# bf16 training faster, and does it let a small oneDNN primitive cache bring bf16's peak RSS
-# within 1.3x of fp32's at no cost in speed?
+# Issue 48's next AMX sitting, in one go: do nmt's caps on the bf16 kernel caches (128 entries
+# in oneDNN's and in ideep's: nmt/ops/primitive_cache.py) keep bf16's peak RSS within 1.3x of
+# fp32's at no cost in speed there, as on a Zen 5 EPYC, and does train.batch_multiple
+# (nmt/ops/shapes.py) make bf16 training faster?
 #
 #   [PAUSE_PIDS="PID..."] [ROUNDS=3] [SEARCH_ROUNDS=3] [OLD_TREE=DIR] [BM=8] [DATA=DIR] \
 #     [JOEY=1] bash benchmarks/speed/amx_sitting.sh
 #
 # Refuses (exit 2) a CPU without amx_bf16. PAUSE_PIDS: the other work on the machine, stopped
 # (kill -STOP) for the sitting and resumed (kill -CONT) at its end, on an error or Ctrl-C.
-# Each round runs fp32, bf16, bf16_bmBM, bf16_bmBM_cap64 and bf16_bmBM_cap16
+# Each round runs fp32, bf16 (nmt's caps), bf16_caches1024 (the libraries' default, before
+# the caps), bf16_caches64, bf16_bmBM and bf16_bmBM_caches64
 # (benchmarks/speed/ab/bench_ab.sh: 2 threads, 10 warm-up + 60 timed steps, a 60 s window;
-# about 2.5 min a run, 35-40 min for 3 rounds), and with JOEY=1 also Joey NMT 2.3.0
+# about 2.5 min a run, 40-45 min for 3 rounds), and with JOEY=1 also Joey NMT 2.3.0
 # (bench_ab.sh's `joey`: same architecture and data from scratch, 30 s warm-up, the same 60 s
 # window, about 2 min a run; benchmarks/speed/joey/setup.sh installs it first, once), in
 # reverse order every other round; then one 70-step run each of bf16 and bf16_bmBM with
@@ -49,7 +51,7 @@ mkdir -p "$OUT"
 OUT=$(realpath "$OUT")
 { git rev-parse HEAD; cpu_id
   .venv/bin/python -c 'import torch; print("torch", torch.__version__)'; } > "$OUT/machine.txt"
-variants=(fp32 bf16 "bf16_bm$BM" "bf16_bm${BM}_cap64" "bf16_bm${BM}_cap16")
+variants=(fp32 bf16 bf16_caches1024 bf16_caches64 "bf16_bm$BM" "bf16_bm${BM}_caches64")
 if [ "${JOEY:-0}" = 1 ]; then  # Joey NMT 2.3.0 in every training round; installed before them
   bash benchmarks/speed/joey/setup.sh
   variants+=(joey)

@@ -3,8 +3,9 @@
 mapping (/proc/self/smaps: the malloc heap, anonymous mappings, files), glibc's own count of
 heap bytes in use and free (mallinfo2), and the resident set after malloc_trim(0).
   python benchmarks/speed/memory_breakdown.py fp32|bf16 [STEPS] [override ...]
-e.g. `... bf16 60 train.batch_multiple=8`; ONEDNN_PRIMITIVE_CACHE_CAPACITY=N in the
-environment sets oneDNN's cache."""
+e.g. `... bf16 60 train.batch_multiple=8` (the synthetic set has 49 batches);
+ONEDNN_PRIMITIVE_CACHE_CAPACITY=N and LRU_CACHE_CAPACITY=N in the environment set the two
+kernel caches (nmt/ops/primitive_cache.py; nmt caps both at 128 where they are unset)."""
 
 import ctypes
 import re
@@ -60,9 +61,10 @@ steps = int(sys.argv[2]) if len(sys.argv) > 2 else 60
 with tempfile.TemporaryDirectory() as d:
     tr, model, batches = synthetic_trainer(d, [f"train.precision={prec}", *sys.argv[3:]])
     print("after setup: VmHWM", status("VmHWM"), "MiB")
-    for i, b in enumerate(batches[:steps]):
+    run = batches[:steps]
+    for i, b in enumerate(run):
         tr.train_step(b)
-        if i in (0, 4, 19, steps - 1):
+        if i in (0, 4, 19, len(run) - 1):
             print(f"step {i}: VmHWM {status('VmHWM')} VmRSS {status('VmRSS')} MiB", flush=True)
     m = libc.mallinfo2()
     mib = 1 << 20

@@ -32,6 +32,7 @@ from nmt.model.seq2seq import build_model, count_parameters
 from nmt.ops.device import pick_device
 from nmt.ops.machine import PEAK_SHAPE, machine_info, matmul_peak_gflop_s
 from nmt.ops.precision import autocast_dtype, search_dtype
+from nmt.ops.primitive_cache import cap_primitive_caches
 
 
 def load_subject(opts: BenchOptions, log: Callable[[str], None]) -> Subject:
@@ -88,6 +89,8 @@ def run_bench(opts: BenchOptions, log: Callable[[str], None] = lambda _msg: None
         torch.set_num_threads(threads)
     sources, references = ([], []) if opts.skip_decode else decode_split(subject, opts)
     batches = None if opts.skip_train else training_batches(subject, opts)
+    if batches is not None:  # a training measurement: the caps a training run sets, before
+        cap_primitive_caches()  # the peak's bf16 product makes the libraries read them
     subject.model.to(device)
     machine = machine_info(device)
     log(f"matmul peak on {machine['device_name']}, {threads_text(machine['torch_threads'])}")

@@ -31,6 +31,7 @@ from nmt.model.rundir import BEST, LAST, LOG, STEP_GLOB, step_name
 from nmt.model.seq2seq import Seq2Seq
 from nmt.ops.files import append_line
 from nmt.ops.precision import autocast
+from nmt.ops.primitive_cache import cap_primitive_caches
 from nmt.training.ddp import check_ranks_agree, from_rank0, setup_device, teardown, wrapped
 from nmt.training.precision_choice import training_precision
 from nmt.training.progress import EpochProgress
@@ -69,6 +70,8 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         self.rank = int(os.environ.get("RANK", "0"))
+        # before the run's first bf16 product, which is when oneDNN and ideep read the caps
+        cap_primitive_caches()
         self.device = setup_device(self.t.device, self.world)
         self.net = wrapped(model.to(self.device), self.world, self.device)
         # fused: one kernel for the whole update instead of ~10 elementwise passes per tensor
