@@ -46,6 +46,7 @@ def test_importing_nmt_leaves_the_caches_alone():
     assert out.stdout.strip() == repr([None, None])
 
 
+@pytest.mark.slow  # builds a Trainer (the tiers' rule), though it takes no step
 @pytest.mark.parametrize("preset", [None, "7"])
 def test_a_trainer_caps_the_caches_before_its_first_product(
     monkeypatch, tmp_path, toy_vocabs, preset
