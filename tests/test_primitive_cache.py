@@ -12,12 +12,13 @@ from nmt.ops.primitive_cache import (
     DEFAULT_CAPACITY,
     VARIABLES,
     cap_primitive_caches,
+    check_primitive_caches,
     primitive_cache_capacities,
 )
 from nmt.training import loop
 from nmt.training.loop import Trainer
 
-from conftest import tiny_model
+from conftest import REPO, tiny_model
 
 
 def test_unset_or_empty_variables_get_the_default_and_set_ones_are_kept():
@@ -74,3 +75,62 @@ def test_a_trainer_caps_the_caches_before_its_first_product(
         log=lambda _m: None,
     )
     assert seen == [[str(DEFAULT_CAPACITY), preset or str(DEFAULT_CAPACITY)]]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("LRU_CACHE_CAPACITY", "abc"),
+        ("LRU_CACHE_CAPACITY", "0"),
+        ("LRU_CACHE_CAPACITY", "-1"),
+        ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "-1"),
+        ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "1.5"),
+    ],
+)
+def test_values_the_libraries_crash_on_or_misread_are_refused(name, value):
+    env = {name: value}
+    with pytest.raises(ValueError, match=f"^{name}={value!r}: must be a whole number"):
+        cap_primitive_caches(env)
+    assert env == {name: value}  # nothing set when refused
+
+
+def test_accepted_values_and_empty_ones():
+    env = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0", "LRU_CACHE_CAPACITY": " 64"}
+    check_primitive_caches(env)
+    assert env == {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0", "LRU_CACHE_CAPACITY": " 64"}
+    env = {"LRU_CACHE_CAPACITY": "  "}
+    check_primitive_caches(env)
+    assert env == {}  # set but empty is unset: ideep would read it as 0 and crash
+
+
+def _nmt(args, env_extra, stdin=""):
+    env = {k: v for k, v in os.environ.items() if k not in VARIABLES} | env_extra
+    return subprocess.run(
+        [sys.executable, "-m", "nmt", *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+
+
+def test_every_command_refuses_a_bad_value_in_one_line():
+    out = _nmt(["translate", "--help"], {"LRU_CACHE_CAPACITY": "abc"})
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip().splitlines() == [
+        "error: LRU_CACHE_CAPACITY='abc': must be a whole number of at least 1 (the kernel "
+        f"cache's entries; unset, nmt's training uses {DEFAULT_CAPACITY})"
+    ]
+
+
+def test_an_empty_value_does_not_crash_a_bf16_search():
+    """An empty LRU_CACHE_CAPACITY (``export LRU_CACHE_CAPACITY=``) crashed bf16 search with
+    a segmentation fault; the command now unsets it first."""
+    out = _nmt(
+        ["translate", "models/deen-additive", "--precision", "bf16"],
+        {"LRU_CACHE_CAPACITY": ""},
+        stdin="Ein Hund läuft.\n",
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip()

@@ -2,7 +2,10 @@
 
 import os
 import signal
+import sys
 import threading
+
+from nmt.ops.primitive_cache import check_primitive_caches
 
 
 def _interrupted(signum: int, frame: object) -> None:
@@ -21,7 +24,15 @@ def main() -> None:
     RecursionError traceback). Nothing has been written by then, so nothing is lost by not
     unwinding. A SIGINT that is ignored (a background job) stays ignored; after the import
     Ctrl-C raises KeyboardInterrupt again, which the commands handle.
+
+    The bf16 kernel caches' variables are checked first (one line, exit 2): torch's ideep
+    crashes the process on some values (:mod:`nmt.ops.primitive_cache`).
     """
+    try:
+        check_primitive_caches()
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     # signal handlers can be set from the main thread only (an embedding caller may differ)
     default = threading.current_thread() is threading.main_thread() and (
         signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -13,8 +13,11 @@ only oneDNN's cache, as tried before, leaves ideep's holding the same primitives
 Both libraries read their variable once, at the process's first bf16/fp16 product, so a
 training process sets the caps before it (:class:`nmt.training.loop.Trainer`, and ``nmt
 bench`` when it measures training), only where the variable is unset or empty: a value in
-the environment wins. Search processes keep the libraries' default: a bf16 search (or int8
-through oneDNN) meets several hundred shapes too, and the caps cost it up to 18% there.
+the environment wins. The training process's own searches (validation, the final test) run
+with them too. Search processes keep the libraries' default: a bf16 search (or int8 through
+oneDNN) meets several hundred shapes too, and the caps cost it up to 18% there. Every ``nmt``
+command checks the two variables first (:func:`check_primitive_caches`, from
+:func:`nmt.cli.main`): ideep crashes the process on some values.
 """
 
 from __future__ import annotations
@@ -24,14 +27,49 @@ from collections.abc import MutableMapping
 
 DEFAULT_CAPACITY = 128
 VARIABLES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+# the smallest value each library takes: oneDNN reads 0 as "no cache"; ideep crashes the
+# process (a segmentation fault) on 0, and on anything that is not a number, which it reads as 0
+MINIMUM = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": 0, "LRU_CACHE_CAPACITY": 1}
+
+
+def check_primitive_caches(environ: MutableMapping[str, str] = os.environ) -> None:
+    """Refuse values of :data:`VARIABLES` the libraries would crash on or misread, before
+    they read them; a variable set but empty is removed (unset, as shells write it: ideep
+    would read it as 0).
+
+    Raises:
+        ValueError: a value that is not a whole number, or below the variable's
+            :data:`MINIMUM`; the message names the variable and the value.
+    """
+    for name in VARIABLES:
+        value = environ.get(name)
+        if value is None:
+            continue
+        if not value.strip():
+            del environ[name]
+            continue
+        try:
+            number = int(value.strip())
+        except ValueError:
+            number = None
+        if number is None or number < MINIMUM[name]:
+            raise ValueError(
+                f"{name}={value!r}: must be a whole number of at least {MINIMUM[name]} "
+                f"(the kernel cache's entries; unset, nmt's training uses {DEFAULT_CAPACITY})"
+            )
 
 
 def cap_primitive_caches(environ: MutableMapping[str, str] = os.environ) -> None:
     """Set each of :data:`VARIABLES` to :data:`DEFAULT_CAPACITY` where ``environ`` has it
-    unset or empty. Effective only before the process's first bf16/fp16 CPU matrix product.
-    Raises nothing."""
+    unset or empty, after :func:`check_primitive_caches`. Effective only before the
+    process's first bf16/fp16 CPU matrix product.
+
+    Raises:
+        ValueError: from :func:`check_primitive_caches`.
+    """
+    check_primitive_caches(environ)
     for name in VARIABLES:
-        if not environ.get(name):
+        if name not in environ:
             environ[name] = str(DEFAULT_CAPACITY)
 
 
