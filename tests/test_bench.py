@@ -217,6 +217,10 @@ def test_json_has_every_field_with_sane_values(tiny_checkpoint, monkeypatch):
     for key, search in (("greedy", "greedy search"), ("beam5", "beam search, beam 5")):
         assert dec[key]["search"].startswith(search) and dec[key]["sentences_per_s"] > 0
         assert 0 <= dec[key]["bleu"] <= 100 and dec[key]["bleu_signature"].startswith("nrefs:1")
+        # the rate is the median pass's, every pass recorded
+        passes = dec[key]["pass_seconds"]
+        assert len(passes) == 3 and all(p > 0 for p in passes)
+        assert dec[key]["seconds"] == round(sorted(passes)[1], 3)
 
 
 def _one_line_error(args: list[str | Path], *expected: str) -> None:
@@ -235,6 +239,7 @@ def _one_line_error(args: list[str | Path], *expected: str) -> None:
         ("--sentences", "0"),
         ("--batch-size", "0"),
         ("--beam", "0"),
+        ("--search-passes", "0"),
         ("--threads", "0"),
         ("--device", "tpu"),
     ],
@@ -278,6 +283,7 @@ def test_verb_on_a_tiny_checkpoint_writes_table_and_json(tiny_checkpoint, tmp_pa
     assert r.returncode == 0, r.stderr
     assert "| measure | value |" in r.stdout and "target / source tokens/s" in r.stdout
     assert "beam search, beam 3" in r.stdout and "BLEU signature: nrefs:1" in r.stdout
+    assert "(median of 3 passes, " in r.stdout
     assert "only meaningful for a checkpoint" not in r.stdout
     data = json.loads(out.read_text())
     assert data["kind"] == "checkpoint" and "beam3" in data["decode"]

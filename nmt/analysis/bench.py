@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import statistics
 import tempfile
 import time
 from dataclasses import KW_ONLY, dataclass
@@ -88,10 +89,18 @@ class BenchOptions:
     workers: int | None = None  # batches decoded at once (translate_lines); None: its default
     decode_precision: str | None = None  # search.precision of the decoding runs; None: the run's
     processes: bool = False  # search in processes (nmt.inference.search_processes)
+    search_passes: int = 3  # timed passes of each search; the median is reported
 
     def check(self) -> None:
         """Raises BenchError naming the first option with an impossible value."""
-        at_least = {"train_steps": 1, "sentences": 1, "beam": 1, "batch_size": 1, "warmup": 0}
+        at_least = {
+            "train_steps": 1,
+            "sentences": 1,
+            "beam": 1,
+            "batch_size": 1,
+            "warmup": 0,
+            "search_passes": 1,
+        }
         for name, low in at_least.items():
             if getattr(self, name) < low:
                 raise BenchError(
@@ -171,9 +180,10 @@ def measure_decoding(
 ) -> dict[str, Any]:
     """Greedy and beam-``opts.beam`` sentences/s on ``sources`` (``opts.workers`` batches at
     once, each on its share of the CPU threads:
-    :func:`nmt.inference.translator.decode_workers`), the mean output length in
-    target pieces (EOS not counted; an untrained model runs to the length limit, which makes
-    it slower than a trained one), the BLEU (0-100) and chrF of that output against
+    :func:`nmt.inference.translator.decode_workers`), from the median of
+    ``opts.search_passes`` timed passes (each pass's seconds in ``pass_seconds``), the mean
+    output length in target pieces (EOS not counted; an untrained model runs to the length
+    limit, which makes it slower than a trained one), the BLEU (0-100) and chrF of that output against
     ``references``, and the peak memory while decoding (MiB)."""
     reset_peak_memory(device)
     runs: dict[str, Any] = {}
@@ -194,11 +204,8 @@ def measure_decoding(
             # process warmed on small batches met the timed batches' sizes cold
             warm = opts.batch_size * (opts.workers or torch.get_num_threads())
             translator.translate(sources[:warm])
-            sync(device)
-            start = time.perf_counter()
-            out = translator.translate(sources)
-            sync(device)
-            seconds = time.perf_counter() - start
+            passes, out = _timed_passes(translator, sources, opts.search_passes, device)
+        seconds = statistics.median(passes)
         children = max(children, translator.search_process_peaks_mib())
         translator.close()
         s = score([t.text for t in out], references, sources, buckets=((1, None),))
@@ -207,6 +214,7 @@ def measure_decoding(
             **_precision_record(decoding.precision, translator.auto_note),
             "seconds": round(seconds, 3),
             "sentences_per_s": round(len(sources) / seconds, 2),
+            "pass_seconds": [round(p, 3) for p in passes],
             "output_pieces_per_sentence": round(
                 sum(len([p for p in t.tgt_pieces if p != "</s>"]) for t in out) / len(sources), 2
             ),
@@ -233,6 +241,24 @@ def measure_decoding(
             else {}
         ),
     }
+
+
+def _timed_passes(
+    translator: Translator, sources: list[str], n: int, device: torch.device
+) -> tuple[list[float], list[Any]]:
+    """``n`` timed translations of ``sources``: each pass's wall-clock seconds and the last
+    pass's output. A search of 1,000 sentences takes 0.4-3 s on a laptop CPU, where one
+    pass moved by a tenth from run to run (results/speed/2026-12-07-noamx-search-d/); the
+    median of several moves less. Raises what :meth:`Translator.translate` raises."""
+    passes: list[float] = []
+    out: list[Any] = []
+    for _ in range(n):
+        sync(device)
+        start = time.perf_counter()
+        out = translator.translate(sources)
+        sync(device)
+        passes.append(time.perf_counter() - start)
+    return passes, out
 
 
 def batch_work(chunk: list[Example]) -> tuple[TokenCounts, int, int]:

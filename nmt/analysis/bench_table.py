@@ -101,7 +101,8 @@ def format_table(result: dict[str, Any]) -> str:
                     (
                         f"{run['search']}, {dec['split']}, {dec['sentences']} sentences, "
                         f"batches of {dec['batch_size']}{_at_once(dec)}",
-                        f"{run['sentences_per_s']:,.1f} sentences/s, BLEU {run['bleu']:.2f}"
+                        f"{run['sentences_per_s']:,.1f} sentences/s{_passes(run)}, "
+                        f"BLEU {run['bleu']:.2f}"
                         f" ({run['output_pieces_per_sentence']:.1f} pieces/sentence)",
                     )
                 )
@@ -120,3 +121,12 @@ def format_table(result: dict[str, Any]) -> str:
                 "the length limit, slower than a trained model"
             )
     return "\n".join(lines)
+
+
+def _passes(run: dict[str, Any]) -> str:
+    """How a search's rate was taken: the median of its passes and their range (a JSON from
+    before ``--search-passes`` has one pass and no ``pass_seconds``)."""
+    passes = run.get("pass_seconds") or []
+    if len(passes) < 2:
+        return ""
+    return f" (median of {len(passes)} passes, {min(passes):.3f}-{max(passes):.3f} s each)"

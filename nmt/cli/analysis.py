@@ -116,6 +116,9 @@ def bench(
     sentences: int = typer.Option(1000, help="Decode the first N sentences of --split."),
     batch_size: int = typer.Option(64, help="Sentences per decoding batch."),
     beam: int = typer.Option(5, help="Beam size measured beside greedy search."),
+    search_passes: int = typer.Option(
+        3, help="Timed passes of each search over the sentences; the median is reported."
+    ),
     skip_train: bool = typer.Option(False, "--skip-train", help="Measure decoding only."),
     skip_decode: bool = typer.Option(False, "--skip-decode", help="Measure training only."),
     threads: int | None = typer.Option(
@@ -155,6 +158,7 @@ def bench(
         sentences=sentences,
         split=split,
         beam=beam,
+        search_passes=search_passes,
         batch_size=batch_size,
         skip_train=skip_train,
         skip_decode=skip_decode,
