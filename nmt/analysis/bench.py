@@ -183,8 +183,8 @@ def measure_decoding(
     :func:`nmt.inference.translator.decode_workers`), from the median of
     ``opts.search_passes`` timed passes (each pass's seconds in ``pass_seconds``), the mean
     output length in target pieces (EOS not counted; an untrained model runs to the length
-    limit, which makes it slower than a trained one), the BLEU (0-100) and chrF of that output against
-    ``references``, and the peak memory while decoding (MiB)."""
+    limit, which makes it slower than a trained one), the BLEU (0-100) and chrF of that
+    output against ``references``, and the peak memory while decoding (MiB)."""
     reset_peak_memory(device)
     runs: dict[str, Any] = {}
     children: list[float] = []  # with --processes: the search processes' peak RSS, MiB
