@@ -15,10 +15,11 @@
 # about 2.5 min a run, 40-45 min for 3 rounds), and with JOEY=1 also Joey NMT 2.3.0
 # (bench_ab.sh's `joey`: same architecture and data from scratch, 30 s warm-up, the same 60 s
 # window, about 2 min a run; benchmarks/speed/joey/setup.sh installs it first, once), in
-# reverse order every other round; then one 70-step run each of bf16 and bf16_bmBM with
-# ONEDNN_VERBOSE=profile_create counts the primitives oneDNN built (shapes_*.txt). Writes
+# reverse order every other round; then one 70-step run each of bf16, bf16_caches1024 and
+# bf16_bmBM with ONEDNN_VERBOSE=profile_create counts the primitives oneDNN built, their
+# milliseconds and shapes (builds_*.txt, benchmarks/speed/primitive_builds.py). Writes
 # results/speed/DATE-amx-bucket/ (OUT=DIR to change; WARMUP, STEPS, WINDOW as bench_ab.sh's):
-# machine.txt, VARIANT_roundN.{json,log,uptime}, shapes_*.txt and table.md
+# machine.txt, VARIANT_roundN.{json,log,uptime}, builds_*.txt and table.md
 # (benchmarks/speed/ab/variants_table.py; with JOEY=1 each variant's window tokens/s over
 # Joey's). Then search (benchmarks/speed/search_rounds.sh, SEARCH_ROUNDS rounds, 0 leaves it
 # out, about 3 min a round): `nmt bench` of models/deen-additive with --decode-precision auto
@@ -64,17 +65,18 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
   echo "round $r: ${order[*]}"
   OUT=$OUT DATA=$DATA bash benchmarks/speed/ab/bench_ab.sh "$r" "${order[@]}"
 done
-for v in bf16 "bf16_bm$BM"; do
+for v in bf16 bf16_caches1024 "bf16_bm$BM"; do
   (( ${ROUNDS:-3} > 0 )) || break  # no training rounds: no primitive counts either
-  opt=(); [ "$v" = bf16 ] || opt=("train.batch_multiple=$BM")
-  ONEDNN_VERBOSE=profile_create .venv/bin/python -m nmt bench configs/bench_reference.yaml \
-    ${opt[@]+"${opt[@]}"} --threads 2 --warmup "${WARMUP:-10}" --train-steps "${STEPS:-60}" \
-    --train-seconds 0 \
+  opt=() caches=()
+  [ "$v" = "bf16_bm$BM" ] && opt=("train.batch_multiple=$BM")
+  [ "$v" = bf16_caches1024 ] && caches=(LRU_CACHE_CAPACITY=1024 ONEDNN_PRIMITIVE_CACHE_CAPACITY=1024)
+  env ${caches[@]+"${caches[@]}"} ONEDNN_VERBOSE=profile_create .venv/bin/python -m nmt bench \
+    configs/bench_reference.yaml ${opt[@]+"${opt[@]}"} --threads 2 --warmup "${WARMUP:-10}" \
+    --train-steps "${STEPS:-60}" --train-seconds 0 \
     --skip-decode --precision bf16 --data-path "$DATA" > "$OUT/verbose_$v.tmp" 2>&1
-  # onednn_verbose,...,primitive,create:cache_miss,cpu,KIND,IMPL,...,SHAPES,MS
-  { grep 'create:cache_miss' "$OUT/verbose_$v.tmp" || true; } \
-    | awk -F, '{n++; ms += $NF} END {printf "%d primitives built, %.0f ms\n", n, ms}' \
-    > "$OUT/shapes_$v.txt"
+  # builds (create:cache_miss), their ms and distinct shapes, per step and by shape family
+  .venv/bin/python benchmarks/speed/primitive_builds.py "$OUT/verbose_$v.tmp" --top 40 \
+    --steps $(( ${WARMUP:-10} + ${STEPS:-60} )) > "$OUT/builds_$v.txt"
   rm "$OUT/verbose_$v.tmp"
 done
 . benchmarks/speed/search_rounds.sh

@@ -79,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
         lines = args.log.read_text(encoding="utf-8", errors="replace").splitlines()
         print(summarize(lines, set(args.dims.split(",")), args.steps, args.top))
     except (OSError, ValueError) as e:
-        print(f"primitive_builds.py: {args.log}: {getattr(e, 'strerror', None) or e}", file=sys.stderr)
+        print(
+            f"primitive_builds.py: {args.log}: {getattr(e, 'strerror', None) or e}", file=sys.stderr
+        )
         return 2
     return 0
 
