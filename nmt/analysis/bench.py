@@ -93,14 +93,8 @@ class BenchOptions:
 
     def check(self) -> None:
         """Raises BenchError naming the first option with an impossible value."""
-        at_least = {
-            "train_steps": 1,
-            "sentences": 1,
-            "beam": 1,
-            "batch_size": 1,
-            "warmup": 0,
-            "search_passes": 1,
-        }
+        at_least = {"train_steps": 1, "sentences": 1, "beam": 1, "batch_size": 1, "warmup": 0}
+        at_least["search_passes"] = 1
         for name, low in at_least.items():
             if getattr(self, name) < low:
                 raise BenchError(
@@ -247,9 +241,8 @@ def _timed_passes(
     translator: Translator, sources: list[str], n: int, device: torch.device
 ) -> tuple[list[float], list[Any]]:
     """``n`` timed translations of ``sources``: each pass's wall-clock seconds and the last
-    pass's output. A search of 1,000 sentences takes 0.4-3 s on a laptop CPU, where one
-    pass moved by a tenth from run to run (results/speed/2026-12-07-noamx-search-d/); the
-    median of several moves less. Raises what :meth:`Translator.translate` raises."""
+    pass's output (one 0.4 s pass moved by a tenth from run to run: results/speed/
+    2026-12-07-zen5-search-passes/). Raises what :meth:`Translator.translate` raises."""
     passes: list[float] = []
     out: list[Any] = []
     for _ in range(n):
