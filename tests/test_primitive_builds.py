@@ -48,3 +48,12 @@ def test_a_log_without_onednn_lines_or_no_file_is_one_line_and_exit_2(tmp_path):
         r = _run(path)
         assert r.returncode == 2 and r.stdout == ""
         assert len(r.stderr.splitlines()) == 1 and words in r.stderr and path.name in r.stderr
+
+
+def test_impossible_step_and_family_counts_are_refused(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text(LINE.format(kind="create:cache_miss", shape="90x512:512x1536", ms="0.5") + "\n")
+    for option, value in (("--steps", "0"), ("--steps", "-3"), ("--top", "-1")):
+        r = _run(log, option, value)
+        assert r.returncode == 2 and r.stdout == "" and f"{option} {value}" in r.stderr
+    assert _run(log, "--top", "0").returncode == 0

@@ -75,6 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=None, help="training steps the run took")
     ap.add_argument("--top", type=int, default=25, help="families to list")
     args = ap.parse_args(argv)
+    for name, low in (("steps", 1), ("top", 0)):
+        if getattr(args, name) is not None and getattr(args, name) < low:
+            print(
+                f"primitive_builds.py: --{name} {getattr(args, name)}: must be at least {low}",
+                file=sys.stderr,
+            )
+            return 2
     try:
         lines = args.log.read_text(encoding="utf-8", errors="replace").splitlines()
         print(summarize(lines, set(args.dims.split(",")), args.steps, args.top))
