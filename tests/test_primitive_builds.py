@@ -57,3 +57,11 @@ def test_impossible_step_and_family_counts_are_refused(tmp_path):
         r = _run(log, option, value)
         assert r.returncode == 2 and r.stdout == "" and f"{option} {value}" in r.stderr
     assert _run(log, "--top", "0").returncode == 0
+
+
+def test_a_build_line_without_its_milliseconds_is_named_by_number(tmp_path):
+    log = tmp_path / "cut.log"
+    good = LINE.format(kind="create:cache_miss", shape="90x512:512x1536", ms="0.5")
+    log.write_text(good + "\n" + good.rsplit(",", 1)[0] + "\n")  # cut before the last field
+    r = _run(log)
+    assert r.returncode == 2 and "line 2" in r.stderr and len(r.stderr.splitlines()) == 1

@@ -162,3 +162,10 @@ def test_fp16_on_a_cpu_search_names_every_precision_it_could_use():
 
     with pytest.raises(PrecisionError, match=r"--precision: fp16 needs a CUDA.*fp32, bf16, int8"):
         search_dtype("fp16", torch.device("cpu"), "--precision")
+
+
+def test_a_one_sentence_batch_is_named_in_the_singular():
+    from nmt.inference.search_choice import SearchShape
+
+    assert str(SearchShape(5, 1, 2)) == "beam 5, 1 sentence a batch, 2 threads"
+    assert str(SearchShape(1, 64, 1)) == "greedy search, 64 sentences a batch, 1 thread"

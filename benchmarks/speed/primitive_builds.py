@@ -13,9 +13,11 @@ sentences, B*S positions ...):
     python benchmarks/speed/primitive_builds.py run.log [--steps 70] [--top 25]
 
 Prints the builds, their milliseconds and the distinct shapes built, in all and (``--steps``,
-the run's training steps, warm-up included) per step, then the families by builds. Exit 2
-with one line for a missing file or a log without a single oneDNN line (not run with
-``ONEDNN_VERBOSE=profile_create``, or an fp32 run: fp32 products do not go through oneDNN).
+the run's training steps, warm-up included) per step, then the families by builds. The
+counts include the one product ``nmt bench`` times for its bf16 matmul peak
+(``512x512:512x4096``), in an fp32 run too. Exit 2 with one line for a missing or unreadable
+file, a log without a single oneDNN line (not run with ``ONEDNN_VERBOSE=profile_create``), a
+build line it cannot read (named by its line number), ``--steps`` below 1 or ``--top`` below 0.
 """
 
 from __future__ import annotations
@@ -42,13 +44,16 @@ def summarize(lines: list[str], dims: set[str], steps: int | None, top: int) -> 
     builds, ms = Counter(), Counter()
     shapes: dict[str, set[str]] = defaultdict(set)
     hits = 0
-    for line in lines:
+    for number, line in enumerate(lines, 1):
         if ",create:cache_hit," in line:
             hits += 1
         if ",create:cache_miss," not in line:
             continue
         fields = line.rstrip().split(",")
-        shape, took = fields[-2], float(fields[-1])
+        try:
+            shape, took = fields[-2], float(fields[-1])
+        except ValueError:
+            raise ValueError(f"line {number}: a build without its milliseconds last") from None
         key = family(shape, dims)
         builds[key] += 1
         ms[key] += took

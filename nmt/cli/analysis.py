@@ -102,7 +102,8 @@ def bench(
     source: Path = typer.Argument(
         ...,
         help="A YAML config (a fresh model; the vocabulary is "
-        "built on its training data) or a checkpoint (.pt).",
+        "built on its training data), a checkpoint (.pt), a model folder or a shipped "
+        "model's name (models/NAME).",
     ),
     overrides: list[str] | None = typer.Argument(
         None, help="key=value overrides of a CONFIG, as for nmt train."

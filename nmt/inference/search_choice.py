@@ -54,7 +54,8 @@ class SearchShape:
     def __str__(self) -> str:
         search = "greedy search" if self.beam == 1 else f"beam {self.beam}"
         s = "s" if self.threads != 1 else ""
-        return f"{search}, {self.batch_size} sentences a batch, {self.threads} thread{s}"
+        per = "1 sentence" if self.batch_size == 1 else f"{self.batch_size} sentences"
+        return f"{search}, {per} a batch, {self.threads} thread{s}"
 
 
 @dataclass(frozen=True)
