@@ -10,7 +10,9 @@
 # Refuses (exit 2) a CPU without amx_bf16. PAUSE_PIDS: the other work on the machine, stopped
 # (kill -STOP) for the sitting and resumed (kill -CONT) at its end, on an error or Ctrl-C.
 # Each round runs fp32, bf16 (nmt's caps), bf16_caches1024 (the libraries' default, before
-# the caps), bf16_caches64, bf16_bmBM and bf16_bmBM_caches64
+# the caps), bf16_caches256, bf16_bmBM and bf16_bmBM_caches256 (256, not smaller: with 128 a
+# Zen 5 built 26 kernels a step against 14 at 1,024, and a build cost 6-11x more on an AMX
+# Xeon; results/speed/2026-12-07-zen5-builds/)
 # (benchmarks/speed/ab/bench_ab.sh: 2 threads, 10 warm-up + 60 timed steps, a 60 s window;
 # about 2.5 min a run, 40-45 min for 3 rounds), and with JOEY=1 also Joey NMT 2.3.0
 # (bench_ab.sh's `joey`: same architecture and data from scratch, 30 s warm-up, the same 60 s
@@ -52,7 +54,7 @@ mkdir -p "$OUT"
 OUT=$(realpath "$OUT")
 { git rev-parse HEAD; cpu_id
   .venv/bin/python -c 'import torch; print("torch", torch.__version__)'; } > "$OUT/machine.txt"
-variants=(fp32 bf16 bf16_caches1024 bf16_caches64 "bf16_bm$BM" "bf16_bm${BM}_caches64")
+variants=(fp32 bf16 bf16_caches1024 bf16_caches256 "bf16_bm$BM" "bf16_bm${BM}_caches256")
 if [ "${JOEY:-0}" = 1 ]; then  # Joey NMT 2.3.0 in every training round; installed before them
   bash benchmarks/speed/joey/setup.sh
   variants+=(joey)

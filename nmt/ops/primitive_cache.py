@@ -4,11 +4,14 @@ On a CPU, torch runs bf16/fp16 matrix products through oneDNN (fp32 ones through
 distinct shape gets a primitive (JIT-compiled code and its descriptors), and two caches keep
 it: oneDNN's primitive cache (``ONEDNN_PRIMITIVE_CACHE_CAPACITY``) and ideep's computation
 cache in front of it (``LRU_CACHE_CAPACITY``), each 1,024 entries by default. A training
-run meets hundreds of shapes a minute (the encoder's packed rows, one per real source token,
-change with every batch), so both fill up, and bf16 training held twice fp32's resident
+run meets hundreds of shapes a minute (most keyed by a batch's sentence count, 45-222 at
+``max_tokens`` 2,000), so both fill up, and bf16 training held twice fp32's resident
 memory. With both at :data:`DEFAULT_CAPACITY` bf16's peak resident memory fell 43% and the
-training rate over a 60 s window did not fall (results/speed/2026-12-07-zen5-caches/). Capping
-only oneDNN's cache, as tried before, leaves ideep's holding the same primitives.
+training rate over a 60 s window did not fall (results/speed/2026-12-07-zen5-caches/), though
+the shapes are then built again, about 26 builds a step against 14, 4% of a step on that
+Zen 5 (results/speed/2026-12-07-zen5-builds/; a build cost 6-11x more on an AMX Xeon, where
+the size is still to be chosen). Capping only oneDNN's cache, as tried before, leaves ideep's
+holding the same primitives.
 
 Both libraries read their variable once, at the process's first bf16/fp16 product, so a
 training process sets the caps before it (:class:`nmt.training.loop.Trainer`, and ``nmt
