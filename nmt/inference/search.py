@@ -6,9 +6,8 @@ Both searches know nothing about what the model state holds: they only call
 memory and state; both call ``model.search_step`` instead where a model has it
 (the same, and where a reduced-precision step found each row's largest log-probabilities:
 :class:`nmt.ops.topk.KnownTop`, so that the search need not read the row again).
-Beam size 1 gives exactly the greedy tokens. What they return
-(:class:`~nmt.inference.hypothesis.Hypothesis`), the length penalties and the n-best order
-are nmt/inference/hypothesis.py's.
+Beam size 1 gives exactly the greedy tokens. What they return (its ``Hypothesis``), the
+length penalties and the n-best order are nmt/inference/hypothesis.py's.
 """
 
 from __future__ import annotations
@@ -104,12 +103,13 @@ def greedy(
             mem, state = mem.index_select(keep), state.index_select(keep)
         prev = best
     out, scores_l, cut_l, lp_l = tokens.tolist(), scores.tolist(), cut.tolist(), step_lp.tolist()
+    limits_l, src_len_l = limits.tolist(), src_len.tolist()  # not two tensor reads a sentence
     attn_all = None if attn_all is None else attn_all.cpu()
     hyps = []
     for b in range(B):
-        seq, limit = out[b], int(limits[b])
+        seq, limit = out[b], limits_l[b]
         n = seq.index(EOS) if EOS in seq[:limit] else limit  # limit only when limit is 0
-        a = None if attn_all is None else attn_all[b, : n + 1, : int(src_len[b])].clone()
+        a = None if attn_all is None else attn_all[b, : n + 1, : src_len_l[b]].clone()
         hyps.append(
             Hypothesis(seq[:n], scores_l[b], a, scores_l[b], not cut_l[b], lp_l[b][: min(n + 1, T)])
         )
