@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from nmt.ops.topk import BLOCK, KnownTop, top_k
+from nmt.ops.topk import BLOCK, KnownTop, row_max, top_k
 
 
 @pytest.mark.parametrize("V", [8000, 8003, BLOCK * 12, 100, 7])
@@ -72,3 +72,29 @@ def test_top_k_reads_views_at_an_offset_and_non_contiguous_matrices():
         values, idx = top_k(x, 11)
         assert torch.equal(values, x.topk(11, dim=-1).values)
         assert torch.equal(x.gather(1, idx), values)
+
+
+@pytest.mark.parametrize("V", [7931, 8000, 8003, BLOCK * 4, BLOCK * 4 - 1, 7])
+@pytest.mark.parametrize("N", [1, 15, 16, 64])
+def test_row_max_is_max_with_the_lowest_column_among_equals(V, N):
+    g = torch.Generator().manual_seed(V + N)
+    for x in (
+        torch.randn(N, V, generator=g),
+        torch.randint(0, 3, (N, V), generator=g).float(),  # ties everywhere
+    ):
+        ref = x.max(dim=-1)
+        values, idx = row_max(x)
+        assert torch.equal(values, ref.values) and torch.equal(idx, ref.indices)
+    # the largest value only in the last, partial block, or twice across blocks
+    x = torch.zeros(N, V)
+    x[:, V - 1] = 1.0
+    x[0, V // 2] = x[0, V - 1] = 2.0
+    assert torch.equal(row_max(x)[1], x.max(dim=-1).indices)
+
+
+def test_row_max_reads_a_view_at_an_offset():
+    big = torch.randn(40, 8100)
+    x = big[3:, 50:7981]  # strided rows, a partial last block
+    ref = x.max(dim=-1)
+    values, idx = row_max(x)
+    assert torch.equal(values, ref.values) and torch.equal(idx, ref.indices)
