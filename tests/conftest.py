@@ -101,6 +101,22 @@ def tiny_model(src_vocab, tgt_vocab, **overrides):
     return build_model(ModelConfig(**fields), len(src_vocab), len(tgt_vocab))
 
 
+def bare_trainer(cfg, vocabs, log=lambda _m: None):
+    """A Trainer of :func:`tiny_model` with no training or validation data, for tests of what
+    constructing one does (its device, precision, kernel caches, batch padding)."""
+    from nmt.training.loop import Trainer
+
+    return Trainer(
+        cfg,
+        tiny_model(*vocabs),
+        *vocabs,
+        train_set=[],
+        valid_examples=[],
+        validate=lambda _m: {},
+        log=log,
+    )
+
+
 def write_split(directory: Path, split: str, lang: str, lines: list[str], gz: bool = False):
     """Write ``lines`` as ``{directory}/{split}.{lang}[.gz]``."""
     directory.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ from nmt.data.vocab import EOS, PAD
 from nmt.model.seq2seq import Seq2Seq
 from nmt.training.loop import Trainer
 
-from conftest import TOY_PAIRS, tiny_model
+from conftest import TOY_PAIRS, bare_trainer, tiny_model
 
 
 def _batch(toy_vocabs, n: int = 5):
@@ -81,15 +81,7 @@ def _trainer(tmp_path, toy_vocabs, multiple: int | None) -> Trainer:
             out_dir=str(tmp_path), device="cpu", precision="fp32", batch_multiple=multiple
         )
     )
-    return Trainer(
-        cfg,
-        tiny_model(*toy_vocabs),
-        *toy_vocabs,
-        train_set=[],
-        valid_examples=[],
-        validate=lambda _m: {},
-        log=lambda _m: None,
-    )
+    return bare_trainer(cfg, toy_vocabs)
 
 
 def _seen_shapes(monkeypatch) -> list[tuple[int, int]]:

@@ -15,7 +15,7 @@ from nmt.data.corpus import Pair
 from nmt.ops.precision import PrecisionError, autocast, autocast_dtype, search_dtype
 from nmt.training.loop import Trainer
 
-from conftest import REPO, TOY_PAIRS, nmt_here, tiny_model
+from conftest import REPO, TOY_PAIRS, bare_trainer, nmt_here, tiny_model
 
 CPU = torch.device("cpu")
 
@@ -66,16 +66,7 @@ def _train(tmp_path, toy_vocabs, prec: Precision, steps: int = 60) -> tuple[Trai
     cfg = Config(
         train=TrainConfig(out_dir=str(tmp_path / prec), device="cpu", precision=prec, lr=0.01)
     )
-    tr = Trainer(
-        cfg,
-        tiny_model(src_v, tgt_v),
-        src_v,
-        tgt_v,
-        train_set=[],
-        valid_examples=[],
-        validate=lambda _m: {},
-        log=lambda _m: None,
-    )
+    tr = bare_trainer(cfg, (src_v, tgt_v))
     examples = encode_pairs([Pair(s, t, "toy") for s, t in TOY_PAIRS], src_v, tgt_v)
     losses = []
     for _ in range(steps):
@@ -136,16 +127,7 @@ def test_bf16_without_native_support_is_warned_about(tmp_path, toy_vocabs, monke
             nmt.training.precision_choice, "native_bf16", lambda _device, n=native: n
         )
         cfg = Config(train=TrainConfig(out_dir=str(tmp_path), device="cpu", precision="bf16"))
-        Trainer(
-            cfg,
-            tiny_model(src_v, tgt_v),
-            src_v,
-            tgt_v,
-            train_set=[],
-            valid_examples=[],
-            validate=lambda _m: {},
-            log=messages.append,
-        )
+        bare_trainer(cfg, (src_v, tgt_v), log=messages.append)
         warned = [m for m in messages if m.startswith("warning: train.precision=bf16")]
         assert len(warned) == 1  # once, for the emulated case only
 

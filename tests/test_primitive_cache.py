@@ -16,9 +16,8 @@ from nmt.ops.primitive_cache import (
     primitive_cache_capacities,
 )
 from nmt.training import loop
-from nmt.training.loop import Trainer
 
-from conftest import REPO, tiny_model
+from conftest import REPO, bare_trainer
 
 
 def test_unset_or_empty_variables_get_the_default_and_set_ones_are_kept():
@@ -65,15 +64,7 @@ def test_a_trainer_caps_the_caches_before_its_first_product(
         lambda *a, **k: seen.append([os.environ.get(v) for v in VARIABLES]),
     )
     cfg = Config(train=TrainConfig(out_dir=str(tmp_path), device="cpu", precision="fp32"))
-    Trainer(
-        cfg,
-        tiny_model(*toy_vocabs),
-        *toy_vocabs,
-        train_set=[],
-        valid_examples=[],
-        validate=lambda _m: {},
-        log=lambda _m: None,
-    )
+    bare_trainer(cfg, toy_vocabs)
     assert seen == [[str(DEFAULT_CAPACITY), preset or str(DEFAULT_CAPACITY)]]
 
 

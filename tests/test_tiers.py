@@ -10,10 +10,10 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
 # what training or serving looks like in a test: the CLI verbs that train or serve, the
-# training loop, the serve app and its fixtures, torchrun
+# training loop (also through conftest's bare_trainer), the serve app and its fixtures, torchrun
 TRAINS_OR_SERVES = re.compile(
     r"""\b_?nmt\(\s*["'](train|serve|study)["']|["']nmt["'],\s*["'](train|serve|study)["']"""
-    r"""|\bTrainer\(|(?<![.\w])train\(|\brun_training\(|\bTestClient\(|\btiny_models\b"""
+    r"""|\b(bare_t|T)rainer\(|(?<![.\w])train\(|\brun_training\(|\bTestClient\(|\btiny_models\b"""
     r"""|\blive_server\(|\bbuild_app\(|\btorchrun\(|\brun_tiny_study\("""
 )
 CLOCKS = re.compile(r"\btime\.(perf_counter|monotonic|time)\(\)")
