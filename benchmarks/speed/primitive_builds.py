@@ -33,12 +33,15 @@ REFERENCE_DIMS = "1,256,512,768,1024,1536,4096,8000"
 
 def family(shape: str, dims: set[str]) -> str:
     """``shape`` (oneDNN's problem description, e.g. ``1009x256:256x768``) with every number
-    outside ``dims`` written ``V``."""
+    outside ``dims`` written ``V``. Raises nothing."""
     return re.sub(r"\d+", lambda m: m.group(0) if m.group(0) in dims else "V", shape)
 
 
 def summarize(lines: list[str], dims: set[str], steps: int | None, top: int) -> str:
-    """The report for the lines of one log. Raises ValueError when no line is oneDNN's."""
+    """The report for the lines of one log: builds (oneDNN's ``create:cache_miss``), their
+    milliseconds and distinct shapes, per step when ``steps`` is given, then the ``top``
+    families. Raises ValueError when no line is oneDNN's or a build line has no
+    milliseconds last."""
     if not any(line.startswith("onednn_verbose") for line in lines):
         raise ValueError("no onednn_verbose line: run it with ONEDNN_VERBOSE=profile_create")
     builds, ms = Counter(), Counter()

@@ -78,5 +78,5 @@ def cap_primitive_caches(environ: MutableMapping[str, str] = os.environ) -> None
 
 def primitive_cache_capacities(environ: MutableMapping[str, str] = os.environ) -> dict[str, str]:
     """What this process's environment says for each of :data:`VARIABLES` ("" if unset),
-    for benchmark records."""
+    for benchmark records: entries, as strings. Raises nothing."""
     return {name: environ.get(name, "") for name in VARIABLES}
