@@ -17,6 +17,16 @@ from nmt.training.loop import Trainer
 
 from conftest import TOY_PAIRS, tiny_model
 
+REAL_CPU_CLOCK = calibrate.cpu_clock  # before the fixture below replaces it in every test
+
+
+@pytest.fixture(autouse=True)
+def _quiet_machine(monkeypatch):
+    """The cache tests below must not depend on what else runs (a CI worker beside them):
+    no clock of other processes' CPU time, so every answer is cached as on an idle machine.
+    The busy case has its own tests."""
+    monkeypatch.setattr(calibrate, "cpu_clock", lambda: None)
+
 
 def _fake_step(seconds: dict, clock: list):
     """A step that advances a fake clock by the time given for its dtype."""
@@ -213,3 +223,40 @@ def test_a_boolean_timing_and_a_file_for_a_cache_folder_are_named(tmp_path):
     assert read_cache(folder / "precision.json", lines.append) == {}
     assert store(folder / "precision.json", "k", {"fp32_s": 1.0}, lines.append) is None
     assert lines == [f"warning: could not cache the precision choice: {folder} is not a directory"]
+
+
+def _clocks(monkeypatch, *clocks):
+    """cpu_clock returns these in turn: (machine busy s, own CPU s, wall s)."""
+    it = iter(calibrate.CpuClock(*c) for c in clocks)
+    monkeypatch.setattr(calibrate, "cpu_clock", lambda: next(it))
+
+
+def test_others_share_is_their_busy_time_over_the_machine(monkeypatch):
+    monkeypatch.setattr(calibrate.os, "cpu_count", lambda: 2)
+    # 10 s on 2 CPUs: 16 busy seconds, 12 of them this process's -> others 4 of 20
+    _clocks(monkeypatch, (100.0, 5.0, 50.0), (116.0, 17.0, 60.0))
+    assert calibrate.others_share(calibrate.cpu_clock()) == pytest.approx(0.2)
+    _clocks(monkeypatch, (100.0, 5.0, 50.0), (108.0, 17.0, 60.0))  # ticks coarser than own
+    assert calibrate.others_share(calibrate.cpu_clock()) == 0.0
+    monkeypatch.setattr(calibrate, "cpu_clock", lambda: None)  # no /proc/stat
+    assert calibrate.others_share(None) is None
+
+
+@pytest.mark.parametrize("busy, cached", [(4.0, True), (12.0, False)])
+def test_an_answer_measured_beside_other_work_is_used_but_not_cached(
+    tmp_path, monkeypatch, busy, cached
+):
+    monkeypatch.setattr(calibrate.os, "cpu_count", lambda: 2)
+    # the measurement's 10 s: this process 12 CPU s, others 4 (20%) or 12 (60%)
+    _clocks(monkeypatch, (100.0, 5.0, 50.0), (100.0 + 12.0 + busy, 17.0, 60.0))
+    path, lines = tmp_path / "p.json", list[str]()
+    cal = calibrate.choose([lambda dtype: None] * 3, "k", log=lines.append, path=path)
+    assert path.exists() is cached and (cal.path == path) is cached
+    assert any("used for this run only, not cached" in m for m in lines) is not cached
+
+
+def test_the_clock_reads_this_linux_machine():
+    now = REAL_CPU_CLOCK()
+    assert now is not None and now.machine_busy > 0 and now.own > 0
+    later = REAL_CPU_CLOCK()
+    assert later is not None and later.machine_busy >= now.machine_busy and later.wall > now.wall

@@ -11,9 +11,18 @@ import torch
 from test_search import _trained
 
 import nmt.inference.search_choice as sc
+import nmt.training.calibrate as calibrate
 from nmt.config.schema import Config
 from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
+
+
+@pytest.fixture(autouse=True)
+def _quiet_machine(monkeypatch):
+    """Answers are cached as on an idle machine whatever runs beside the tests (the busy
+    case: tests/test_calibrate.py and the test below)."""
+    monkeypatch.setattr(calibrate, "cpu_clock", lambda: None)
+    monkeypatch.setattr(sc, "cpu_clock", lambda: None)
 
 
 def test_pick_takes_the_fastest_only_when_clearly_faster_than_fp32():
@@ -169,3 +178,15 @@ def test_a_one_sentence_batch_is_named_in_the_singular():
 
     assert str(SearchShape(5, 1, 2)) == "beam 5, 1 sentence a batch, 2 threads"
     assert str(SearchShape(1, 64, 1)) == "greedy search, 64 sentences a batch, 1 thread"
+
+
+def test_a_search_measured_beside_other_work_is_not_cached(toy_vocabs, tmp_path, monkeypatch):
+    model = _trained(toy_vocabs, "additive", "bahdanau")
+    monkeypatch.setattr(sc, "candidates", lambda device: ["fp32", "int8"])
+    monkeypatch.setattr(sc, "measure", lambda timing, precisions: {"fp32": 2.0, "int8": 1.0})
+    monkeypatch.setattr(calibrate, "others_share", lambda start: 0.6)
+    lines: list[str] = []
+    path = tmp_path / "precision.json"
+    cal = sc.choose_search_precision(model, 10, batch_size=2, beam=1, log=lines.append, path=path)
+    assert cal.choice == "int8" and cal.path is None and not path.exists()
+    assert "not cached" in lines[0] and "not cached" in cal.describe()

@@ -11,7 +11,8 @@ CPU can run (fp32; bf16 where it is native; int8 where torch has fbgemm), altern
 and takes the fastest only when its median is at most
 :data:`nmt.training.calibrate.MARGIN` of fp32's. The answer is
 cached beside training's (:func:`nmt.training.calibrate.cache_path`), per CPU, torch
-version, thread count, parameter shapes, beam and batch size.
+version, thread count, parameter shapes, beam and batch size, unless other processes kept
+the CPUs busy while it measured (:func:`nmt.training.calibrate.store_measured`).
 
 bf16 and int8 change a search's output a little (BLEU within 0.2 of fp32 on the shipped
 models; docs/precision.md); ``search.precision=fp32`` reproduces fp32 output exactly.
@@ -36,7 +37,14 @@ from nmt.data.batches import Example, collate
 from nmt.data.vocab import EOS
 from nmt.ops.int8 import ENGINES, int8_engine
 from nmt.ops.precision import autocast, cpu_model_and_flags, native_bf16, search_dtype
-from nmt.training.calibrate import MARGIN, cache_path, cached_seconds, read_cache, store
+from nmt.training.calibrate import (
+    MARGIN,
+    cache_path,
+    cached_seconds,
+    cpu_clock,
+    read_cache,
+    store_measured,
+)
 
 ROUNDS = 3  # timed rounds, each precision once per round, the order alternating
 SOURCE_PIECES = (6, 30)  # shortest and longest made-up source, pieces (most of Multi30k's)
@@ -233,6 +241,7 @@ def choose_search_precision(
     seconds = cached_seconds(read_cache(path, log), key, precisions, path, log)
     if seconds is not None:
         return SearchCalibration(pick(seconds), seconds, True, path, shape)
+    start = cpu_clock()
     seconds = measure(search_timing(model, src_vocab, batch_size, beam), precisions)
     entry = {
         **seconds,
@@ -242,6 +251,7 @@ def choose_search_precision(
         "beam": beam,
         "batch_size": batch_size,
     }
-    cal = SearchCalibration(pick(seconds), seconds, False, store(path, key, entry, log), shape)
+    stored = store_measured(path, key, entry, start, log)
+    cal = SearchCalibration(pick(seconds), seconds, False, stored, shape)
     log(cal.describe())
     return cal

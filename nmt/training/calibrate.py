@@ -9,7 +9,7 @@ of the configured model on real training batches in each precision, alternating,
 takes bf16 only when its median step takes at most ``MARGIN`` of fp32's. The answer is
 cached per CPU, torch version, thread count, model config and batch size, so a run that
 resumes, and every later run of the same shape, gets the same choice without measuring
-again.
+again; an answer measured while other processes kept the CPUs busy is not cached.
 """
 
 from __future__ import annotations
@@ -35,6 +35,10 @@ from nmt.ops.precision import autocast, cpu_model_and_flags
 MARGIN = 0.95  # bf16 must take at most 95% of fp32's step time: noise never picks it
 ROUNDS = 6  # timed batches, each once in each precision, after one warm-up batch
 CACHE_ENV = "NMT_CACHE_DIR"
+# other processes' share of the CPUs while measuring above which the answer is not cached:
+# a quick-start cached 5,196 / 3,817 ms a step measured beside other jobs, where an idle
+# machine took 257 / 131, and every later run would have read those numbers
+BUSY_SHARE = 0.25
 
 Step = Callable[[torch.dtype | None], None]  # one forward+backward in that autocast dtype
 
@@ -184,6 +188,56 @@ def cached_seconds(
     return None
 
 
+@dataclass(frozen=True)
+class CpuClock:
+    """Seconds all the machine's CPUs were busy (/proc/stat), this process's CPU seconds and
+    the wall clock, at one moment."""
+
+    machine_busy: float
+    own: float
+    wall: float
+
+
+def cpu_clock() -> CpuClock | None:
+    """The clocks now; None where /proc/stat cannot be read (not Linux). Raises nothing."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            ticks = [int(v) for v in f.readline().split()[1:9]]
+        # user nice system idle iowait irq softirq steal: all but idle and iowait are busy
+        busy = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return CpuClock(busy, time.process_time(), time.perf_counter())
+
+
+def others_share(start: CpuClock | None) -> float | None:
+    """The share (0-1) of the machine's CPUs that other processes kept busy since ``start``
+    (:func:`cpu_clock`): their busy seconds over the wall seconds times the CPU count; None
+    where unknown. Raises nothing."""
+    end = cpu_clock()
+    if start is None or end is None or end.wall <= start.wall:
+        return None
+    others = (end.machine_busy - start.machine_busy) - (end.own - start.own)
+    return max(0.0, others / ((end.wall - start.wall) * (os.cpu_count() or 1)))
+
+
+def store_measured(
+    path: Path, key: str, entry: dict[str, Any], start: CpuClock | None, log: Callable[[str], None]
+) -> Path | None:
+    """:func:`store` the answer of a measurement that began at ``start``, unless other
+    processes kept more than :data:`BUSY_SHARE` of the CPUs busy meanwhile: then the answer
+    is this run's only (said through ``log``) and the next run measures again. Returns the
+    cache path, or None when not cached. Raises nothing."""
+    share = others_share(start)
+    if share is not None and share > BUSY_SHARE:
+        log(
+            f"note: other processes kept {share:.0%} of the CPUs busy while this measured: "
+            "the answer is used for this run only, not cached"
+        )
+        return None
+    return store(path, key, entry, log)
+
+
 def store(path: Path, key: str, entry: dict[str, Any], log: Callable[[str], None]) -> Path | None:
     """Add ``entry`` under ``key`` to the cache in ``path``, read again just before the
     atomic write so that another process's answer written meanwhile is kept; ``path``, or
@@ -216,6 +270,7 @@ def choose(
         fp32_s, bf16_s = hit["fp32_s"], hit["bf16_s"]
         cached = True
     else:
+        start = cpu_clock()
         fp32_s, bf16_s = measure(steps)
         cached = False
         entry = {
@@ -225,6 +280,6 @@ def choose(
             "torch": torch.__version__,
             "threads": torch.get_num_threads(),
         }
-        path = store(path, key, entry, log)
+        path = store_measured(path, key, entry, start, log)
     choice: Literal["fp32", "bf16"] = "bf16" if bf16_s <= MARGIN * fp32_s else "fp32"
     return Calibration(choice, fp32_s, bf16_s, cached, path)
