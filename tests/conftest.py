@@ -15,6 +15,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # train.precision=auto caches its measurement (nmt/training/calibrate.py); tests and the
 # subprocesses they start keep theirs apart from the user's ~/.cache/nmt
 os.environ["NMT_CACHE_DIR"] = tempfile.mkdtemp(prefix="nmt-test-cache-")
+# and cache it whatever runs beside (parallel test workers always do): the limit's own tests
+# in tests/test_calibrate.py unset this
+os.environ["NMT_CACHE_BUSY_SHARE"] = "1"
 
 import pytest
 import torch
@@ -54,8 +57,10 @@ def nmt_here(*args, input=None, cwd: Path = REPO):
     stdout, stderr. For the refusals and options that need no process of their own: each
     ``python -m nmt`` pays torch's import again (seconds of CPU, far more on a busy 2-core
     machine). The command's own error handling (nmt/cli/app.py) prints what the user sees,
-    so the answer is the real command's; an exception that the command does not turn into
-    an exit status is raised here, as the real command would print its traceback."""
+    so the answer is the real command's (but for Click's usage errors, a bad option or
+    argument, which come as Click frames them: nmt.cli.app.main makes them one line); an
+    exception that the command does not turn into an exit status is raised here, as the
+    real command would print its traceback."""
     import types
 
     from typer.testing import CliRunner

@@ -17,16 +17,6 @@ from nmt.training.loop import Trainer
 
 from conftest import TOY_PAIRS, tiny_model
 
-REAL_CPU_CLOCK = calibrate.cpu_clock  # before the fixture below replaces it in every test
-
-
-@pytest.fixture(autouse=True)
-def _quiet_machine(monkeypatch):
-    """The cache tests below must not depend on what else runs (a CI worker beside them):
-    no clock of other processes' CPU time, so every answer is cached as on an idle machine.
-    The busy case has its own tests."""
-    monkeypatch.setattr(calibrate, "cpu_clock", lambda: None)
-
 
 def _fake_step(seconds: dict, clock: list):
     """A step that advances a fake clock by the time given for its dtype."""
@@ -246,6 +236,7 @@ def test_others_share_is_their_busy_time_over_the_machine(monkeypatch):
 def test_an_answer_measured_beside_other_work_is_used_but_not_cached(
     tmp_path, monkeypatch, busy, cached
 ):
+    monkeypatch.delenv(calibrate.BUSY_ENV)  # conftest's limit for the tests: 1
     monkeypatch.setattr(calibrate.os, "cpu_count", lambda: 2)
     # the measurement's 10 s: this process 12 CPU s, others 4 (20%) or 12 (60%)
     _clocks(monkeypatch, (100.0, 5.0, 50.0), (100.0 + 12.0 + busy, 17.0, 60.0))
@@ -256,7 +247,17 @@ def test_an_answer_measured_beside_other_work_is_used_but_not_cached(
 
 
 def test_the_clock_reads_this_linux_machine():
-    now = REAL_CPU_CLOCK()
+    now = calibrate.cpu_clock()
     assert now is not None and now.machine_busy > 0 and now.own > 0
-    later = REAL_CPU_CLOCK()
+    later = calibrate.cpu_clock()
     assert later is not None and later.machine_busy >= now.machine_busy and later.wall > now.wall
+
+
+def test_the_limit_can_be_set_and_a_bad_one_is_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(calibrate, "others_share", lambda start: 0.6)
+    for value, cached, warned in (("0.7", True, False), ("0.5", False, False), ("x", False, True)):
+        monkeypatch.setenv(calibrate.BUSY_ENV, value)
+        path, lines = tmp_path / f"{value}.json", list[str]()
+        calibrate.choose([lambda dtype: None] * 3, "k", log=lines.append, path=path)
+        assert path.exists() is cached
+        assert any(f"{calibrate.BUSY_ENV}='x' is not a number" in m for m in lines) is warned

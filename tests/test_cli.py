@@ -650,3 +650,24 @@ def test_translate_checks_its_input_before_loading_the_model(tmp_path):
     r = nmt_here("translate", tmp_path / "no_model.pt", "--input", tmp_path / "no.de")
     assert r.returncode == 2 and f"--input {tmp_path / 'no.de'}: no such file" in r.stderr
     assert "checkpoint" not in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_bad_option_or_argument_is_one_line_naming_it_and_exit_2():
+    """Click's usage errors come as the commands' own errors do (nmt.cli.app.main), not as a
+    framed box; `nmt` alone still prints its help. A real process: the runner of nmt_here
+    calls the app itself, not the console command's entry point."""
+    cases = [
+        (["translate", "models/deen-additive", "--beam", "0", "-i", "x"], "'--beam'"),
+        (["bench", "models/deen-additive", "--search-passes", "abc"], "'--search-passes'"),
+        (["trian"], "No such command 'trian'"),
+        (["translate", "models/deen-additive", "--bogus"], "--bogus"),
+    ]
+    for args, named in cases:
+        r = subprocess.run(
+            [sys.executable, "-m", "nmt", *args], capture_output=True, text=True, cwd=REPO
+        )
+        lines = r.stderr.splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+        assert named in lines[0] and "--help)" in lines[0]
+    r = subprocess.run([sys.executable, "-m", "nmt"], capture_output=True, text=True, cwd=REPO)
+    assert "Usage: python -m nmt" in r.stdout and "Traceback" not in r.stderr

@@ -17,14 +17,6 @@ from nmt.inference.translate import Decoding
 from nmt.inference.translator import Translator
 
 
-@pytest.fixture(autouse=True)
-def _quiet_machine(monkeypatch):
-    """Answers are cached as on an idle machine whatever runs beside the tests (the busy
-    case: tests/test_calibrate.py and the test below)."""
-    monkeypatch.setattr(calibrate, "cpu_clock", lambda: None)
-    monkeypatch.setattr(sc, "cpu_clock", lambda: None)
-
-
 def test_pick_takes_the_fastest_only_when_clearly_faster_than_fp32():
     assert sc.pick({"fp32": 1.0, "bf16": 0.8, "int8": 0.7}) == "int8"
     assert sc.pick({"fp32": 1.0, "bf16": 0.8, "int8": 0.9}) == "bf16"
@@ -185,6 +177,7 @@ def test_a_search_measured_beside_other_work_is_not_cached(toy_vocabs, tmp_path,
     monkeypatch.setattr(sc, "candidates", lambda device: ["fp32", "int8"])
     monkeypatch.setattr(sc, "measure", lambda timing, precisions: {"fp32": 2.0, "int8": 1.0})
     monkeypatch.setattr(calibrate, "others_share", lambda start: 0.6)
+    monkeypatch.delenv(calibrate.BUSY_ENV)  # conftest's limit for the tests: 1
     lines: list[str] = []
     path = tmp_path / "precision.json"
     cal = sc.choose_search_precision(model, 10, batch_size=2, beam=1, log=lines.append, path=path)

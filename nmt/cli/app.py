@@ -316,9 +316,41 @@ import nmt.cli.analysis  # noqa: E402,F401  (registers heads, bench and select o
 
 
 def main() -> None:
-    """Entry point of the ``nmt`` console command."""
+    """Entry point of the ``nmt`` console command.
+
+    A bad option or argument (a value out of range, an unknown option or command, a missing
+    argument) is one line, ``error: nmt COMMAND: what (see nmt COMMAND --help)``, exit 2, as
+    the commands' own errors are; Click's framed usage box said the same in five. ``nmt``
+    alone still prints its help.
+    """
     if "LOCAL_RANK" in os.environ:
         # under torchrun a rank killed by a signal (gloo's aborts among them) otherwise dies
         # without a word: print every thread's Python stack to its stderr
         faulthandler.enable()
-    app()
+    try:
+        # not standalone: Click raises its errors here instead of printing and exiting
+        code = app(standalone_mode=False)
+    except Exception as e:
+        _exit_for_click_error(e)
+        raise
+    if isinstance(code, int) and code:  # typer.Exit(code), e.g. 130 after a Ctrl-C
+        raise SystemExit(code)
+
+
+def _exit_for_click_error(e: Exception) -> None:
+    """Exit as the ``nmt`` command should for one of Click's exceptions (typer's copy of
+    Click from typer 0.28 on, Click itself before: told apart by what they have, not by
+    class); return for any other exception. Raises SystemExit."""
+    name = type(e).__name__
+    if name == "Abort":  # a Ctrl-C that no command caught (the commands catch theirs)
+        typer.echo("Aborted!", err=True)
+        raise SystemExit(1) from None
+    if not all(hasattr(e, a) for a in ("show", "format_message", "exit_code")):
+        return
+    ctx = getattr(e, "ctx", None)
+    if name == "NoArgsIsHelpError" or ctx is None or e.exit_code != 2:  # type: ignore[attr-defined]
+        e.show()  # type: ignore[attr-defined]
+        raise SystemExit(e.exit_code) from None  # type: ignore[attr-defined]
+    message = " ".join(e.format_message().split())  # type: ignore[attr-defined]
+    typer.echo(f"error: {ctx.command_path}: {message} (see {ctx.command_path} --help)", err=True)
+    raise SystemExit(2) from None

@@ -39,6 +39,7 @@ CACHE_ENV = "NMT_CACHE_DIR"
 # a quick-start cached 5,196 / 3,817 ms a step measured beside other jobs, where an idle
 # machine took 257 / 131, and every later run would have read those numbers
 BUSY_SHARE = 0.25
+BUSY_ENV = "NMT_CACHE_BUSY_SHARE"  # another limit; 1 caches whatever ran beside (the tests)
 
 Step = Callable[[torch.dtype | None], None]  # one forward+backward in that autocast dtype
 
@@ -225,11 +226,18 @@ def store_measured(
     path: Path, key: str, entry: dict[str, Any], start: CpuClock | None, log: Callable[[str], None]
 ) -> Path | None:
     """:func:`store` the answer of a measurement that began at ``start``, unless other
-    processes kept more than :data:`BUSY_SHARE` of the CPUs busy meanwhile: then the answer
-    is this run's only (said through ``log``) and the next run measures again. Returns the
+    processes kept more than :data:`BUSY_SHARE` of the CPUs busy meanwhile (or the share in
+    ``$NMT_CACHE_BUSY_SHARE``): then the answer is this run's only (said through ``log``)
+    and the next run measures again. Returns the
     cache path, or None when not cached. Raises nothing."""
+    limit = BUSY_SHARE
+    if os.environ.get(BUSY_ENV):
+        try:
+            limit = float(os.environ[BUSY_ENV])
+        except ValueError:
+            log(f"warning: {BUSY_ENV}={os.environ[BUSY_ENV]!r} is not a number; using {limit}")
     share = others_share(start)
-    if share is not None and share > BUSY_SHARE:
+    if share is not None and share > limit:
         log(
             f"note: other processes kept {share:.0%} of the CPUs busy while this measured: "
             "the answer is used for this run only, not cached"
