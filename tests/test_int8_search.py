@@ -209,7 +209,12 @@ def test_search_step_says_where_each_rows_largest_are_and_beam_agrees_without_it
     with autocast(CPU, dtype):
         told = beam_search(model, batch.src, batch.src_len, beam_size=4, n_best=2, rescore=False)
         greedy_told = greedy(model, batch.src, batch.src_len, rescore=False)
-        monkeypatch.delattr(type(model), "search_step")
+        step = model.search_step  # the same log-probabilities, without saying where
+
+        def unknowing(prev, state, mem, beam_size=5):
+            return (*step(prev, state, mem, beam_size=beam_size)[:3], None)
+
+        monkeypatch.setattr(model, "search_step", unknowing)
         searched = beam_search(
             model, batch.src, batch.src_len, beam_size=4, n_best=2, rescore=False
         )
@@ -245,6 +250,63 @@ def test_a_recomputed_logit_that_falls_below_one_left_outside_is_not_in_the_lead
     assert int(known.cols[0, EXACT_TOP - 1]) == j
     for row, cols, lead in zip(logp, known.cols, known.lead.tolist(), strict=True):
         assert torch.equal(row[cols[:lead]], row.topk(lead).values)
+
+
+def _count_row_reads(monkeypatch) -> list[torch.Tensor]:
+    """Each row block that greedy search reads again (nmt.inference.search.row_max)."""
+    from nmt.inference import search
+
+    reads: list[torch.Tensor] = []
+
+    def row_max(x: torch.Tensor):
+        reads.append(x)
+        return x.max(-1)
+
+    monkeypatch.setattr(search, "row_max", row_max)
+    return reads
+
+
+def test_greedy_steps_recompute_fewer_logits_and_beam_1_still_picks_greedys_pieces(
+    toy_vocabs, monkeypatch
+):
+    """A reduced-precision step of greedy search (beam 1) recomputes GREEDY_EXACT_TOP logits
+    a row, beam search's EXACT_TOP; greedy takes a row's piece from them wherever the first
+    leads the row and beats the second (lead 1 is enough), so it reads no row again, and
+    beam 1 picks greedy's pieces."""
+    from nmt.model.seq2seq import EXACT_TOP, GREEDY_EXACT_TOP, exact_top_for
+
+    assert (exact_top_for(1), exact_top_for(2), exact_top_for(5)) == (4, EXACT_TOP, EXACT_TOP)
+    model, batch = _trained(toy_vocabs, "additive", "bahdanau"), _batch(*toy_vocabs)
+    prev = torch.full((batch.src.size(0),), 2)
+    with torch.inference_mode(), autocast(CPU, torch.qint8):
+        mem, state = model.encode(batch.src, batch.src_len)
+        known = {k: model.search_step(prev, state, mem, beam_size=k)[3] for k in (1, 5)}
+        assert known[1] is not None and known[5] is not None
+        assert (known[1].cols.size(1), known[5].cols.size(1)) == (GREEDY_EXACT_TOP, EXACT_TOP)
+        read_again = _count_row_reads(monkeypatch)
+        g = greedy(model, batch.src, batch.src_len)
+        (b1,) = zip(*beam_search(model, batch.src, batch.src_len, beam_size=1), strict=True)
+    assert read_again == []  # the tiny model's rows all lead with one certain maximum
+    assert [h.tokens for h in g] == [h.tokens for h in b1]
+
+
+def test_greedy_takes_a_row_whose_first_recomputed_column_alone_leads_from_it(monkeypatch):
+    """lead 1 and a first column above the second: the row's only maximum, taken from the
+    known columns without reading the row; a tie between the first two falls back to
+    reading the row (the lowest id, as max gives)."""
+    from nmt.inference import search
+    from nmt.ops.topk import KnownTop
+
+    read_again = _count_row_reads(monkeypatch)
+    logp = torch.tensor([[0.0, -1.0, -3.0, -2.0], [-1.0, -1.0, -5.0, -4.0]]).log_softmax(-1)
+    cols, lead = torch.tensor([[0, 1], [0, 1]]), torch.tensor([1, 1])
+    best_lp, best = search._most_probable(logp[:1], KnownTop(cols[:1], lead[:1]))
+    assert best.tolist() == [0] and torch.equal(best_lp, logp[:1, 0]) and read_again == []
+    best_lp, best = search._most_probable(logp, KnownTop(cols, lead))
+    assert best.tolist() == [0, 0] and torch.equal(best_lp, logp.max(-1).values)
+    assert len(read_again) == 1
+    search._most_probable(logp[:1], KnownTop(cols[:1], torch.tensor([0])))  # leads nothing
+    assert len(read_again) == 2
 
 
 def test_a_report_names_the_int8_library_where_it_is_not_the_default(monkeypatch):

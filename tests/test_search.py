@@ -524,9 +524,9 @@ def _rows_per_step(model, monkeypatch) -> list[int]:
     for name in ("step", "search_step"):
         step = getattr(model, name)
 
-        def counting(prev, state, mem, step=step):
+        def counting(prev, state, mem, step=step, **kwargs):
             rows.append(prev.size(0))
-            return step(prev, state, mem)
+            return step(prev, state, mem, **kwargs)
 
         monkeypatch.setattr(model, name, counting)
     return rows

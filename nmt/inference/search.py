@@ -3,9 +3,9 @@
 Both searches know nothing about what the model state holds: they only call
 ``model.encode(src, src_len) -> (mem, state)``, ``model.step(prev, state, mem) ->
 (log_probs (B, V), state, attention (B, S) or None)`` and ``index_select(idx)`` on the
-memory and state; both call ``model.search_step`` instead where a model has it
-(the same, and where a reduced-precision step found each row's largest log-probabilities:
-:class:`nmt.ops.topk.KnownTop`, so that the search need not read the row again).
+memory and state; both call ``model.search_step(prev, state, mem, beam_size=K)`` instead
+where a model has it (the same, and where a reduced-precision step found each row's
+largest: :class:`nmt.ops.topk.KnownTop`, so that the search need not read the row again).
 Beam size 1 gives exactly the greedy tokens. What they return (its ``Hypothesis``), the
 length penalties and the n-best order are nmt/inference/hypothesis.py's.
 """
@@ -13,6 +13,7 @@ length penalties and the n-best order are nmt/inference/hypothesis.py's.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import torch
 
@@ -78,7 +79,7 @@ def greedy(
     row_limits = limits.to(dev)
     prev = torch.full((B,), BOS, dtype=torch.long, device=dev)
     cut = torch.zeros(B, dtype=torch.bool, device=dev)  # rows whose EOS was forced
-    step = _stepper(model)
+    step = _stepper(model, 1)
     for t in range(T):
         logp, state, attn, known = step(prev, state, mem)  # (n, V), (n, S) or None
         best_logp, best = _most_probable(logp, known)
@@ -120,15 +121,14 @@ def greedy(
 
 def _most_probable(logp: torch.Tensor, known: KnownTop | None) -> tuple[torch.Tensor, torch.Tensor]:
     """Each row's largest log-probability and its piece, (n,) and (n,), as
-    ``logp.max(dim=-1)`` gives them (equal ones: the lowest id). From ``known`` where it
-    names every row's two largest and the first is larger: then it is the row's only
-    maximum, and the row need not be read again (``max`` with indices took 0.17 ms for 64
-    rows of 7,931 on one EPYC thread, the values alone 0.04); else through block maxima
-    (:func:`nmt.ops.topk.row_max`, the same answer)."""
+    ``logp.max(dim=-1)`` gives them (equal ones: the lowest id): from ``known`` where in every
+    row its first column leads (``lead`` >= 1) and beats its second, so is the row's only
+    maximum (``max`` over the row took 0.17 ms for 64 rows of 7,931 on one EPYC thread);
+    else through block maxima (:func:`nmt.ops.topk.row_max`, the same answer)."""
     if known is not None and known.cols.size(1) >= 2:
         top2 = known.cols[:, :2]
         lp2 = logp.gather(1, top2)
-        if bool(((known.lead >= 2) & (lp2[:, 0] > lp2[:, 1])).all()):
+        if bool(((known.lead >= 1) & (lp2[:, 0] > lp2[:, 1])).all()):
             return lp2[:, 0], top2[:, 0]
     return row_max(logp)
 
@@ -237,13 +237,13 @@ def _is_done(hyps: list[Hypothesis], K: int, n_best: int, bound: float) -> bool:
     return sorted((h.score for h in hyps), reverse=True)[n_best - 1] >= bound
 
 
-def _stepper(model) -> Callable[..., tuple]:
-    """What a search calls each step, looked up once per search: ``model.search_step``
-    where the model has one (it may also say where each row's largest log-probabilities
-    are: :class:`nmt.ops.topk.KnownTop`), else ``model.step`` with None for that."""
+def _stepper(model, beam_size: int) -> Callable[..., tuple]:
+    """What a search with ``beam_size`` (1: greedy) calls each step, looked up once:
+    ``model.search_step`` where the model has one (it may also say where each row's
+    largest are: :class:`nmt.ops.topk.KnownTop`), else ``model.step`` with None for that."""
     search_step = getattr(model, "search_step", None)
     if search_step is not None:
-        return search_step
+        return partial(search_step, beam_size=beam_size)
     return lambda prev, state, mem: (*model.step(prev, state, mem), None)
 
 
@@ -326,7 +326,7 @@ def beam_search(
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     sent = list(range(B))  # the sentences still searching; their rows are n*K in this order
     prev = torch.full((B,), BOS, dtype=torch.long, device=dev)
-    step = _stepper(model)
+    step = _stepper(model, K)
     for t in range(int(limits.max())):
         n = len(sent)
         logp, state, attn, known = step(prev, state, mem)  # (n*K, V), (n*K, S)
