@@ -9,7 +9,7 @@ import torch
 from test_bench import REFERENCE, TINY, tiny_corpus  # noqa: F401 (a fixture)
 
 import nmt.data.batches as batches
-from nmt.analysis.bench import BenchOptions
+from nmt.analysis.bench_options import BenchOptions
 from nmt.commands.bench import run_bench
 from nmt.config.load import load_config
 from nmt.config.schema import Config, ConfigError, TrainConfig

@@ -15,7 +15,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from nmt.analysis.bench import BenchOptions
+from nmt.analysis.bench_options import BenchOptions
 from nmt.cli.app import app
 from nmt.commands.bench import load_subject, run_bench
 from nmt.config.load import load_config

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from nmt.config.schema import DataConfig
-from nmt.data.batches import Example, filter_training_pairs, make_batches
+from nmt.data.batches import Example, filter_training_pairs
+from nmt.data.bucketing import make_batches
 from nmt.data.corpus import DataError, Pair, read_dir_split, read_split, read_tsv_split
 
 from conftest import write_split

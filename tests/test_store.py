@@ -18,7 +18,8 @@ import nmt.data.store
 from nmt.commands.train import run_training
 from nmt.config.load import from_dict, load_config
 from nmt.config.schema import Config, ConfigError, DataConfig, SubwordConfig
-from nmt.data.batches import Example, collate, encode_pairs, make_batches, token_batches
+from nmt.data.batches import Example, collate, encode_pairs
+from nmt.data.bucketing import make_batches, token_batches
 from nmt.data.corpus import DataError, Pair
 from nmt.data.store import ArrowTrainingSet, open_or_prepare, sample_pairs, stale_reason
 from nmt.data.training_data import build_vocabs, sample_vocab_trainer, training_pairs

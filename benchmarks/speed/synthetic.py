@@ -9,7 +9,8 @@ from pathlib import Path
 import torch
 
 from nmt.config.load import load_config
-from nmt.data.batches import Example, make_batches
+from nmt.data.batches import Example
+from nmt.data.bucketing import make_batches
 from nmt.model.seq2seq import build_model
 from nmt.training.loop import Trainer
 

@@ -37,91 +37,24 @@ import itertools
 import statistics
 import tempfile
 import time
-from dataclasses import KW_ONLY, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, cast
 
 import torch
 
-from nmt.config.schema import Config, DataConfig, Precision, SearchConfig
-from nmt.data.batches import Example, encode_pairs, make_batches
-from nmt.data.corpus import DataError, Pair, read_split
+from nmt.analysis.bench_options import BenchOptions, training_batches
+from nmt.config.schema import Config, DataConfig, Precision
+from nmt.data.batches import Example
+from nmt.data.corpus import Pair
 from nmt.data.vocab import Vocab
 from nmt.evaluation.metrics import score
 from nmt.inference.translator import Translator, decode_workers, threads_per_worker
 from nmt.model.flops import TokenCounts, forward_macs, training_flops, training_flops_by_term
-from nmt.model.folder import names_folder
 from nmt.model.seq2seq import Seq2Seq
-from nmt.ops.files import check_writable
 from nmt.ops.int8 import int8_engine
 from nmt.ops.machine import peak_memory_mib, reset_peak_memory, sync
 from nmt.ops.precision import precision_name
 from nmt.training.loop import Trainer
-
-
-class BenchError(ValueError):
-    """Bad input to ``nmt bench``; the message names the option or file."""
-
-
-@dataclass(frozen=True)
-class BenchOptions:
-    """What to measure; field names are the command's options (``train_steps`` is
-    ``--train-steps``). ``source`` is a YAML config or a ``.pt`` checkpoint;
-    ``train_seconds`` 0 leaves out the wall-clock window."""
-
-    source: Path
-    _: KW_ONLY
-    overrides: tuple[str, ...] = ()
-    threads: int | None = None
-    device: str = "auto"
-    warmup: int = 5
-    train_steps: int = 40
-    train_seconds: float = 30.0
-    sentences: int = 1000
-    split: str = "test_2016_flickr"
-    beam: int = SearchConfig.beam_size
-    batch_size: int = 64
-    skip_train: bool = False
-    skip_decode: bool = False
-    data_path: str | None = None
-    json_path: Path | None = None  # where the caller will write the JSON (checked here)
-    precision: str | None = None  # train.precision for the training steps; None: the run's
-    workers: int | None = None  # batches decoded at once (translate_lines); None: its default
-    decode_precision: str | None = None  # search.precision of the decoding runs; None: the run's
-    processes: bool = False  # search in processes (nmt.inference.search_processes)
-    search_passes: int = 3  # timed passes of each search; the median is reported
-
-    def check(self) -> None:
-        """Raises BenchError naming the first option with an impossible value."""
-        at_least = {"train_steps": 1, "sentences": 1, "beam": 1, "batch_size": 1, "warmup": 0}
-        at_least["search_passes"] = 1
-        for name, low in at_least.items():
-            if getattr(self, name) < low:
-                raise BenchError(
-                    f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least {low}"
-                )
-        for name in ("threads", "workers"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise BenchError(f"--{name} {getattr(self, name)}: must be at least 1")
-        if not self.train_seconds >= 0:
-            raise BenchError(f"--train-seconds {self.train_seconds}: must be 0 or more")
-        if self.skip_train and self.skip_decode:
-            raise BenchError("--skip-train and --skip-decode together leave nothing to measure")
-        if self.json_path is not None:
-            try:
-                check_writable(self.json_path, "--json")
-            except ValueError as e:
-                raise BenchError(str(e)) from None
-        if self.source.suffix not in (".pt", ".yaml", ".yml") and not names_folder(self.source):
-            raise BenchError(
-                f"{self.source}: give a YAML config (.yaml, .yml) or a checkpoint "
-                "(.pt or a model folder)"
-            )
-        if self.overrides and self.source.suffix not in (".yaml", ".yml"):
-            raise BenchError(
-                f"{self.source}: key=value overrides ({self.overrides[0]!r}) "
-                "apply to a CONFIG, not to a checkpoint"
-            )
 
 
 @dataclass
@@ -136,21 +69,6 @@ class Subject:
     tgt_vocab: Vocab
     data: DataConfig
     train_pairs: list[Pair] | None
-
-
-def decode_split(subject: Subject, opts: BenchOptions) -> tuple[list[str], list[str]]:
-    """(sources, references): the first ``opts.sentences`` pairs of ``opts.split``.
-
-    Raises:
-        BenchError: the split cannot be read or is empty (names ``--split``).
-    """
-    try:
-        pairs = read_split(subject.data, opts.split, limit=opts.sentences)
-    except DataError as e:
-        raise BenchError(f"--split {opts.split}: {e}") from None
-    if not pairs:
-        raise BenchError(f"--split {opts.split}: the split is empty")
-    return [p.src for p in pairs], [p.tgt for p in pairs]
 
 
 def _precision_record(precision: str, auto_note: str | None) -> dict[str, str]:
@@ -336,6 +254,8 @@ def measure_training(
             validate=lambda _model: {},
             log=lambda _msg: None,
         )
+        if trainer.batch_trim is not None:  # bf16 on a CPU: the batches nmt train makes
+            batches = training_batches(subject, opts, trim=trainer.batch_trim)
         torch.manual_seed(t.seed)
         subject.model.train()
         for chunk in batches[: opts.warmup]:
@@ -359,6 +279,7 @@ def measure_training(
         "batch_size": t.batch_size,
         "max_tokens": t.max_tokens,
         "batch_multiple": t.batch_multiple,  # CPU autocast only; not in padding_fraction
+        "batch_trim": trainer.batch_trim,  # where applied (CPU autocast), else None
         "fixed_steps": fixed,
         "window_seconds_asked": opts.train_seconds,
         "window": window,
@@ -376,24 +297,3 @@ def measure_training(
         },
         "peak_memory_mib": round(peak_memory_mib(device), 1),
     }
-
-
-def training_batches(subject: Subject, opts: BenchOptions) -> list[list[Example]]:
-    """The first epoch's shuffled, length-bucketed batches, as ``nmt train`` makes them.
-
-    Raises:
-        BenchError: fewer batches than ``--warmup`` + ``--train-steps``.
-    """
-    t = subject.cfg.train
-    examples = encode_pairs(subject.train_pairs or [], subject.src_vocab, subject.tgt_vocab)
-    batches = make_batches(
-        examples, t.batch_size, max_tokens=t.max_tokens, shuffle_seed=t.seed * 100_003
-    )
-    needed = opts.warmup + opts.train_steps
-    if len(batches) < needed:
-        raise BenchError(
-            f"--warmup {opts.warmup} + --train-steps {opts.train_steps} asks for "
-            f"{needed} batches, but the training data of {opts.source} makes "
-            f"only {len(batches)}"
-        )
-    return batches

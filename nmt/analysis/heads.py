@@ -29,7 +29,8 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from nmt.config.schema import TrainConfig
-from nmt.data.batches import Example, collate, make_batches
+from nmt.data.batches import Example, collate
+from nmt.data.bucketing import make_batches
 from nmt.data.vocab import EOS
 from nmt.evaluation.markdown import markdown_table
 from nmt.inference.search import greedy

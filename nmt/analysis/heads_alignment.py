@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from nmt.data.batches import Example, collate, make_batches
+from nmt.data.batches import Example, collate
+from nmt.data.bucketing import make_batches
 from nmt.data.vocab import EOS
 from nmt.evaluation.alignment import (
     RELATIONS,

@@ -144,7 +144,7 @@ def bench(
     training tokens/s over fixed steps and a wall-clock window, the analytic FLOPs per
     target token against the machine's measured matmul peak, and greedy and beam
     sentences/s with the BLEU of that output."""
-    from nmt.analysis.bench import BenchOptions
+    from nmt.analysis.bench_options import BenchOptions
     from nmt.analysis.bench_table import format_table
     from nmt.commands.bench import run_bench
 

@@ -13,14 +13,8 @@ from typing import Any
 
 import torch
 
-from nmt.analysis.bench import (
-    BenchOptions,
-    Subject,
-    decode_split,
-    measure_decoding,
-    measure_training,
-    training_batches,
-)
+from nmt.analysis.bench import Subject, measure_decoding, measure_training
+from nmt.analysis.bench_options import BenchOptions, decode_split, training_batches
 from nmt.analysis.bench_table import threads_text
 from nmt.config.load import load_config
 from nmt.data.corpus import DataError
@@ -90,7 +84,8 @@ def run_bench(opts: BenchOptions, log: Callable[[str], None] = lambda _msg: None
     sources, references = ([], []) if opts.skip_decode else decode_split(subject, opts)
     batches = None if opts.skip_train else training_batches(subject, opts)
     if batches is not None:  # a training measurement: the caps a training run sets, before
-        cap_primitive_caches()  # the peak's bf16 product makes the libraries read them
+        # the peak's bf16 product makes the libraries read them
+        cap_primitive_caches(trimmed=subject.cfg.train.batch_trim is not None)
     subject.model.to(device)
     machine = machine_info(device)
     log(f"matmul peak on {machine['device_name']}, {threads_text(machine['torch_threads'])}")

@@ -49,6 +49,7 @@ def _check_positive(cfg: Config) -> None:
         "train.batch_size": t.batch_size,
         "train.max_tokens": t.max_tokens,
         "train.batch_multiple": t.batch_multiple,
+        "train.batch_trim": t.batch_trim,
         "train.max_epochs": t.max_epochs,
         "train.max_steps": t.max_steps,
         "train.patience": t.patience,

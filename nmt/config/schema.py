@@ -183,6 +183,12 @@ class TrainConfig:
     # training batch with dummy pairs (zero loss, zero gradient) to a multiple of this many
     # sentences, and its source width to a multiple of 8 (nmt/ops/shapes.py); None = off
     batch_multiple: int | None = None
+    # CPU under bf16/fp16 autocast only: a batch closing with at least this many sentences
+    # keeps a multiple of it, the rest start the next batch (no pair dropped, no dummy rows;
+    # nmt/data/bucketing.py), so that B takes few values and oneDNN builds few kernels; the
+    # kernel caches then keep the libraries' 1,024 entries (nmt/ops/primitive_cache.py).
+    # None = off
+    batch_trim: int | None = None
     lr: float = 1e-3
     clip_norm: float = 1.0
     label_smoothing: float = 0.0

@@ -1,8 +1,6 @@
-"""Data for the model: from sentence pairs to padded, length-bucketed batches of piece ids.
+"""Data for the model: from sentence pairs to padded batches of piece ids.
 
-The same batching rule twice: :func:`make_batches` over a list of examples, and
-:func:`token_batches` over two numpy arrays of lengths (for the memory-mapped store of
-nmt/data/store.py, where no Python object per pair exists).
+Which pairs go together in a batch is nmt/data/bucketing.py's rule.
 
 Conventions: ``src = x1..xn EOS``, ``tgt_in = BOS y1..ym``, ``tgt_out = y1..ym EOS``;
 PAD is 0 and masks are True on real tokens.
@@ -10,8 +8,7 @@ PAD is 0 and masks are True on real tokens.
 
 from __future__ import annotations
 
-import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -19,6 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from nmt.data.bucketing import make_batches
 from nmt.data.corpus import Pair
 from nmt.data.vocab import BOS, EOS, PAD, Vocab
 from nmt.ops.shapes import SOURCE_MULTIPLE, rounded_rows, stable_rows_wanted
@@ -225,131 +223,6 @@ def collate(examples: list[Example]) -> Batch:
     return Batch(*(torch.from_numpy(a) for a in (src, src_len, tgt_in, tgt_out, index)))
 
 
-def make_batches(
-    examples: list[Example],
-    batch_size: int,
-    *,
-    max_tokens: int | None = None,
-    shuffle_seed: int | None = None,
-) -> list[list[Example]]:
-    """Group examples of similar length into batches.
-
-    Examples are sorted by (source, target) length, so each batch wastes little padding;
-    with ``shuffle_seed`` the sort breaks ties randomly and the batch order is shuffled,
-    deterministically for a given seed. A batch holds at most ``batch_size`` sentences
-    and, if ``max_tokens`` is set, at most that many padded source or target tokens.
-    """
-    rng = random.Random(shuffle_seed)
-    keyed = [
-        (len(e.src), len(e.tgt), rng.random() if shuffle_seed is not None else 0.0, e)
-        for e in examples
-    ]
-    keyed.sort(key=lambda k: k[:3])
-    batches: list[list[Example]] = []
-    current: list[Example] = []
-    longest = 0
-    for _s, _t, _r, e in keyed:
-        longest_next = max(longest, len(e.src), len(e.tgt) + 1)
-        over_tokens = max_tokens is not None and longest_next * (len(current) + 1) > max_tokens
-        if current and (len(current) >= batch_size or over_tokens):
-            batches.append(current)
-            current, longest_next = [], max(len(e.src), len(e.tgt) + 1)
-        current.append(e)
-        longest = longest_next
-    if current:
-        batches.append(current)
-    if shuffle_seed is not None:
-        rng.shuffle(batches)
-    return batches
-
-
-@dataclass(frozen=True, eq=False)
-class IndexBatches(Sequence):
-    """An epoch's batches as row ids (of a training store): batch ``i`` is
-    ``order[starts[i]:ends[i]]``. Slicing gives another ``IndexBatches`` over the same
-    ``order`` (no copy), so DDP's ``batches[rank::world]`` and resume's
-    ``batches[done:]`` cost nothing.
-
-    Attributes:
-        order: (N,) row ids, int32 or int64, batch after batch in length order.
-        starts, ends: (n_batches,) int64 bounds into ``order``, in the epoch's batch order.
-    """
-
-    order: np.ndarray
-    starts: np.ndarray
-    ends: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.starts)
-
-    def __getitem__(self, i):  # int -> (B,) row ids; slice -> IndexBatches
-        if isinstance(i, slice):
-            return IndexBatches(self.order, self.starts[i], self.ends[i])
-        return self.order[self.starts[i] : self.ends[i]]
-
-    def __iter__(self) -> Iterator[np.ndarray]:
-        for a, b in zip(self.starts.tolist(), self.ends.tolist(), strict=True):
-            yield self.order[a:b]
-
-
-def token_batches(
-    src_len: np.ndarray,
-    tgt_len: np.ndarray,
-    batch_size: int,
-    *,
-    max_tokens: int | None = None,
-    shuffle_seed: int | None = None,
-) -> IndexBatches:
-    """The rule of :func:`make_batches` on length arrays: sort by (source length,
-    target length), ties broken randomly with ``shuffle_seed`` (kept in split order
-    without), cut greedily into batches of at most ``batch_size`` pairs and, with
-    ``max_tokens``, at most that many padded tokens (a batch of B pairs takes
-    ``B * max(src_len, tgt_len + 1)``; a single longer pair is a batch of its own), then
-    shuffle the batch order. Without a seed the batches equal make_batches'; with one they
-    follow the same rule with numpy's generator, deterministic for a seed.
-
-    Args:
-        src_len: (N,) source lengths in pieces, EOS included.
-        tgt_len: (N,) target lengths in pieces, without EOS.
-    """
-    n = len(src_len)
-    rng = np.random.default_rng(shuffle_seed) if shuffle_seed is not None else None
-    keys = (tgt_len, src_len) if rng is None else (rng.random(n), tgt_len, src_len)
-    order = np.lexsort(keys)  # stable: ties keep split order, as Python's sort
-    order = order.astype(np.int32) if n < 2**31 else order
-    s, t = src_len[order], tgt_len[order]
-    # pairs of equal lengths are interchangeable for the greedy rule, so it walks runs of
-    # them (a few thousand) rather than pairs (millions)
-    change = np.flatnonzero((s[1:] != s[:-1]) | (t[1:] != t[:-1])) + 1
-    run_starts = np.concatenate(([0], change)).astype(np.int64)
-    run_ends = np.concatenate((change, [n])).astype(np.int64)
-    widths = np.maximum(s[run_starts], t[run_starts] + 1) if n else np.zeros(0, np.int64)
-    starts: list[int] = []
-    count = longest = 0
-    # not strict: with no pairs (n == 0) there is one empty run [0, 0) and no width
-    for at, end, width in zip(
-        run_starts.tolist(), run_ends.tolist(), widths.tolist(), strict=False
-    ):
-        while at < end:
-            wider = max(longest, width)
-            cap = batch_size if max_tokens is None else min(batch_size, max_tokens // wider)
-            if count == 0:  # a new batch takes its first pair even over max_tokens
-                take = min(end - at, max(cap, 1))
-                starts.append(at)
-            elif count >= cap:
-                count, longest = 0, 0
-                continue
-            else:
-                take = min(end - at, cap - count)
-            count, longest, at = count + take, wider, at + take
-    bounds = np.array(starts + [n], dtype=np.int64)
-    first, last = bounds[:-1], bounds[1:]
-    if rng is not None:
-        perm = rng.permutation(len(first))
-        first, last = first[perm], last[perm]
-    return IndexBatches(order, first, last)
-
-
 class TrainingSet(Protocol):
     """What the training loop needs of its training data, whichever store holds it: the
     batches of an epoch (a sequence of opaque items, sliceable for DDP and resume) and
@@ -360,9 +233,14 @@ class TrainingSet(Protocol):
         ...
 
     def batches(
-        self, batch_size: int, max_tokens: int | None, shuffle_seed: int | None
+        self,
+        batch_size: int,
+        max_tokens: int | None,
+        shuffle_seed: int | None,
+        trim: int | None = None,
     ) -> Sequence[Any]:
-        """The epoch's batches by the rule of :func:`make_batches`, deterministic for a seed."""
+        """The epoch's batches by the rule of :func:`nmt.data.bucketing.make_batches`
+        (``trim``: its trimming), deterministic for a seed."""
         ...
 
     def collate(self, batch: Any) -> Batch:
@@ -384,11 +262,15 @@ class ExampleSet:
         return len(self.examples)
 
     def batches(
-        self, batch_size: int, max_tokens: int | None, shuffle_seed: int | None
+        self,
+        batch_size: int,
+        max_tokens: int | None,
+        shuffle_seed: int | None,
+        trim: int | None = None,
     ) -> list[list[Example]]:
-        """:func:`make_batches` of the examples."""
+        """:func:`nmt.data.bucketing.make_batches` of the examples."""
         return make_batches(
-            self.examples, batch_size, max_tokens=max_tokens, shuffle_seed=shuffle_seed
+            self.examples, batch_size, max_tokens=max_tokens, shuffle_seed=shuffle_seed, trim=trim
         )
 
     def collate(self, batch: list[Example]) -> Batch:

@@ -31,7 +31,8 @@ import numpy as np
 import torch
 
 from nmt.config.schema import SubwordConfig
-from nmt.data.batches import Batch, Example, collate, encode_pairs, make_batches
+from nmt.data.batches import Batch, Example, collate, encode_pairs
+from nmt.data.bucketing import make_batches
 from nmt.data.corpus import Pair
 from nmt.data.vocab import BOS, EOS, PAD, UNK, Vocab
 
@@ -105,15 +106,20 @@ class SampledExampleSet:
         return [Example(s + [EOS], t, i) for i, (s, t) in enumerate(zip(src, tgt, strict=True))]
 
     def batches(
-        self, batch_size: int, max_tokens: int | None, shuffle_seed: int | None
+        self,
+        batch_size: int,
+        max_tokens: int | None,
+        shuffle_seed: int | None,
+        trim: int | None = None,
     ) -> list[list[Example]]:
         """:func:`make_batches` of :meth:`examples` sampled under ``shuffle_seed`` (0 when
-        None), bucketed by the sampled lengths."""
+        None), bucketed by the sampled lengths (``trim``: make_batches' trimming)."""
         return make_batches(
             self.examples(shuffle_seed or 0),
             batch_size,
             max_tokens=max_tokens,
             shuffle_seed=shuffle_seed,
+            trim=trim,
         )
 
     def collate(self, batch: list[Example]) -> Batch:

@@ -36,7 +36,8 @@ import pyarrow as pa
 import torch
 
 from nmt.config.schema import Config, DataConfig
-from nmt.data.batches import Batch, FilterStats, IndexBatches, skip_reason, token_batches
+from nmt.data.batches import Batch, FilterStats, skip_reason
+from nmt.data.bucketing import IndexBatches, token_batches
 from nmt.data.corpus import DataError
 from nmt.data.store_key import (
     MANIFEST,
@@ -88,11 +89,20 @@ class ArrowTrainingSet:
         return len(self.src_len)
 
     def batches(
-        self, batch_size: int, max_tokens: int | None, shuffle_seed: int | None
+        self,
+        batch_size: int,
+        max_tokens: int | None,
+        shuffle_seed: int | None,
+        trim: int | None = None,
     ) -> IndexBatches:
         """:func:`token_batches` over the store's lengths."""
         return token_batches(
-            self.src_len, self.tgt_len, batch_size, max_tokens=max_tokens, shuffle_seed=shuffle_seed
+            self.src_len,
+            self.tgt_len,
+            batch_size,
+            max_tokens=max_tokens,
+            shuffle_seed=shuffle_seed,
+            trim=trim,
         )
 
     def token_counts(self) -> tuple[int, int]:

@@ -19,7 +19,8 @@ from typing import Any
 
 import torch
 
-from nmt.data.batches import Example, collate, make_batches
+from nmt.data.batches import Example, collate
+from nmt.data.bucketing import make_batches
 from nmt.data.vocab import EOS, UNK, Vocab
 from nmt.inference.search import beam_search, greedy
 from nmt.inference.search_choice import choose_search_precision

@@ -29,6 +29,10 @@ import os
 from collections.abc import MutableMapping
 
 DEFAULT_CAPACITY = 128
+# with train.batch_trim (nmt/data/bucketing.py) a run meets few enough shapes that the
+# libraries' own 1,024 entries hold them all: 482 in 160 steps, at 1.1x fp32's peak memory
+# (results/speed/2026-12-08-zen5-trim/)
+TRIMMED_CAPACITY = 1024
 VARIABLES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
 # the smallest value each library takes: oneDNN reads 0 as "no cache"; ideep crashes the
 # process (a segmentation fault) on 0, and on anything that is not a number, which it reads as 0
@@ -62,18 +66,23 @@ def check_primitive_caches(environ: MutableMapping[str, str] = os.environ) -> No
             )
 
 
-def cap_primitive_caches(environ: MutableMapping[str, str] = os.environ) -> None:
-    """Set each of :data:`VARIABLES` to :data:`DEFAULT_CAPACITY` where ``environ`` has it
-    unset or empty, after :func:`check_primitive_caches`. Effective only before the
-    process's first bf16/fp16 CPU matrix product.
+def cap_primitive_caches(
+    environ: MutableMapping[str, str] = os.environ, *, trimmed: bool = False
+) -> None:
+    """Set each of :data:`VARIABLES` to :data:`DEFAULT_CAPACITY` (``trimmed``:
+    :data:`TRIMMED_CAPACITY`) where ``environ`` has it unset or empty, after
+    :func:`check_primitive_caches`. Effective only before the process's first bf16/fp16 CPU
+    matrix product. ``trimmed``: the run's batches are trimmed (``train.batch_trim``), so its
+    shapes are few and all of them fit.
 
     Raises:
         ValueError: from :func:`check_primitive_caches`.
     """
     check_primitive_caches(environ)
+    capacity = TRIMMED_CAPACITY if trimmed else DEFAULT_CAPACITY
     for name in VARIABLES:
         if name not in environ:
-            environ[name] = str(DEFAULT_CAPACITY)
+            environ[name] = str(capacity)
 
 
 def primitive_cache_capacities(environ: MutableMapping[str, str] = os.environ) -> dict[str, str]:

@@ -71,7 +71,7 @@ class Trainer:
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         self.rank = int(os.environ.get("RANK", "0"))
         # before the run's first bf16 product, which is when oneDNN and ideep read the caps
-        cap_primitive_caches()
+        cap_primitive_caches(trimmed=self.t.batch_trim is not None)
         self.device = setup_device(self.t.device, self.world)
         self.net = wrapped(model.to(self.device), self.world, self.device)
         # fused: one kernel for the whole update instead of ~10 elementwise passes per tensor
@@ -81,6 +81,8 @@ class Trainer:
         )
         # fp16's narrow range needs loss scaling; bf16 has fp32's range and needs none
         self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
+        on_cpu_autocast = self.amp_dtype is not None and self.device.type == "cpu"
+        self.batch_trim = self.t.batch_trim if on_cpu_autocast else None  # else no effect
         self.schedule = Schedule(self.optimizer, self.t)
         self.state = TrainState()
         self.run_id = new_run_id()  # every checkpoint of this run carries it (averaging)
@@ -161,6 +163,7 @@ class Trainer:
             self.t.batch_size,
             self.t.max_tokens,
             shuffle_seed=self.t.seed * 100_003 + self.state.epoch,
+            trim=self.batch_trim,
         )
         if self.world > 1:
             batches = batches[: len(batches) // self.world * self.world][self.rank :: self.world]

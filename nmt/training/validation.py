@@ -13,7 +13,8 @@ from typing import Any
 import torch
 
 from nmt.config.schema import Config
-from nmt.data.batches import Example, collate, make_batches
+from nmt.data.batches import Example, collate
+from nmt.data.bucketing import make_batches
 from nmt.model.seq2seq import Seq2Seq
 from nmt.training.state import TrainState
 
