@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 48's next AMX sitting, in one go: do nmt's caps on the bf16 kernel caches (128 entries
 # in oneDNN's and in ideep's: nmt/ops/primitive_cache.py) keep bf16's peak RSS within 1.3x of
-# fp32's at no cost in speed there, as on a Zen 5 EPYC, and does train.batch_multiple
-# (nmt/ops/shapes.py) make bf16 training faster?
+# fp32's at no cost in speed there, as on a Zen 5 EPYC, and do train.batch_multiple
+# (nmt/ops/shapes.py) and train.batch_trim (nmt/data/bucketing.py) make bf16 training faster?
 #
 #   [PAUSE_PIDS="PID..."] [ROUNDS=3] [SEARCH_ROUNDS=3] [OLD_TREE=DIR] [BM=8] [DATA=DIR] \
 #     [JOEY=1] bash benchmarks/speed/amx_sitting.sh
@@ -13,15 +13,16 @@
 # measurement). PAUSE_PIDS: the other work on the machine, stopped
 # (kill -STOP) for the sitting and resumed (kill -CONT) at its end, on an error or Ctrl-C.
 # Each round runs fp32, bf16 (nmt's caps), bf16_caches1024 (the libraries' default, before
-# the caps), bf16_caches256, bf16_bmBM and bf16_bmBM_caches256 (256, not smaller: with 128 a
-# Zen 5 built 26 kernels a step against 14 at 1,024, and a build cost 6-11x more on an AMX
-# Xeon; results/speed/2026-12-07-zen5-builds/)
+# the caps), bf16_bmBM, and bf16_trim32_bmBM and bf16_trim16_bmBM (train.batch_trim: batches
+# cut to a multiple of 32 or 16 sentences, the caches then at 512: on a Zen 5 482 shapes in
+# 160 steps against 1,583, 3.1 builds a step against 26.7; a build cost 6-11x more on an AMX
+# Xeon; results/speed/2026-12-08-zen5-trim/, 2026-12-07-zen5-builds/)
 # (benchmarks/speed/ab/bench_ab.sh: 2 threads, 10 warm-up + 60 timed steps, a 60 s window;
 # about 2.5 min a run, 40-45 min for 3 rounds), and with JOEY=1 also Joey NMT 2.3.0
 # (bench_ab.sh's `joey`: same architecture and data from scratch, 30 s warm-up, the same 60 s
 # window, about 2 min a run; benchmarks/speed/joey/setup.sh installs it first, once), in
-# reverse order every other round; then one 70-step run each of bf16, bf16_caches1024 and
-# bf16_bmBM with ONEDNN_VERBOSE=profile_create counts the primitives oneDNN built, their
+# reverse order every other round; then one 70-step run each of bf16, bf16_caches1024,
+# bf16_bmBM and bf16_trim32_bmBM with ONEDNN_VERBOSE=profile_create counts the primitives oneDNN built, their
 # milliseconds and shapes (builds_*.txt, benchmarks/speed/primitive_builds.py). Writes
 # results/speed/DATE-amx-bucket/ (OUT=DIR to change; WARMUP, STEPS, WINDOW as bench_ab.sh's):
 # machine.txt, VARIANT_roundN.{json,log,uptime}, builds_*.txt and table.md
@@ -57,7 +58,7 @@ mkdir -p "$OUT"
 OUT=$(realpath "$OUT")
 { git rev-parse HEAD; cpu_id
   .venv/bin/python -c 'import torch; print("torch", torch.__version__)'; } > "$OUT/machine.txt"
-variants=(fp32 bf16 bf16_caches1024 bf16_caches256 "bf16_bm$BM" "bf16_bm${BM}_caches256")
+variants=(fp32 bf16 bf16_caches1024 "bf16_bm$BM" "bf16_trim32_bm$BM" "bf16_trim16_bm$BM")
 if [ "${JOEY:-0}" = 1 ]; then  # Joey NMT 2.3.0 in every training round; installed before them
   bash benchmarks/speed/joey/setup.sh
   variants+=(joey)
@@ -70,10 +71,11 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
   echo "round $r: ${order[*]}"
   OUT=$OUT DATA=$DATA bash benchmarks/speed/ab/bench_ab.sh "$r" "${order[@]}"
 done
-for v in bf16 bf16_caches1024 "bf16_bm$BM"; do
+for v in bf16 bf16_caches1024 "bf16_bm$BM" "bf16_trim32_bm$BM"; do
   (( ${ROUNDS:-3} > 0 )) || break  # no training rounds: no primitive counts either
   opt=() caches=()
   [ "$v" = "bf16_bm$BM" ] && opt=("train.batch_multiple=$BM")
+  [ "$v" = "bf16_trim32_bm$BM" ] && opt=("train.batch_trim=32" "train.batch_multiple=$BM")
   [ "$v" = bf16_caches1024 ] && caches=(LRU_CACHE_CAPACITY=1024 ONEDNN_PRIMITIVE_CACHE_CAPACITY=1024)
   env ${caches[@]+"${caches[@]}"} ONEDNN_VERBOSE=profile_create .venv/bin/python -m nmt bench \
     configs/bench_reference.yaml ${opt[@]+"${opt[@]}"} --threads 2 --warmup "${WARMUP:-10}" \

@@ -6,6 +6,9 @@
 # scored on test_2016_flickr with beam 5 and greedy search.
 #
 #   [OUT=results/speed/DIR] [ORDER="fp32 bf16"] bash benchmarks/speed/wallclock.sh [MINUTES]
+#
+# ORDER's runs: fp32, bf16, or bf16_trimT_bmM (bf16 with train.batch_trim=T and
+# train.batch_multiple=M, as benchmarks/speed/ab/bench_ab.sh names them).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 MINUTES=${1:-10}
@@ -17,9 +20,15 @@ mkdir -p "$OUT"
 for p in $ORDER; do
   run=runs/wallclock_$p
   rm -rf "$run"
+  case $p in
+    fp32|bf16) opt=("train.precision=$p") ;;
+    bf16_trim*_bm*) t=${p#bf16_trim}
+      opt=(train.precision=bf16 "train.batch_trim=${t%_bm*}" "train.batch_multiple=${p#*_bm}") ;;
+    *) echo "wallclock.sh: unknown run '$p' in ORDER" >&2; exit 2 ;;
+  esac
   echo "$(date +%T) training $p for $MINUTES min" >&2
   .venv/bin/nmt train configs/bench_reference.yaml "train.max_minutes=$MINUTES" \
-      train.threads=2 "train.precision=$p" train.valid_every_steps=250 \
+      train.threads=2 "${opt[@]}" train.valid_every_steps=250 \
       "train.out_dir=$run" > "$OUT/train_$p.log" 2>&1
   cp "$run/valid_log.jsonl" "$OUT/valid_$p.jsonl"
 done

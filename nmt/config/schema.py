@@ -186,8 +186,7 @@ class TrainConfig:
     # CPU under bf16/fp16 autocast only: a batch closing with at least this many sentences
     # keeps a multiple of it, the rest start the next batch (no pair dropped, no dummy rows;
     # nmt/data/bucketing.py), so that B takes few values and oneDNN builds few kernels; the
-    # kernel caches then keep the libraries' 1,024 entries (nmt/ops/primitive_cache.py).
-    # None = off
+    # kernel caches then get 512 entries, not 128 (nmt/ops/primitive_cache.py). None = off
     batch_trim: int | None = None
     lr: float = 1e-3
     clip_norm: float = 1.0

@@ -29,10 +29,11 @@ import os
 from collections.abc import MutableMapping
 
 DEFAULT_CAPACITY = 128
-# with train.batch_trim (nmt/data/bucketing.py) a run meets few enough shapes that the
-# libraries' own 1,024 entries hold them all: 482 in 160 steps, at 1.1x fp32's peak memory
+# with train.batch_trim (nmt/data/bucketing.py) a run meets few shapes: 482 in 160 steps, 662
+# in 700 (2.2 epochs), built 3.1 and 1.6 times a step with 512 entries, against 26.7 untrimmed
+# with 128; 512 held bf16's peak memory at 1.24x fp32's in one run, 1,024 at 1.29-1.32x
 # (results/speed/2026-12-08-zen5-trim/)
-TRIMMED_CAPACITY = 1024
+TRIMMED_CAPACITY = 512
 VARIABLES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
 # the smallest value each library takes: oneDNN reads 0 as "no cache"; ideep crashes the
 # process (a segmentation fault) on 0, and on anything that is not a number, which it reads as 0

@@ -11,7 +11,8 @@
 # bf16_bmM_capN (both) | bf16_cachesN, bf16_bmM_cachesN (N entries in both caches of bf16
 # kernels, oneDNN's and ideep's LRU_CACHE_CAPACITY: nmt/ops/primitive_cache.py; N=1024 is the
 # libraries' default, before nmt capped them) | bf16_trimT, bf16_trimT_bmM (train.batch_trim=T,
-# and batch_multiple M; nmt then leaves the caches at 1,024 entries) | joey. The caches' variables are set only
+# and batch_multiple M; the caches then at nmt's size for trimmed runs), bf16_trimT_bmM_cachesN
+# | joey. The caches' variables are set only
 # where the variant names them; otherwise the caller's environment, else nmt's caps, hold. (Joey NMT 2.3.0 on the same architecture and data from scratch,
 # benchmarks/speed/joey/bench_joey.sh: 2 threads, a WINDOW-second window after JOEY_WARMUP_S
 # seconds; its own files in /tmp/joey_roundROUND). Each nmt run: 2 threads, 10 warm-up steps,
@@ -50,6 +51,9 @@ for v in "$@"; do
     bf16_bm*_cap*) p=bf16 bm=${v#bf16_bm} opt=("train.batch_multiple=${bm%_cap*}")
       caches=("ONEDNN_PRIMITIVE_CACHE_CAPACITY=${v#*_cap}") ;;
     bf16_bm*) p=bf16 opt=("train.batch_multiple=${v#bf16_bm}") ;;
+    bf16_trim*_bm*_caches*) p=bf16 t=${v#bf16_trim} m=${v#*_bm} n=${v#*_caches}
+      opt=("train.batch_trim=${t%_bm*}" "train.batch_multiple=${m%_caches*}")
+      caches=("ONEDNN_PRIMITIVE_CACHE_CAPACITY=$n" "LRU_CACHE_CAPACITY=$n") ;;
     bf16_trim*_bm*) p=bf16 t=${v#bf16_trim}
       opt=("train.batch_trim=${t%_bm*}" "train.batch_multiple=${v#*_bm}") ;;
     bf16_trim*) p=bf16 opt=("train.batch_trim=${v#bf16_trim}") ;;
