@@ -84,7 +84,7 @@ def _trainer(tmp_path, toy_vocabs, multiple: int | None) -> Trainer:
     return bare_trainer(cfg, toy_vocabs)
 
 
-def _seen_shapes(monkeypatch) -> list[tuple[int, int]]:
+def seen_shapes(monkeypatch) -> list[tuple[int, int]]:
     """(B, S) of every batch Seq2Seq.forward gets from now on."""
     seen: list[tuple[int, int]] = []
     forward = Seq2Seq.forward
@@ -106,7 +106,7 @@ def test_training_step_pads_only_where_stable_rows_are_wanted(
     fp32); elsewhere (fp32 as it is) the batch goes in as it was. n_tokens, the summed loss
     and the updated weights are those of the unpadded step either way."""
     monkeypatch.setattr(batches, "stable_rows_wanted", lambda _device: wanted)
-    seen = _seen_shapes(monkeypatch)
+    seen = seen_shapes(monkeypatch)
     examples = encode_pairs([Pair(s, t, "toy") for s, t in TOY_PAIRS[:5]], *toy_vocabs)
     runs = []
     for multiple in (None, 8):
@@ -132,25 +132,31 @@ def test_a_bad_batch_multiple_is_refused_naming_the_option(value):
     assert load_config(REFERENCE).train.batch_multiple is None  # off by default
 
 
-def test_bench_passes_the_option_through(tiny_corpus, monkeypatch):  # noqa: F811
-    """``nmt bench CONFIG train.batch_multiple=8 --precision bf16``: the training steps
-    see padded batches and the JSON records the option."""
-    seen = _seen_shapes(monkeypatch)
+def bench_bf16(corpus: str, override: str, train_steps: int) -> dict:
+    """``nmt bench CONFIG OVERRIDE --precision bf16`` of the tiny model, training only: one
+    warm-up step and ``train_steps`` timed, one thread; its result."""
     threads = torch.get_num_threads()
     opts = BenchOptions(
         REFERENCE,
-        overrides=(*TINY, tiny_corpus, "train.batch_multiple=8"),
+        overrides=(*TINY, corpus, override),
         threads=1,
         warmup=1,
-        train_steps=2,
+        train_steps=train_steps,
         train_seconds=0,
         skip_decode=True,
         precision="bf16",
     )
     try:
-        result = run_bench(opts)
+        return run_bench(opts)
     finally:
         torch.set_num_threads(threads)
+
+
+def test_bench_passes_the_option_through(tiny_corpus, monkeypatch):  # noqa: F811
+    """``nmt bench CONFIG train.batch_multiple=8 --precision bf16``: the training steps
+    see padded batches and the JSON records the option."""
+    seen = seen_shapes(monkeypatch)
+    result = bench_bf16(tiny_corpus, "train.batch_multiple=8", 2)
     assert result["train"]["batch_multiple"] == 8
     assert len(seen) == 3 and all(b % 8 == 0 and s % 8 == 0 for b, s in seen), seen
 

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
-from test_bench import REFERENCE, TINY, tiny_corpus  # noqa: F401 (a fixture)
+from test_batch_multiple import bench_bf16, seen_shapes
+from test_bench import REFERENCE, tiny_corpus  # noqa: F401 (a fixture)
 from test_store import _examples
 
-from nmt.analysis.bench_options import BenchOptions
-from nmt.commands.bench import run_bench
 from nmt.config.load import load_config
 from nmt.config.schema import Config, ConfigError, TrainConfig
 from nmt.data.bucketing import make_batches, token_batches, trimmed_count
@@ -120,30 +118,7 @@ def test_the_trainer_trims_only_under_cpu_autocast(tmp_path, toy_vocabs, precisi
 def test_bench_trims_bf16_batches_and_records_it(tiny_corpus, monkeypatch):  # noqa: F811
     """``nmt bench CONFIG train.batch_trim=4 --precision bf16``: every timed batch but those
     under 4 sentences holds a multiple of 4, and the JSON says the option applied."""
-    from nmt.model.seq2seq import Seq2Seq
-
-    seen: list[int] = []
-    forward = Seq2Seq.forward
-
-    def spy(self, src, *args, **kwargs):
-        seen.append(src.size(0))
-        return forward(self, src, *args, **kwargs)
-
-    monkeypatch.setattr(Seq2Seq, "forward", spy)
-    threads = torch.get_num_threads()
-    opts = BenchOptions(
-        REFERENCE,
-        overrides=(*TINY, tiny_corpus, "train.batch_trim=4"),
-        threads=1,
-        warmup=1,
-        train_steps=3,
-        train_seconds=0,
-        skip_decode=True,
-        precision="bf16",
-    )
-    try:
-        result = run_bench(opts)
-    finally:
-        torch.set_num_threads(threads)
+    seen = seen_shapes(monkeypatch)
+    result = bench_bf16(tiny_corpus, "train.batch_trim=4", 3)
     assert result["train"]["batch_trim"] == 4
-    assert len(seen) == 4 and all(b % 4 == 0 or b < 4 for b in seen), seen
+    assert len(seen) == 4 and all(b % 4 == 0 or b < 4 for b, _ in seen), seen
