@@ -37,38 +37,20 @@ import itertools
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass
 from typing import Any, cast
 
 import torch
 
-from nmt.analysis.bench_options import BenchOptions, training_batches
-from nmt.config.schema import Config, DataConfig, Precision
+from nmt.analysis.bench_options import BenchOptions, Subject, training_batches
+from nmt.config.schema import Precision
 from nmt.data.batches import Example
-from nmt.data.corpus import Pair
-from nmt.data.vocab import Vocab
 from nmt.evaluation.metrics import score
 from nmt.inference.translator import Translator, decode_workers, threads_per_worker
 from nmt.model.flops import TokenCounts, forward_macs, training_flops, training_flops_by_term
-from nmt.model.seq2seq import Seq2Seq
 from nmt.ops.int8 import int8_engine
 from nmt.ops.machine import peak_memory_mib, reset_peak_memory, sync
 from nmt.ops.precision import precision_name
 from nmt.training.loop import Trainer
-
-
-@dataclass
-class Subject:
-    """The model under test. kind: ``checkpoint`` or ``config`` (fresh weights);
-    data: where its splits are read; train_pairs: None when training is skipped."""
-
-    kind: str
-    cfg: Config
-    model: Seq2Seq
-    src_vocab: Vocab
-    tgt_vocab: Vocab
-    data: DataConfig
-    train_pairs: list[Pair] | None
 
 
 def _precision_record(precision: str, auto_note: str | None) -> dict[str, str]:
@@ -223,6 +205,30 @@ def _phase(
     }, counts
 
 
+def _bench_trainer(
+    subject: Subject, opts: BenchOptions, device: torch.device, scratch: str
+) -> Trainer:
+    """A Trainer of ``subject``'s model in ``opts.precision`` (else the config's), writing
+    nothing but into ``scratch``, with no data of its own: the bench feeds its batches."""
+    t = subject.cfg.train
+    # opts.precision was checked by autocast_dtype in run_bench, before any work
+    precision = cast("Precision | None", opts.precision) or t.precision
+    run_cfg = dataclasses.replace(
+        subject.cfg,
+        train=dataclasses.replace(t, out_dir=scratch, device=str(device), precision=precision),
+    )
+    return Trainer(
+        run_cfg,
+        subject.model,
+        subject.src_vocab,
+        subject.tgt_vocab,
+        train_set=[],
+        valid_examples=[],
+        validate=lambda _model: {},
+        log=lambda _msg: None,
+    )
+
+
 def measure_training(
     subject: Subject,
     batches: list[list[Example]],
@@ -238,22 +244,7 @@ def measure_training(
     macs = forward_macs(cfg.model, len(subject.tgt_vocab))
     reset_peak_memory(device)
     with tempfile.TemporaryDirectory() as scratch:  # Trainer wants an out_dir; nothing is saved
-        # opts.precision was checked by autocast_dtype in run_bench, before any work
-        precision = cast("Precision | None", opts.precision) or t.precision
-        run_cfg = dataclasses.replace(
-            cfg,
-            train=dataclasses.replace(t, out_dir=scratch, device=str(device), precision=precision),
-        )
-        trainer = Trainer(
-            run_cfg,
-            subject.model,
-            subject.src_vocab,
-            subject.tgt_vocab,
-            train_set=[],
-            valid_examples=[],
-            validate=lambda _model: {},
-            log=lambda _msg: None,
-        )
+        trainer = _bench_trainer(subject, opts, device, scratch)
         if trainer.batch_trim is not None:  # bf16 on a CPU: the batches nmt train makes
             batches = training_batches(subject, opts, trim=trainer.batch_trim)
         torch.manual_seed(t.seed)

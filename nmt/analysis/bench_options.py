@@ -1,22 +1,34 @@
-"""What ``nmt bench`` is asked (:class:`BenchOptions`, checked before any work) and the
-data it reads: the split it decodes and the training batches it times
-(nmt/analysis/bench.py measures)."""
+"""What ``nmt bench`` is asked (:class:`BenchOptions`, checked before any work), what it
+measures (:class:`Subject`) and the data it reads: the split it decodes and the training
+batches it times (nmt/analysis/bench.py measures)."""
 
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from nmt.config.schema import SearchConfig
+from nmt.config.schema import Config, DataConfig, SearchConfig
 from nmt.data.batches import Example, encode_pairs
 from nmt.data.bucketing import make_batches
-from nmt.data.corpus import DataError, read_split
+from nmt.data.corpus import DataError, Pair, read_split
+from nmt.data.vocab import Vocab
 from nmt.model.folder import names_folder
+from nmt.model.seq2seq import Seq2Seq
 from nmt.ops.files import check_writable
 
-if TYPE_CHECKING:
-    from nmt.analysis.bench import Subject
+
+@dataclass
+class Subject:
+    """The model under test. kind: ``checkpoint`` or ``config`` (fresh weights);
+    data: where its splits are read; train_pairs: None when training is skipped."""
+
+    kind: str
+    cfg: Config
+    model: Seq2Seq
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    data: DataConfig
+    train_pairs: list[Pair] | None
 
 
 class BenchError(ValueError):

@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from nmt.analysis.bench import Subject, measure_decoding, measure_training
-from nmt.analysis.bench_options import BenchOptions, decode_split, training_batches
+from nmt.analysis.bench import measure_decoding, measure_training
+from nmt.analysis.bench_options import BenchOptions, Subject, decode_split, training_batches
 from nmt.analysis.bench_table import threads_text
 from nmt.config.load import load_config
 from nmt.data.corpus import DataError

@@ -314,9 +314,8 @@ class Translator:
             results.append(
                 Translation(line, "", enc.pieces + ["</s>"], [], None, enc.truncated, enc.unknown)
             )
-        batches = [
-            collate(chunk) for chunk in make_batches(examples, batch_size or self.batch_size)
-        ]
+        chunks = make_batches(examples, batch_size or self.batch_size)
+        batches = [collate(chunk) for chunk in chunks]
         n_workers = decode_workers(self.device, len(batches), workers or self.workers, self.threads)
 
         def search(batch: Any) -> tuple[Any, list[list[Any]]]:
