@@ -14,6 +14,10 @@ cd "$(dirname "$0")/../.."
 MINUTES=${1:-10}
 OUT=${OUT:-results/speed/$(date +%F)-wallclock}
 ORDER=${ORDER:-"fp32 bf16"}
+for p in $ORDER; do  # every name checked before anything is written
+  [[ $p =~ ^(fp32|bf16|bf16_trim[0-9]+_bm[0-9]+)$ ]] \
+    || { echo "wallclock.sh: unknown run '$p' in ORDER" >&2; exit 2; }
+done
 mkdir -p "$OUT"
 { grep -m1 "model name" /proc/cpuinfo; grep -o -m1 -E 'avx512_bf16|amx_bf16' /proc/cpuinfo || true
   nproc; uptime; git rev-parse --short HEAD; } > "$OUT/machine.txt"
