@@ -232,6 +232,17 @@ def test_others_share_is_their_busy_time_over_the_machine(monkeypatch):
     assert calibrate.others_share(None) is None
 
 
+def test_others_share_of_a_window_below_the_ticks_resolution_is_unknown(monkeypatch):
+    """One 10 ms tick of other work in a 5 ms window read as 100% of both CPUs (a fresh
+    user's test run, where a stand-in measurement was then not cached): too short to tell;
+    a longer window is read, and never above all the CPUs."""
+    monkeypatch.setattr(calibrate.os, "cpu_count", lambda: 2)
+    _clocks(monkeypatch, (100.0, 5.0, 50.0), (100.01, 5.0, 50.005))
+    assert calibrate.others_share(calibrate.cpu_clock()) is None
+    _clocks(monkeypatch, (100.0, 5.0, 50.0), (103.0, 5.0, 51.0))  # 3 s busy in 1 s on 2 CPUs
+    assert calibrate.others_share(calibrate.cpu_clock()) == 1.0
+
+
 @pytest.mark.parametrize("busy, cached", [(4.0, True), (12.0, False)])
 def test_an_answer_measured_beside_other_work_is_used_but_not_cached(
     tmp_path, monkeypatch, busy, cached

@@ -40,6 +40,9 @@ CACHE_ENV = "NMT_CACHE_DIR"
 # machine took 257 / 131, and every later run would have read those numbers
 BUSY_SHARE = 0.25
 BUSY_ENV = "NMT_CACHE_BUSY_SHARE"  # another limit; 1 caches whatever ran beside (the tests)
+# /proc/stat counts in ticks of 10 ms: one tick in a window of a few milliseconds read as
+# several CPUs busy, and a measurement that short (the tests' stand-ins) was not cached
+MIN_WINDOW_S = 0.5
 
 Step = Callable[[torch.dtype | None], None]  # one forward+backward in that autocast dtype
 
@@ -214,12 +217,12 @@ def cpu_clock() -> CpuClock | None:
 def others_share(start: CpuClock | None) -> float | None:
     """The share (0-1) of the machine's CPUs that other processes kept busy since ``start``
     (:func:`cpu_clock`): their busy seconds over the wall seconds times the CPU count; None
-    where unknown. Raises nothing."""
+    where unknown, or where the window is shorter than :data:`MIN_WINDOW_S`. Raises nothing."""
     end = cpu_clock()
-    if start is None or end is None or end.wall <= start.wall:
+    if start is None or end is None or end.wall - start.wall < MIN_WINDOW_S:
         return None
     others = (end.machine_busy - start.machine_busy) - (end.own - start.own)
-    return max(0.0, others / ((end.wall - start.wall) * (os.cpu_count() or 1)))
+    return min(1.0, max(0.0, others / ((end.wall - start.wall) * (os.cpu_count() or 1))))
 
 
 def store_measured(
